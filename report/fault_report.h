@@ -1,0 +1,82 @@
+// The fault report as data: what the live process prints, what the trace file
+// stores under "report", and what `cdsa report FILE` prints again.
+//
+// Contract: plain values, no pointers into the process; `format_report_text`
+// is a pure function of the struct, so the live report and the one printed
+// from a trace file are the same text. Not thread-safe per object; allocates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cdsa {
+
+struct PyFrameText {
+  std::string file;
+  std::string function;
+  int line = 0;
+  std::string source;  // the source line, stripped; empty when unreadable
+};
+
+struct NativeFrameText {
+  uint64_t pc = 0;
+  std::string module;          // path of the object
+  uint64_t module_offset = 0;  // pc relative to the object's load bias
+  std::string function;        // demangled; empty when unknown
+  std::string file;            // from DWARF, when known
+  int line = 0;
+};
+
+struct StackText {
+  std::vector<PyFrameText> python;      // innermost first
+  std::vector<NativeFrameText> native;  // innermost first
+};
+
+struct LaunchText {
+  uint64_t seq = 0, stream_seq = 0, stream_id = 0, graph_id = 0, time_ns = 0;
+  uint32_t ctx_id = 0, tid = 0, stack_id = 0xffffffffu;
+  std::string kernel;
+  std::string kind;  // kernel, kernel_ex, cooperative, graph
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared_mem = 0;
+  bool captured = false;
+  bool per_thread_stream = false;
+};
+
+struct GraphNodeText {
+  LaunchText launch;  // the launch as captured
+  StackText stack;    // its capture-time stack
+};
+
+struct Candidate {
+  LaunchText launch;
+  StackText stack;
+  uint64_t pending = 0;       // launches on its stream whose completion mark never landed
+  std::string why;            // one line: why this launch is named
+  std::vector<GraphNodeText> graph_nodes;  // for a graph launch: its captured kernel nodes
+};
+
+enum class Attribution { Exact, Ambiguous, Unknown };
+
+struct FaultReport {
+  int code = 0;
+  std::string error_name;    // CUDA_ERROR_ASSERT
+  std::string error_string;  // device-side assert triggered
+  std::string surfaced_call; // the driver entry point that returned it, or "exit probe"
+  uint32_t surfaced_tid = 0;
+  StackText surfaced_stack;
+  Attribution attribution = Attribution::Unknown;
+  std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
+  std::vector<std::string> device_messages;  // the device's assert lines, as the driver printed them
+  std::vector<std::string> notes;     // limits that affect this report (ring overwrote, tables full...)
+  std::string trace_path;             // empty when none was written
+  uint64_t launches_recorded = 0;
+};
+
+const char* attribution_name(Attribution a);
+// The report as printed on stderr (ends with a newline).
+std::string format_report_text(const FaultReport& r);
+// One-line description of a launch: kernel, grid, block, stream, launch number.
+std::string describe_launch(const LaunchText& l);
+
+}  // namespace cdsa

@@ -1,0 +1,70 @@
+// The post-mortem trace file: everything the report needs, without the process.
+//
+// Format: JSON, "format": "cdsa-trace", "version": 1 (docs/trace-format.md).
+// Contract: `trace_to_json` is pure; `write_trace_file` creates the file with
+// mode 0600 through O_CREAT|O_EXCL|O_NOFOLLOW on a temporary name and links it
+// into place, so it never writes through an existing file or symbolic link and
+// never overwrites another process's file (a taken name gets a -1, -2... suffix).
+// Not async-signal-safe; allocates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/fault_report.h"
+
+namespace cdsa {
+
+constexpr int kTraceVersion = 1;
+
+struct ModuleText {
+  std::string path;
+  std::string build_id;
+  uint64_t bias = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, end) of each PT_LOAD
+};
+
+struct StreamText {
+  uint64_t id = 0;
+  uint64_t launched = 0;  // launches made on it
+  uint64_t landed = 0;    // last completion mark that landed
+  bool breadcrumbs = false;
+};
+
+struct ProcessText {
+  int pid = 0;
+  std::string host;
+  std::vector<std::string> argv;
+  uint64_t start_time_unix_ns = 0;
+  int rank = -1, world_size = -1, local_rank = -1;
+  int driver_version = 0;
+  std::string gpu;
+};
+
+struct TraceData {
+  std::string cdsa_version;
+  std::vector<std::pair<std::string, std::string>> config;
+  ProcessText process;
+  std::vector<ModuleText> modules;
+  std::vector<std::pair<uint32_t, StackText>> stacks;  // interned stacks by id
+  std::vector<LaunchText> launches;                    // oldest first
+  std::vector<StreamText> streams;
+  bool has_fault = false;
+  FaultReport report;
+  std::string reason;  // "fault" or "exit"
+};
+
+std::string trace_to_json(const TraceData& t);
+std::string json_escape(const std::string& s);
+
+// Expands %h %p %r %t (and %%) in `pattern`.
+std::string expand_trace_pattern(const std::string& pattern, const std::string& host, int pid, int rank,
+                                 uint64_t start_unix_s);
+
+// Writes `contents` to `path` (or path-N when taken). On success sets *written.
+bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,
+                      std::string* error);
+
+}  // namespace cdsa

@@ -1,0 +1,75 @@
+#include "shim/assert_capture.h"
+
+#include <cstring>
+#include <unistd.h>
+
+#include "shim/driver.h"
+
+#define CDSA_EXPORT __attribute__((visibility("default")))
+
+namespace cdsa {
+namespace {
+
+constexpr size_t kCapture = 8192;
+thread_local int tl_depth = 0;
+thread_local size_t tl_len = 0;
+thread_local char tl_buf[kCapture];
+
+}  // namespace
+
+DriverCallScope::DriverCallScope() noexcept {
+  if (tl_depth++ == 0) tl_len = 0;
+}
+DriverCallScope::~DriverCallScope() { --tl_depth; }
+
+std::string captured_driver_stderr() { return std::string(tl_buf, tl_len); }
+
+void capture_stderr_bytes(const void* buf, size_t n) noexcept {
+  if (tl_depth == 0 || !buf) return;
+  size_t room = kCapture - tl_len;
+  if (n > room) n = room;
+  memcpy(tl_buf + tl_len, buf, n);
+  tl_len += n;
+}
+
+std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
+  // <file>:<line>: <function>: block: [x,y,z], thread: [x,y,z] Assertion `...` failed.
+  std::vector<DeviceAssert> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    size_t block = line.find(": block: [");
+    if (block == std::string::npos || line.find("Assertion") == std::string::npos) continue;
+    size_t c1 = line.find(':');
+    if (c1 == std::string::npos || c1 >= block) continue;
+    size_t c2 = line.find(": ", c1 + 1);
+    if (c2 == std::string::npos || c2 > block) continue;
+    DeviceAssert a;
+    a.file = line.substr(0, c1);
+    a.line = atoi(line.substr(c1 + 1, c2 - c1 - 1).c_str());
+    a.function = line.substr(c2 + 2, block - c2 - 2);
+    a.message = line;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace cdsa
+
+namespace {
+using WriteFn = ssize_t (*)(int, const void*, size_t);
+WriteFn g_real_write = nullptr;
+}  // namespace
+
+extern "C" CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  if (fd == 2) cdsa::capture_stderr_bytes(buf, n);
+  WriteFn w = __atomic_load_n(&g_real_write, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(w == nullptr, 0)) {
+    w = reinterpret_cast<WriteFn>(cdsa::libc_function("write"));
+    __atomic_store_n(&g_real_write, w, __ATOMIC_RELEASE);
+  }
+  return w(fd, buf, n);
+}

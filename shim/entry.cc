@@ -1,0 +1,19 @@
+// libcdsa.so's constructor: read the configuration, find libc's own dlsym, and
+// nothing else. No CUDA call, no thread, no file until the process itself uses
+// CUDA (the first wrapped driver call starts cdsa: see launch.cc).
+#include "shim/config.h"
+#include "shim/driver.h"
+#include "shim/interpose.h"
+#include "shim/native_stack.h"
+
+namespace {
+
+__attribute__((constructor(101))) void cdsa_load() {
+  cdsa::load_config();
+  cdsa::real_dlsym();
+  cdsa::real_dlvsym();
+  cdsa::self_range_init();
+  cdsa::interpose_init();
+}
+
+}  // namespace

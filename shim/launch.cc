@@ -1,0 +1,231 @@
+#include "shim/launch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+#include "shim/breadcrumbs.h"
+#include "shim/config.h"
+#include "shim/driver.h"
+#include "shim/fault.h"
+#include "shim/log.h"
+
+namespace cdsa {
+namespace {
+
+thread_local int tl_in_cdsa = 0;
+thread_local uint32_t tl_tid = 0;
+
+std::once_flag g_start_once;
+std::atomic<bool> g_started{false};
+std::atomic<uint64_t> g_stream_gen{1};  // bumped when a stream is destroyed: handle caches go stale
+std::atomic<int> g_captures_active{0};
+
+uint32_t this_tid() {
+  if (!tl_tid) tl_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tl_tid;
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Per-thread cache: (stream handle, context) -> stream id, table slot, context id.
+struct StreamCacheEntry {
+  uintptr_t handle = 0, ctx = 0;
+  uint64_t gen = 0, id = 0;
+  int slot = -1;
+  uint32_t ctx_id = 0;
+};
+constexpr int kStreamCache = 8;
+thread_local StreamCacheEntry tl_streams[kStreamCache];
+thread_local int tl_stream_next = 0;
+
+const StreamCacheEntry* resolve_stream(CUstream s, CUcontext ctx) {
+  uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
+  auto h = reinterpret_cast<uintptr_t>(s), c = reinterpret_cast<uintptr_t>(ctx);
+  for (auto& e : tl_streams)
+    if (e.gen == gen && e.handle == h && e.ctx == c) return &e;
+  const Driver& d = driver();
+  unsigned long long id = 0, cid = 0;
+  if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) return nullptr;
+  if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
+  StreamCacheEntry& e = tl_streams[tl_stream_next];
+  tl_stream_next = (tl_stream_next + 1) % kStreamCache;
+  e = StreamCacheEntry{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  return &e;
+}
+
+// ---- graph capture bookkeeping (setup-time work: a mutex is fine here) ----
+std::mutex g_capture_mutex;
+uint32_t g_next_capture = 0;
+std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;    // stream id -> capture id
+std::unordered_map<uintptr_t, uint32_t>* g_capture_by_graph = nullptr;
+std::vector<LaunchRecord>* g_capture_nodes = nullptr;            // every captured launch, bounded
+constexpr size_t kMaxCaptureNodes = 1 << 16;
+
+uint64_t stream_id_of(CUstream s) {
+  unsigned long long id = 0;
+  if (driver().StreamGetId) driver().StreamGetId(s, &id);
+  return id;
+}
+
+CUstream effective_stream(CUstream s, bool per_thread) {
+  return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
+}
+
+void start(const void* hint) {
+  if (!config().enabled) return;
+  driver_init(hint);
+  if (!driver_ready() || !recorder_init()) return;
+  g_capture_by_stream = new std::map<uint64_t, uint32_t>;
+  g_capture_by_graph = new std::unordered_map<uintptr_t, uint32_t>;
+  g_capture_nodes = new std::vector<LaunchRecord>;
+  fault_handling_init();
+  g_started.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+InCdsa::InCdsa() noexcept { ++tl_in_cdsa; }
+InCdsa::~InCdsa() { --tl_in_cdsa; }
+bool InCdsa::active() noexcept { return tl_in_cdsa > 0; }
+
+bool ensure_started(const void* hint) noexcept {
+  if (g_started.load(std::memory_order_acquire)) return true;
+  if (!config().enabled) return false;
+  std::call_once(g_start_once, [hint] { start(hint); });
+  return g_started.load(std::memory_order_acquire);
+}
+
+void record_launch(const LaunchInfo& info) noexcept {
+  if (!g_started.load(std::memory_order_acquire) || InCdsa::active() || fault_reported()) return;
+  InCdsa guard;
+  const Driver& d = driver();
+  CUstream eff = effective_stream(info.stream, info.per_thread);
+  CUcontext ctx = nullptr;
+  if (d.CtxGetCurrent) d.CtxGetCurrent(&ctx);
+  const StreamCacheEntry* sc = resolve_stream(eff, ctx);
+
+  LaunchRecord r;
+  r.seq = next_launch_seq();
+  r.kind = info.kind;
+  r.stream_id = sc ? sc->id : 0;
+  r.ctx_id = sc ? sc->ctx_id : 0;
+  r.stream_slot = sc && sc->slot >= 0 ? static_cast<uint32_t>(sc->slot) : 0xffffffffu;
+  r.tid = this_tid();
+  r.time_ns = now_ns();
+  for (int i = 0; i < 3; ++i) {
+    r.grid[i] = info.grid[i];
+    r.block[i] = info.block[i];
+  }
+  r.shared_mem = info.shared_mem;
+  if (info.per_thread && info.stream == nullptr) r.flags |= kFlagPerThreadStream;
+  if (info.func) {
+    auto key = reinterpret_cast<uintptr_t>(info.func);
+    r.kernel_name = handle_map_get(HandleMap::KernelName, key);
+    if (r.kernel_name == kNoString && d.FuncGetName) {
+      const char* name = nullptr;
+      if (d.FuncGetName(&name, info.func) == CUDA_SUCCESS && name) {
+        r.kernel_name = intern_string(name, strlen(name));
+        handle_map_put(HandleMap::KernelName, key, r.kernel_name);
+      }
+    }
+  }
+  r.stack_id = capture_and_intern_stack();
+
+  bool capturing = false;
+  if (g_captures_active.load(std::memory_order_acquire) > 0 && d.StreamIsCapturing) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    capturing = d.StreamIsCapturing(eff, &status) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  if (capturing) {
+    // No breadcrumb: a captured write would freeze its value into the graph.
+    r.flags |= kFlagCaptured | kFlagNoBreadcrumb;
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    auto it = g_capture_by_stream->find(r.stream_id);
+    if (it != g_capture_by_stream->end()) r.graph_id = it->second;
+    else if (g_capture_by_stream->size() == 1) r.graph_id = g_capture_by_stream->begin()->second;  // joined stream
+    if (g_capture_nodes->size() < kMaxCaptureNodes) g_capture_nodes->push_back(r);
+    ring_publish(r);
+    return;
+  }
+  if (info.kind == LaunchKind::Graph) {
+    uint32_t token = handle_map_get(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(info.graph_exec));
+    r.graph_id = token == kNoString ? 0 : token;
+  }
+
+  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  CUresult crumb = CUDA_SUCCESS;
+  if (st) {
+    r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
+    st->last_handle.store(reinterpret_cast<uintptr_t>(eff), std::memory_order_relaxed);
+    st->last_ctx.store(reinterpret_cast<uintptr_t>(ctx), std::memory_order_relaxed);
+    st->ctx_id.store(r.ctx_id, std::memory_order_relaxed);
+    if (info.per_thread && info.stream == nullptr) st->per_thread.store(true, std::memory_order_relaxed);
+    if (breadcrumbs_init()) {
+      crumb = enqueue_breadcrumb(eff, sc->slot, r.stream_seq);
+      if (crumb == CUDA_SUCCESS) st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
+    }
+    if (!breadcrumbs_active() || crumb != CUDA_SUCCESS) r.flags |= kFlagNoBreadcrumb;
+  } else {
+    r.flags |= kFlagNoBreadcrumb;
+  }
+  ring_publish(r);
+  if (is_sticky_fault(crumb)) on_sticky_fault(crumb, "cuStreamWriteValue64_v2 (cdsa breadcrumb)");
+}
+
+void note_capture_begin(CUstream stream, bool per_thread) noexcept {
+  if (!g_started.load(std::memory_order_acquire)) return;
+  InCdsa guard;
+  uint64_t id = stream_id_of(effective_stream(stream, per_thread));
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  (*g_capture_by_stream)[id] = ++g_next_capture;
+  g_captures_active.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept {
+  if (!g_started.load(std::memory_order_acquire)) return;
+  InCdsa guard;
+  uint64_t id = stream_id_of(effective_stream(stream, per_thread));
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  auto it = g_capture_by_stream->find(id);
+  if (it == g_capture_by_stream->end()) return;
+  if (graph) (*g_capture_by_graph)[reinterpret_cast<uintptr_t>(graph)] = it->second;
+  g_capture_by_stream->erase(it);
+  g_captures_active.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept {
+  if (!g_started.load(std::memory_order_acquire) || !exec) return;
+  uint32_t token = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    auto it = g_capture_by_graph->find(reinterpret_cast<uintptr_t>(graph));
+    if (it == g_capture_by_graph->end()) return;
+    token = it->second;
+  }
+  handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), token);
+}
+
+void note_stream_destroyed() noexcept { g_stream_gen.fetch_add(1, std::memory_order_acq_rel); }
+
+std::vector<LaunchRecord> captured_nodes(uint64_t capture_id) {
+  std::vector<LaunchRecord> out;
+  if (!g_started.load(std::memory_order_acquire) || capture_id == 0) return out;
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (const auto& r : *g_capture_nodes)
+    if (r.graph_id == capture_id) out.push_back(r);
+  return out;
+}
+
+}  // namespace cdsa

@@ -1,0 +1,27 @@
+// Live symbolization for the report: raw return addresses -> NativeFrameText,
+// and the module map for the trace file. A thin adapter over symbolizer/.
+//
+// Contract: report path only (allocates, may read files, loads libdw on first
+// use). One object per report: it caches every PC it resolved.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "report/fault_report.h"
+#include "report/trace.h"
+
+namespace cdsa {
+
+class NativeSymbolizer {
+ public:
+  // Return addresses, innermost first (as recorded): looked up at pc - 1.
+  std::vector<NativeFrameText> symbolize(const std::vector<uintptr_t>& return_addresses);
+  std::vector<ModuleText> modules();
+
+ private:
+  std::unordered_map<uintptr_t, NativeFrameText> cache_;
+};
+
+}  // namespace cdsa

@@ -1,0 +1,103 @@
+"""Shared helpers for the end-to-end tests: run a program under LD_PRELOAD=libcdsa.so
+against the simulated driver and pick the report apart."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+BUILD = pathlib.Path(os.environ.get("CDSA_BUILD_DIR", ROOT / "build")).resolve()
+LIBCDSA = BUILD / "lib" / "libcdsa.so"
+SIMDIR = BUILD / "lib" / "sim"
+SCRIPTS = HERE / "scripts"
+PROGRAMS = BUILD / "tests" / "e2e"
+BANNER = "cdsa: asynchronous CUDA fault"
+
+
+def clean_env(extra=None, preload=True, dll="cdll"):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
+    env["PYTHONPATH"] = str(SCRIPTS)
+    env["LD_LIBRARY_PATH"] = str(SIMDIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["CDSA_TEST_DLL"] = dll
+    env["PYTHONUNBUFFERED"] = "1"
+    if preload:
+        env["LD_PRELOAD"] = str(LIBCDSA)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Run:
+    def __init__(self, proc, cwd):
+        self.proc = proc
+        self.cwd = pathlib.Path(cwd)
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    @property
+    def reports(self):
+        return self.err.count(BANNER)
+
+    @property
+    def report(self):
+        i = self.err.find(BANNER)
+        assert i >= 0, f"no cdsa report on stderr:\n{self.err}"
+        j = self.err.find("\n=====", i + len(BANNER) + 30)
+        return self.err[i:j if j > 0 else len(self.err)]
+
+    def surfaced_part(self):
+        r = self.report
+        end = min(k for k in (r.find("cdsa: the failing launch"), r.find("cdsa: AMBIGUOUS"), len(r)) if k >= 0)
+        return r[: end]
+
+    def launch_part(self):
+        r = self.report
+        starts = [k for k in (r.find("cdsa: the failing launch"), r.find("cdsa: AMBIGUOUS")) if k >= 0]
+        assert starts, f"report names no launch:\n{r}"
+        return r[min(starts):]
+
+    def traces(self):
+        return sorted(self.cwd.glob("cdsa-*.json"))
+
+    def trace(self):
+        files = self.traces()
+        assert len(files) == 1, f"expected one trace file in {self.cwd}, found {files}"
+        return json.loads(files[0].read_text())
+
+
+def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180):
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd,
+                          env=clean_env(env, preload, dll), capture_output=True, text=True, timeout=timeout)
+    return Run(proc, cwd)
+
+
+def run_program(argv, *, cwd, env=None, preload=True, timeout=180):
+    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=clean_env(env, preload), capture_output=True,
+                          text=True, timeout=timeout)
+    return Run(proc, cwd)
+
+
+def marker_line(path, marker):
+    """The line number holding `# MARKER` in a source file, and its stripped text."""
+    for n, text in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
+        if re.search(r"(#|//) " + re.escape(marker) + r"\b", text):
+            return n, text.strip()
+    raise AssertionError(f"{marker} not in {path}")
+
+
+def py_frame(script, marker, function):
+    """The two traceback lines cdsa prints for a Python frame at the marker."""
+    n, text = marker_line(SCRIPTS / script, marker)
+    return f'File "{SCRIPTS / script}", line {n}, in {function}\n      {text}'
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    assert LIBCDSA.exists(), f"{LIBCDSA} is missing: build first (cmake --build build)"
+    assert (SIMDIR / "libcuda.so.1").exists(), f"{SIMDIR}/libcuda.so.1 is missing: build first"

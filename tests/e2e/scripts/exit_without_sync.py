@@ -1,0 +1,11 @@
+"""The program ends without waiting for the GPU: the fault is found at exit."""
+import ctypes
+
+import simcuda as cu
+
+ctx, mod = cu.init()
+nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+out = cu.alloc(4)
+target = cu.to_device([3, 7, 10, 1], ctypes.c_int64)
+cu.launch(nll, cu.nll_args(out, target, 4, 10))  # LAUNCH-SITE
+print("done without synchronizing", flush=True)
