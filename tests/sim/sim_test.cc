@@ -1,0 +1,1209 @@
+// Unit test of the simulated CUDA driver (tests/sim/libcuda.so.1).
+//
+// Faults are sticky for the whole process, so every scenario that faults (or
+// that needs a process where cuInit was never called, or that exercises exit)
+// runs in a child process through a gtest death test (threadsafe style:
+// the child re-executes this binary) and reports back through its exit code
+// and stderr.
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* kNllLine =
+    "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] Assertion "
+    "`t >= 0 && t < n_classes` failed.\n";
+
+std::string index_line(int i) {
+  return "Indexing.cu:1231: indexSelectSmallIndex: block: [0,0,0], thread: [" + std::to_string(i) +
+         ",0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n";
+}
+
+// ---- kernels -------------------------------------------------------------
+
+struct Kernels {
+  CUmodule mod = nullptr;
+  CUfunction nll = nullptr, index = nullptr, illegal = nullptr, sleep = nullptr, fill = nullptr;
+};
+
+// cuInit + primary context current on this thread + module + functions.
+CUresult setup(Kernels& k) {
+  CUresult r;
+  if ((r = cuInit(0)) != CUDA_SUCCESS) return r;
+  CUcontext ctx = nullptr;
+  if ((r = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS) return r;
+  if ((r = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) return r;
+  static const char image[] = "any image";
+  if ((r = cuModuleLoadData(&k.mod, image)) != CUDA_SUCCESS) return r;
+  const std::pair<CUfunction*, const char*> fns[] = {
+      {&k.nll, "nll_loss_forward_reduce_cuda_kernel_2d"},
+      {&k.index, "indexSelectSmallIndex"},
+      {&k.illegal, "illegal_address"},
+      {&k.sleep, "sleep_us"},
+      {&k.fill, "fill_f32"},
+  };
+  for (auto& [f, name] : fns)
+    if ((r = cuModuleGetFunction(f, k.mod, name)) != CUDA_SUCCESS) return r;
+  return CUDA_SUCCESS;
+}
+
+CUresult set_primary_current() {
+  CUcontext ctx = nullptr;
+  CUresult r = cuDevicePrimaryCtxRetain(&ctx, 0);
+  return r != CUDA_SUCCESS ? r : cuCtxSetCurrent(ctx);
+}
+
+CUresult launch(CUfunction f, CUstream s, void** args) { return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr); }
+
+CUresult k_sleep(const Kernels& k, CUstream s, int64_t us) {
+  void* args[] = {&us};
+  return launch(k.sleep, s, args);
+}
+CUresult k_fill(const Kernels& k, CUstream s, float* p, int32_t n, float v) {
+  CUdeviceptr d = reinterpret_cast<CUdeviceptr>(p);
+  void* args[] = {&d, &n, &v};
+  return launch(k.fill, s, args);
+}
+CUresult k_nll(const Kernels& k, CUstream s, float* out, const int64_t* target, int32_t n, int32_t classes,
+               int64_t ignore) {
+  CUdeviceptr o = reinterpret_cast<CUdeviceptr>(out), t = reinterpret_cast<CUdeviceptr>(target);
+  void* args[] = {&o, &t, &n, &classes, &ignore};
+  return launch(k.nll, s, args);
+}
+CUresult k_index(const Kernels& k, CUstream s, float* out, const int64_t* index, int32_t n, int32_t src) {
+  CUdeviceptr o = reinterpret_cast<CUdeviceptr>(out), i = reinterpret_cast<CUdeviceptr>(index);
+  void* args[] = {&o, &i, &n, &src};
+  return launch(k.index, s, args);
+}
+CUresult k_illegal(const Kernels& k, CUstream s) { return launch(k.illegal, s, nullptr); }
+
+template <class T>
+T load(const T* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+// ---- child-process helpers ------------------------------------------------
+
+int g_report_fd = 2;  // where child failures go (the real stderr while fd 2 is captured)
+
+#define CHILD_CHECK(cond)                                                                    \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      dprintf(g_report_fd, "CHILD_CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
+      _exit(1);                                                                              \
+    }                                                                                        \
+  } while (0)
+#define CHILD_EQ(a, b)                                                                                        \
+  do {                                                                                                        \
+    auto va_ = (a);                                                                                           \
+    auto vb_ = (b);                                                                                           \
+    if (!(va_ == vb_)) {                                                                                      \
+      dprintf(g_report_fd, "CHILD_EQ failed at %s:%d: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, \
+              static_cast<long long>(va_), static_cast<long long>(vb_));                                      \
+      _exit(1);                                                                                               \
+    }                                                                                                         \
+  } while (0)
+
+// Redirects fd 2 into a temporary file until text() is called.
+class Fd2Capture {
+ public:
+  Fd2Capture() {
+    fflush(stderr);
+    saved_ = dup(2);
+    g_report_fd = saved_;
+    tmp_ = tmpfile();
+    dup2(fileno(tmp_), 2);
+  }
+  std::string text() {  // what was written so far (capture continues)
+    std::string s;
+    fflush(stderr);
+    long end = lseek(fileno(tmp_), 0, SEEK_END);
+    s.resize(static_cast<size_t>(end));
+    if (end > 0) pread(fileno(tmp_), s.data(), s.size(), 0);
+    return s;
+  }
+  void restore() {
+    if (saved_ < 0) return;
+    fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+    g_report_fd = 2;
+  }
+  ~Fd2Capture() {
+    restore();
+    fclose(tmp_);
+  }
+
+ private:
+  int saved_ = -1;
+  FILE* tmp_ = nullptr;
+};
+
+void expect_text(Fd2Capture& cap, const std::string& want, int line) {
+  std::string got = cap.text();
+  if (got != want) {
+    cap.restore();
+    fprintf(stderr, "stderr mismatch at line %d\n--- want ---\n%s--- got ---\n%s--- end ---\n", line, want.c_str(),
+            got.c_str());
+    _exit(1);
+  }
+}
+#define CHILD_STDERR(cap, want) expect_text(cap, want, __LINE__)
+
+void child_exit_ok() {
+  fflush(stdout);
+  fflush(stderr);
+  exit(0);
+}
+
+// ======================================================================
+// In-process tests (nothing here faults)
+// ======================================================================
+
+class SimTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(setup(k), CUDA_SUCCESS); }
+  Kernels k;
+};
+
+TEST_F(SimTest, DeviceContextAndVersion) {
+  int v = 0;
+  ASSERT_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13000);
+  int n = 0;
+  ASSERT_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 1);
+  CUdevice dev = -1;
+  ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(cuDeviceGet(&dev, 1), CUDA_ERROR_INVALID_DEVICE);
+  char name[64];
+  ASSERT_EQ(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "cdsa simulated GPU");
+  int a = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 9);
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 0);
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 132);
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 32);
+  EXPECT_EQ(cuDeviceGetAttribute(&a, static_cast<CUdevice_attribute>(100000), 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(&a, static_cast<CUdevice_attribute>(0), 0), CUDA_ERROR_INVALID_VALUE);
+
+  CUcontext ctx = nullptr, cur = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, ctx);
+  unsigned long long id = 0;
+  ASSERT_EQ(cuCtxGetId(ctx, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, 1u);
+  ASSERT_EQ(cuCtxGetId(nullptr, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+
+  // A thread without a current context.
+  std::thread([&] {
+    CUcontext c = ctx;
+    EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    EXPECT_EQ(c, nullptr);
+    EXPECT_EQ(cuCtxGetId(nullptr, &id), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(k_fill(k, nullptr, nullptr, 0, 1.0f), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    EXPECT_EQ(k_fill(k, nullptr, nullptr, 0, 1.0f), CUDA_SUCCESS);
+  }).join();
+}
+
+TEST_F(SimTest, ErrorNamesAndStrings) {
+  const struct {
+    CUresult code;
+    const char* name;
+    const char* text;
+  } cases[] = {
+      {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+      {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+      {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+      {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+      {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+      {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+      {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
+      {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+       "operation not permitted when stream is capturing"},
+  };
+  for (const auto& c : cases) {
+    const char* s = nullptr;
+    ASSERT_EQ(cuGetErrorName(c.code, &s), CUDA_SUCCESS) << c.name;
+    EXPECT_STREQ(s, c.name);
+    ASSERT_EQ(cuGetErrorString(c.code, &s), CUDA_SUCCESS) << c.name;
+    EXPECT_STREQ(s, c.text);
+  }
+  const char* s = "x";
+  EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(s, nullptr);
+  s = "x";
+  EXPECT_EQ(cuGetErrorString(static_cast<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(s, nullptr);
+}
+
+TEST_F(SimTest, StreamIds) {
+  using GetId = CUresult (*)(CUstream, unsigned long long*);
+  auto get_id_ptsz = reinterpret_cast<GetId>(sym("cuStreamGetId_ptsz"));
+  ASSERT_NE(get_id_ptsz, nullptr);
+
+  unsigned long long id = 0;
+  ASSERT_EQ(cuStreamGetId(nullptr, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, 1u);
+  ASSERT_EQ(cuStreamGetId(CU_STREAM_LEGACY, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, 1u);
+  ASSERT_EQ(get_id_ptsz(CU_STREAM_LEGACY, &id), CUDA_SUCCESS);
+  EXPECT_EQ(id, 1u);
+
+  CUstream a, b;
+  ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  unsigned long long ia = 0, ib = 0;
+  ASSERT_EQ(cuStreamGetId(a, &ia), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamGetId(b, &ib), CUDA_SUCCESS);
+  EXPECT_GE(ia, 1000u);
+  EXPECT_GT(ib, ia);
+  ASSERT_EQ(cuStreamDestroy(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamGetId(a, &id), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+  CUstream c;
+  ASSERT_EQ(cuStreamCreate(&c, 0), CUDA_SUCCESS);
+  unsigned long long ic = 0;
+  ASSERT_EQ(cuStreamGetId(c, &ic), CUDA_SUCCESS);
+  EXPECT_GT(ic, ib);  // never reused
+
+  unsigned long long pt1 = 0, pt2 = 0, pt_null = 0, other = 0, other2 = 0;
+  ASSERT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &pt1), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &pt2), CUDA_SUCCESS);
+  ASSERT_EQ(get_id_ptsz(nullptr, &pt_null), CUDA_SUCCESS);
+  EXPECT_EQ(pt1, pt2);
+  EXPECT_EQ(pt1, pt_null);
+  EXPECT_NE(pt1, 1u);
+  EXPECT_GE(pt1, 1000u);
+  std::thread([&] {
+    EXPECT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &other), CUDA_SUCCESS);
+    EXPECT_EQ(get_id_ptsz(nullptr, &other2), CUDA_SUCCESS);
+  }).join();
+  EXPECT_EQ(other, other2);
+  std::set<unsigned long long> ids{1, ib, ic, pt1, other};
+  EXPECT_EQ(ids.size(), 5u);
+
+  EXPECT_EQ(cuStreamDestroy(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(c), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, StreamRunsInOrderAsynchronously) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  alignas(64) static uint32_t flags[64];
+  memset(flags, 0, sizeof flags);
+  ASSERT_EQ(cuMemHostRegister(flags, sizeof flags, 0), CUDA_SUCCESS);
+  CUdeviceptr dflags = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer(&dflags, flags, 0), CUDA_SUCCESS);
+  EXPECT_EQ(dflags, reinterpret_cast<CUdeviceptr>(flags));
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 16 * sizeof(float)), CUDA_SUCCESS);
+  float* fb = reinterpret_cast<float*>(buf);
+
+  auto t0 = Clock::now();
+  ASSERT_EQ(k_sleep(k, s, 40000), CUDA_SUCCESS);
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(k_fill(k, s, fb, 16, static_cast<float>(i)), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamWriteValue32(s, dflags + 4 * i, i + 1, 0), CUDA_SUCCESS);
+  }
+  // The launch calls returned at once; nothing has run yet.
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(35));
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(load(&flags[0]), 0u);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(40));
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(load(&flags[i]), static_cast<uint32_t>(i + 1));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(fb[i], 63.0f);  // last fill wins: in order
+
+  ASSERT_EQ(cuMemHostUnregister(flags), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, StreamsAreIndependent) {
+  CUstream s1, s2;
+  ASSERT_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CUdeviceptr flag = 0;
+  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s1, 300000), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue64(s2, flag, 42, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s2), CUDA_SUCCESS);  // does not wait for s1
+  EXPECT_EQ(load(reinterpret_cast<uint64_t*>(flag)), 42u);
+  EXPECT_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuStreamDestroy(s1), CUDA_SUCCESS);  // waits for the sleep, joins
+  EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, CrossStreamEvents) {
+  CUstream s1, s2;
+  ASSERT_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CUevent ev, never;
+  ASSERT_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&never, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(never), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventSynchronize(never), CUDA_SUCCESS);
+
+  CUdeviceptr buf = 0, flag = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&flag, 4), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s1, 60000), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, s1, reinterpret_cast<float*>(buf), 4, 5.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(ev, s1), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitEvent(s2, ev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitEvent(s2, never, 0), CUDA_SUCCESS);  // no-op
+  ASSERT_EQ(cuStreamWriteValue32(s2, flag, 7, 0), CUDA_SUCCESS);
+
+  EXPECT_EQ(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(load(reinterpret_cast<uint32_t*>(flag)), 0u);  // s2 still waits for s1
+
+  ASSERT_EQ(cuStreamSynchronize(s2), CUDA_SUCCESS);
+  EXPECT_EQ(load(reinterpret_cast<uint32_t*>(flag)), 7u);
+  EXPECT_EQ(cuEventQuery(ev), CUDA_SUCCESS);  // s1 reached the event first
+  float host[4] = {};
+  ASSERT_EQ(cuMemcpyDtoH(host, buf, sizeof host), CUDA_SUCCESS);
+  for (float f : host) EXPECT_EQ(f, 5.0f);
+
+  // Re-recording moves the marker.
+  ASSERT_EQ(k_sleep(k, s1, 20000), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(ev, s1), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuEventSynchronize(ev), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(ev), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s1), CUDA_SUCCESS);
+
+  EXPECT_EQ(cuEventDestroy(ev), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy(never), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(s1), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, SyncMemcpyWaitsForAllStreams) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 8 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 40000), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 8, 7.0f), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30000), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, CU_STREAM_PER_THREAD, reinterpret_cast<float*>(buf), 4, 3.0f), CUDA_SUCCESS);
+  float host[8] = {};
+  ASSERT_EQ(cuMemcpyDtoH(host, buf, sizeof host), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(host[i], 7.0f);
+
+  const float src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_EQ(k_sleep(k, nullptr, 30000), CUDA_SUCCESS);  // legacy stream
+  ASSERT_EQ(k_fill(k, nullptr, reinterpret_cast<float*>(buf), 8, -1.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD(buf, src, sizeof src), CUDA_SUCCESS);  // after the fill
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(memcmp(reinterpret_cast<void*>(buf), src, sizeof src), 0);
+
+  // Async copies run in stream order.
+  float out[8] = {};
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoDAsync(buf, src, sizeof src, s), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 2, 9.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync(out, buf, sizeof out, s), CUDA_SUCCESS);
+  EXPECT_EQ(out[7], 0.0f);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(out[0], 9.0f);
+  EXPECT_EQ(out[1], 9.0f);
+  EXPECT_EQ(out[2], 3.0f);
+  EXPECT_EQ(out[7], 8.0f);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, KernelsWithoutFaults) {
+  CUdeviceptr out = 0, tgt = 0;
+  ASSERT_EQ(cuMemAlloc(&out, 8 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&tgt, 8 * sizeof(int64_t)), CUDA_SUCCESS);
+  const int64_t targets[5] = {0, 2, -100, 4, -100};
+  ASSERT_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  auto* fo = reinterpret_cast<float*>(out);
+  auto* it = reinterpret_cast<int64_t*>(tgt);
+  ASSERT_EQ(k_nll(k, nullptr, fo, it, 5, 5, -100), CUDA_SUCCESS);
+  float host[8] = {};
+  ASSERT_EQ(cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+  EXPECT_TRUE(std::isfinite(host[0]));
+  EXPECT_EQ(host[0], 3.0f);  // number of non-ignored targets
+
+  const int64_t index[4] = {3, 0, 1, 3};
+  ASSERT_EQ(cuMemcpyHtoD(tgt, index, sizeof index), CUDA_SUCCESS);
+  ASSERT_EQ(k_index(k, nullptr, fo, it, 4, 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+  EXPECT_EQ(host[0], 3.0f);
+  EXPECT_EQ(host[1], 0.0f);
+  EXPECT_EQ(host[2], 1.0f);
+  EXPECT_EQ(host[3], 3.0f);
+
+  ASSERT_EQ(k_fill(k, nullptr, fo, 8, 2.5f), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+  for (float f : host) EXPECT_EQ(f, 2.5f);
+  auto t0 = Clock::now();
+  ASSERT_EQ(k_sleep(k, nullptr, 30000), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(30));
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(tgt), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, ModulesFunctionsAndLaunchValidation) {
+  const char* name = nullptr;
+  ASSERT_EQ(cuFuncGetName(&name, k.nll), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "nll_loss_forward_reduce_cuda_kernel_2d");
+  ASSERT_EQ(cuFuncGetName(&name, k.index), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "indexSelectSmallIndex");
+  ASSERT_EQ(cuFuncGetName(&name, k.sleep), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "sleep_us");
+
+  CUfunction f = nullptr;
+  EXPECT_EQ(cuModuleGetFunction(&f, k.mod, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  // A mangled name that contains a known kernel name: same behaviour, name as given.
+  ASSERT_EQ(cuModuleGetFunction(&f, k.mod, "_Z8fill_f32Pfif"), CUDA_SUCCESS);
+  ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z8fill_f32Pfif");
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  int32_t n = 4;
+  float v = 1.5f;
+  void* args[] = {&buf, &n, &v};
+  ASSERT_EQ(cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<float*>(buf)[3], 1.5f);
+
+  // cuLaunchKernelEx.
+  v = 2.5f;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 128;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.hStream = CU_STREAM_PER_THREAD;
+  ASSERT_EQ(cuLaunchKernelEx(&cfg, k.fill, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<float*>(buf)[0], 2.5f);
+  EXPECT_EQ(cuLaunchKernelEx(nullptr, k.fill, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+
+  // Arguments through CU_LAUNCH_PARAM_BUFFER_POINTER.
+  struct {
+    CUdeviceptr p;
+    int32_t n;
+    float v;
+  } packed{buf, 4, 3.5f};
+  size_t size = sizeof packed;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  ASSERT_EQ(cuLaunchKernel(k.fill, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra), CUDA_SUCCESS);
+  // cuLaunchCooperativeKernel.
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<float*>(buf)[2], 3.5f);
+  v = 4.5f;
+  ASSERT_EQ(cuLaunchCooperativeKernel(k.fill, 1, 1, 1, 1, 1, 1, 0, nullptr, args), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<float*>(buf)[1], 4.5f);
+
+  EXPECT_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(&buf), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(k.fill, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(k.fill, 0, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(k.fill, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUstream bogus = reinterpret_cast<CUstream>(&buf);
+  EXPECT_EQ(cuLaunchKernel(k.fill, 1, 1, 1, 1, 1, 1, 0, bogus, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+
+  CUmodule m2 = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&m2, "x"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&f, m2, "fill_f32"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleUnload(m2), CUDA_SUCCESS);
+  EXPECT_EQ(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleGetFunction(&f, m2, "fill_f32"), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, MemopsAndHostRegistration) {
+  alignas(64) static uint64_t host[8];
+  memset(host, 0, sizeof host);
+  CUdeviceptr d = 0;
+  EXPECT_EQ(cuMemHostGetDevicePointer(&d, host, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWriteValue32(nullptr, reinterpret_cast<CUdeviceptr>(host), 1, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemHostRegister(host, sizeof host, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostRegister(&host[4], 8, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  ASSERT_EQ(cuMemHostGetDevicePointer(&d, &host[2], 0), CUDA_SUCCESS);
+  EXPECT_EQ(d, reinterpret_cast<CUdeviceptr>(&host[2]));
+  ASSERT_EQ(cuMemHostGetDevicePointer(&d, host, 0), CUDA_SUCCESS);
+
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue64(s, d, 0x1122334455667788ull, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(s, d + 8, 0xabcdu, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue64(s, d + 56, 9, 0), CUDA_SUCCESS);  // last word
+  EXPECT_EQ(load(&host[0]), 0u);                                   // not yet: behind the sleep
+  // The memop lands without any API call from this thread.
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (load(&host[7]) != 9u && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(load(&host[7]), 9u);
+  EXPECT_EQ(load(&host[0]), 0x1122334455667788ull);
+  EXPECT_EQ(load(reinterpret_cast<uint32_t*>(&host[1])), 0xabcdu);
+
+  EXPECT_EQ(cuStreamWriteValue64(s, d + 60, 1, 0), CUDA_ERROR_INVALID_VALUE);  // crosses the end / misaligned
+  EXPECT_EQ(cuStreamWriteValue64(s, d + 64, 1, 0), CUDA_ERROR_INVALID_VALUE);  // past the end
+  EXPECT_EQ(cuStreamWriteValue32(s, d + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);   // misaligned
+  EXPECT_EQ(cuStreamWriteValue32(s, d, 1, 0x80), CUDA_ERROR_INVALID_VALUE);    // bad flags
+
+  // cuMemAlloc memory is a valid target too; _v2 names are the same functions.
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAlloc(&a, 16), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32_v2(s, a + 12, 5, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(load(reinterpret_cast<uint32_t*>(a + 12)), 5u);
+  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(a), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_EQ(cuMemHostUnregister(host), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cuStreamWriteValue32(s, d, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, GraphCaptureAndReplay) {
+  CUstream s, s2;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CUdeviceptr buf = 0, flag = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  auto* fb = reinterpret_cast<float*>(buf);
+  float host_out[4] = {};
+
+  EXPECT_EQ(cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  ASSERT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+  ASSERT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+
+  float v = 3.0f;
+  int32_t n = 4;
+  void* args[] = {&buf, &n, &v};
+  ASSERT_EQ(k_sleep(k, s, 10000), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(k.fill, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
+  v = 9.0f;  // arguments were copied at capture time
+  n = 1;
+  ASSERT_EQ(cuStreamWriteValue64(s, flag, 77, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync(host_out, buf, sizeof host_out, s), CUDA_SUCCESS);
+
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  float tmp[4];
+  EXPECT_EQ(cuMemcpyDtoH(tmp, buf, sizeof tmp), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamSynchronize(s2), CUDA_SUCCESS);  // other streams are fine
+
+  // Global mode: must end on the capturing thread.
+  std::thread([&] {
+    CUgraph g = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  }).join();
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(load(reinterpret_cast<uint64_t*>(flag)), 0u);  // nothing ran
+  EXPECT_EQ(fb[0], 0.0f);
+
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+  ASSERT_NE(graph, nullptr);
+  ASSERT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuStreamEndCapture(s, &graph), CUDA_ERROR_ILLEGAL_STATE);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(load(reinterpret_cast<uint64_t*>(flag)), 0u);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(fb[i], 3.0f);
+  for (float f : host_out) EXPECT_EQ(f, 3.0f);
+  EXPECT_EQ(load(reinterpret_cast<uint64_t*>(flag)), 77u);
+
+  // Replays run again, in order, on any stream.
+  __atomic_store_n(reinterpret_cast<uint64_t*>(flag), 0, __ATOMIC_RELEASE);
+  ASSERT_EQ(cuMemcpyHtoD(buf, host_out, 0), CUDA_SUCCESS);
+  const float zeros[4] = {};
+  ASSERT_EQ(cuMemcpyHtoD(buf, zeros, sizeof zeros), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s2), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s2), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuStreamSynchronize(s2), CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(fb[i], 3.0f);
+  EXPECT_EQ(load(reinterpret_cast<uint64_t*>(flag)), 77u);
+
+  // Relaxed capture may end on another thread; a graph may be captured into another capture.
+  ASSERT_EQ(cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s2), CUDA_SUCCESS);
+  CUgraph g2 = nullptr;
+  std::thread([&] { EXPECT_EQ(cuStreamEndCapture(s2, &g2), CUDA_SUCCESS); }).join();
+  ASSERT_NE(g2, nullptr);
+  CUgraphExec exec2 = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec2, g2, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD(buf, zeros, sizeof zeros), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec2, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  EXPECT_EQ(fb[1], 3.0f);
+
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(exec2), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g2), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, GetProcAddress) {
+  struct Case {
+    const char* query;
+    cuuint64_t flags;
+    const char* exported;
+  } cases[] = {
+      {"cuLaunchKernel", 0, "cuLaunchKernel"},
+      {"cuLaunchKernel", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
+      {"cuLaunchKernelEx", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernelEx_ptsz"},
+      {"cuMemAlloc", 0, "cuMemAlloc_v2"},
+      {"cuMemAlloc", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemAlloc_v2"},
+      {"cuMemFree", 0, "cuMemFree_v2"},
+      {"cuMemcpyHtoD", 0, "cuMemcpyHtoD_v2"},
+      {"cuMemcpyHtoD", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyHtoD_v2_ptds"},
+      {"cuMemcpyDtoHAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyDtoHAsync_v2_ptsz"},
+      {"cuStreamWriteValue32", 0, "cuStreamWriteValue32_v2"},
+      {"cuStreamWriteValue32", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamWriteValue32_v2_ptsz"},
+      {"cuStreamWriteValue64", 0, "cuStreamWriteValue64_v2"},
+      {"cuStreamBeginCapture", 0, "cuStreamBeginCapture_v2"},
+      {"cuStreamBeginCapture", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamBeginCapture_v2_ptsz"},
+      {"cuStreamDestroy", 0, "cuStreamDestroy_v2"},
+      {"cuEventDestroy", 0, "cuEventDestroy_v2"},
+      {"cuMemHostRegister", 0, "cuMemHostRegister_v2"},
+      {"cuMemHostGetDevicePointer", 0, "cuMemHostGetDevicePointer_v2"},
+      {"cuDevicePrimaryCtxRelease", 0, "cuDevicePrimaryCtxRelease_v2"},
+      {"cuGraphInstantiate", 0, "cuGraphInstantiateWithFlags"},
+      {"cuGraphLaunch", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuGraphLaunch_ptsz"},
+      {"cuGetProcAddress", 0, "cuGetProcAddress_v2"},
+      {"cuStreamQuery", CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuStreamQuery"},
+      {"cuStreamSynchronize", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamSynchronize_ptsz"},
+      // exact exported names
+      {"cuMemAlloc_v2", 0, "cuMemAlloc_v2"},
+      {"cuLaunchKernel_ptsz", 0, "cuLaunchKernel_ptsz"},
+      {"cuStreamWriteValue32_v2", 0, "cuStreamWriteValue32_v2"},
+      {"cuStreamDestroy_v2", 0, "cuStreamDestroy_v2"},
+      {"cuGetProcAddress_v2", 0, "cuGetProcAddress_v2"},
+  };
+  for (const Case& c : cases) {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    ASSERT_EQ(cuGetProcAddress(c.query, &fn, CUDA_VERSION, c.flags, &status), CUDA_SUCCESS) << c.query;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+    void* want = sym(c.exported);
+    ASSERT_NE(want, nullptr) << c.exported << " is not exported";
+    EXPECT_EQ(fn, want) << c.query << " flags " << c.flags << " should give " << c.exported;
+  }
+
+  // Older ABIs.
+  void* fn = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuGraphInstantiate", &fn, 11080, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, sym("cuGraphInstantiate_v2"));
+  ASSERT_EQ(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
+
+  // Every contract function resolves by its base name.
+  const char* contract[] = {
+      "cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute",
+      "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuCtxGetCurrent",
+      "cuCtxSynchronize", "cuCtxGetId", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize", "cuStreamQuery",
+      "cuStreamGetId", "cuStreamIsCapturing", "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiate",
+      "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuEventCreate", "cuEventRecord",
+      "cuEventSynchronize", "cuEventQuery", "cuEventDestroy", "cuStreamWaitEvent", "cuMemAlloc", "cuMemFree",
+      "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemHostRegister",
+      "cuMemHostUnregister", "cuMemHostGetDevicePointer", "cuStreamWriteValue32", "cuStreamWriteValue64",
+      "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetName", "cuLaunchKernel", "cuLaunchKernelEx",
+      "cuGetProcAddress", "cuGetErrorName", "cuGetErrorString", "cuLaunchCooperativeKernel"};
+  for (const char* name : contract) {
+    for (cuuint64_t flags : {cuuint64_t{0}, cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
+      fn = nullptr;
+      EXPECT_EQ(cuGetProcAddress(name, &fn, CUDA_VERSION, flags, nullptr), CUDA_SUCCESS) << name;
+      EXPECT_NE(fn, nullptr) << name;
+    }
+  }
+
+  // The returned pointers work.
+  fn = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuDriverGetVersion", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+  int v = 0;
+  ASSERT_EQ(reinterpret_cast<CUresult (*)(int*)>(fn)(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13000);
+  ASSERT_EQ(cuGetProcAddress("cuStreamGetId", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                             nullptr),
+            CUDA_SUCCESS);
+  unsigned long long via_ptsz = 0, per_thread = 0;
+  ASSERT_EQ(reinterpret_cast<CUresult (*)(CUstream, unsigned long long*)>(fn)(nullptr, &via_ptsz), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &per_thread), CUDA_SUCCESS);
+  EXPECT_EQ(via_ptsz, per_thread);
+
+  // The _ptsz twin of cuGetProcAddress_v2 defaults to per-thread variants.
+  using GPA = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto gpa_ptsz = reinterpret_cast<GPA>(sym("cuGetProcAddress_v2_ptsz"));
+  ASSERT_NE(gpa_ptsz, nullptr);
+  ASSERT_EQ(gpa_ptsz("cuLaunchKernel", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, sym("cuLaunchKernel_ptsz"));
+
+  // Unknown symbols.
+  fn = reinterpret_cast<void*>(&v);
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  EXPECT_EQ(cuGetProcAddress("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(SimTest, PerThreadDefaultStreams) {
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+  auto launch_ptsz = reinterpret_cast<Launch>(sym("cuLaunchKernel_ptsz"));
+  ASSERT_NE(launch_ptsz, nullptr);
+  int64_t us = 60000;
+  void* args[] = {&us};
+  // NULL to a _ptsz entry point is the per-thread stream, not the legacy one.
+  ASSERT_EQ(launch_ptsz(k.sleep, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(nullptr), CUDA_SUCCESS);
+  // Another thread's per-thread stream is a different stream.
+  CUdeviceptr p = 0;
+  std::thread([&] {
+    EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(set_primary_current(), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_SUCCESS);
+    EXPECT_EQ(k_fill(k, CU_STREAM_PER_THREAD, reinterpret_cast<float*>(p), 4, 6.0f), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(reinterpret_cast<float*>(p)[3], 6.0f);
+  }).join();
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);  // (waits for every stream)
+}
+
+TEST_F(SimTest, ManyThreadsManyStreams) {
+  constexpr int kThreads = 4, kIters = 40;
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  CUdeviceptr counters = 0;
+  ASSERT_EQ(cuMemAlloc(&counters, kThreads * kIters * 4), CUDA_SUCCESS);
+  CUstream shared;
+  ASSERT_EQ(cuStreamCreate(&shared, 0), CUDA_SUCCESS);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto check = [&](CUresult r) {
+        if (r != CUDA_SUCCESS) failures.fetch_add(1);
+      };
+      check(cuCtxSetCurrent(ctx));
+      CUstream s;
+      check(cuStreamCreate(&s, 0));
+      CUevent ev;
+      check(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+      CUdeviceptr buf = 0;
+      check(cuMemAlloc(&buf, 64 * sizeof(float)));
+      for (int i = 0; i < kIters; ++i) {
+        check(k_fill(k, s, reinterpret_cast<float*>(buf), 64, static_cast<float>(i)));
+        check(cuStreamWriteValue32(s, counters + 4 * (t * kIters + i), i + 1, 0));
+        check(cuEventRecord(ev, s));
+        check(cuStreamWaitEvent(shared, ev, 0));
+        check(cuStreamWriteValue32(shared, counters + 4 * (t * kIters + i), i + 1, 0));
+        if (i % 8 == 0) check(cuStreamQuery(s) == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : cuStreamQuery(s));
+        if (i % 10 == 0) check(cuEventSynchronize(ev));
+      }
+      check(cuStreamSynchronize(s));
+      float host[64];
+      check(cuMemcpyDtoH(host, buf, sizeof host));
+      for (float f : host)
+        if (f != static_cast<float>(kIters - 1)) failures.fetch_add(1);
+      check(cuMemFree(buf));
+      check(cuEventDestroy(ev));
+      check(cuStreamDestroy(s));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  auto* c = reinterpret_cast<uint32_t*>(counters);
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kIters; ++i) EXPECT_EQ(load(&c[t * kIters + i]), static_cast<uint32_t>(i + 1));
+  EXPECT_EQ(cuStreamDestroy(shared), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(counters), CUDA_SUCCESS);
+}
+
+// ======================================================================
+// Child-process tests
+// ======================================================================
+
+using SimChildTest = ::testing::Test;
+
+void BeforeCuInitChild() {
+    int n = 0;
+    CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_NOT_INITIALIZED);
+    CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+    int v = 0;
+    CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+    CHILD_EQ(v, 13000);
+    const char* name = nullptr;
+    CHILD_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &name), CUDA_SUCCESS);
+    CHILD_CHECK(strcmp(name, "CUDA_ERROR_NOT_INITIALIZED") == 0);
+    void* fn = nullptr;
+    CHILD_EQ(cuGetProcAddress("cuInit", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+    CHILD_CHECK(fn == dlsym(RTLD_DEFAULT, "cuInit"));
+    CHILD_EQ(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0), CUDA_SUCCESS);
+    CHILD_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+    // No current context yet.
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CUdeviceptr p;
+    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_INVALID_CONTEXT);
+    child_exit_ok();
+}
+
+TEST(SimChildTest, BeforeCuInit) {
+  EXPECT_EXIT(BeforeCuInitChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void NllAssertIsStickyAndPrintedOnceChild() {
+    Fd2Capture cap;
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUdeviceptr out = 0, tgt = 0;
+    CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+    CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+    const int64_t targets[5] = {0, 1, -100, 7, 9};  // first offender: i = 3
+    CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+    CHILD_EQ(k_nll(k, nullptr, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100),
+             CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened by now
+    CHILD_STDERR(cap, "");                                       // but no call has returned it yet
+    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ASSERT);
+    CHILD_STDERR(cap, kNllLine);
+    // Sticky for every later call; the text is not repeated.
+    CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_ASSERT);
+    CHILD_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ASSERT);
+    CUdeviceptr p;
+    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_ASSERT);
+    CHILD_EQ(k_fill(k, nullptr, reinterpret_cast<float*>(out), 1, 1.0f), CUDA_ERROR_ASSERT);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_ASSERT);
+    int n = 0;
+    CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_ASSERT);
+    CHILD_EQ(cuInit(0), CUDA_ERROR_ASSERT);
+    CHILD_EQ(cuMemFree(out), CUDA_ERROR_ASSERT);
+    float host = 0;
+    CHILD_EQ(cuMemcpyDtoH(&host, tgt, 4), CUDA_ERROR_ASSERT);
+    // These keep working.
+    const char* str = nullptr;
+    CHILD_EQ(cuGetErrorName(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
+    CHILD_CHECK(strcmp(str, "CUDA_ERROR_ASSERT") == 0);
+    CHILD_EQ(cuGetErrorString(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
+    CHILD_CHECK(strcmp(str, "device-side assert triggered") == 0);
+    int v = 0;
+    CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+    void* fn = nullptr;
+    CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+    CHILD_CHECK(fn != nullptr);
+    CHILD_STDERR(cap, kNllLine);
+    child_exit_ok();
+}
+
+TEST(SimChildTest, NllAssertIsStickyAndPrintedOnce) {
+  EXPECT_EXIT(NllAssertIsStickyAndPrintedOnceChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void IndexSelectPrintsEveryOffenderChild() {
+    Fd2Capture cap;
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUdeviceptr out = 0, idx = 0;
+    CHILD_EQ(cuMemAlloc(&out, 6 * 4), CUDA_SUCCESS);
+    CHILD_EQ(cuMemAlloc(&idx, 6 * 8), CUDA_SUCCESS);
+    const int64_t index[6] = {0, 5, 2, -1, 4, 3};  // src_size 4: offenders 1, 3, 4
+    CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 6, 4), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
+    CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
+    CHILD_EQ(cuStreamDestroy(s), CUDA_ERROR_ASSERT);  // released anyway
+    CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
+    child_exit_ok();
+}
+
+TEST(SimChildTest, IndexSelectPrintsEveryOffender) {
+  EXPECT_EXIT(IndexSelectPrintsEveryOffenderChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void IllegalAddressHasNoTextChild() {
+    Fd2Capture cap;
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUevent ev;
+    CHILD_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+    CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30000), CUDA_SUCCESS);  // so the next calls come first
+    CHILD_EQ(k_illegal(k, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    CHILD_EQ(cuEventRecord(ev, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    CHILD_EQ(cuEventSynchronize(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHILD_EQ(cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    const char* str = nullptr;
+    CHILD_EQ(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
+    CHILD_CHECK(strcmp(str, "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
+    CHILD_EQ(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
+    CHILD_CHECK(strcmp(str, "an illegal memory access was encountered") == 0);
+    CHILD_STDERR(cap, "");
+    child_exit_ok();
+}
+
+TEST(SimChildTest, IllegalAddressHasNoText) {
+  EXPECT_EXIT(IllegalAddressHasNoTextChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void StickyAcrossThreadsTextOnceChild() {
+    Fd2Capture cap;
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUdeviceptr out = 0, tgt = 0;
+    CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+    CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+    const int64_t targets[5] = {0, 1, 2, 50, 60};
+    CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
+    CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100),
+             CUDA_SUCCESS);
+    // Many threads (none with a current context) race for the sticky error.
+    std::atomic<int> asserts{0}, others{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        CUresult r;
+        if (t % 2 == 0) {
+          r = cuCtxSynchronize();
+        } else {
+          while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+        }
+        (r == CUDA_ERROR_ASSERT ? asserts : others).fetch_add(1);
+      });
+    }
+    for (auto& th : threads) th.join();
+    CHILD_EQ(asserts.load(), 8);
+    CHILD_EQ(others.load(), 0);
+    std::string line =
+        "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] Assertion "
+        "`t >= 0 && t < n_classes` failed.\n";
+    CHILD_STDERR(cap, line);
+    // The launching thread sees it too.
+    CHILD_EQ(cuStreamQuery(s), CUDA_ERROR_ASSERT);
+    CHILD_STDERR(cap, line);
+    child_exit_ok();
+}
+
+TEST(SimChildTest, StickyAcrossThreadsTextOnce) {
+  EXPECT_EXIT(StickyAcrossThreadsTextOnceChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void FaultDiscardsQueuedWorkOnEveryStreamChild() {
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    alignas(64) static uint32_t crumbs[4];
+    CHILD_EQ(cuMemHostRegister(crumbs, sizeof crumbs, 0), CUDA_SUCCESS);
+    CUdeviceptr d = 0;
+    CHILD_EQ(cuMemHostGetDevicePointer(&d, crumbs, 0), CUDA_SUCCESS);
+    CUstream s1, s2;
+    CHILD_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+    // s2: a long sleep that is running when the fault happens, then a breadcrumb.
+    CHILD_EQ(k_sleep(k, s2, 200000), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamWriteValue32(s2, d + 4, 2, 0), CUDA_SUCCESS);
+    // s1: breadcrumb, short sleep, the fault, breadcrumb.
+    CHILD_EQ(cuStreamWriteValue32(s1, d + 8, 3, 0), CUDA_SUCCESS);
+    CHILD_EQ(k_sleep(k, s1, 40000), CUDA_SUCCESS);
+    CHILD_EQ(k_illegal(k, s1), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_SUCCESS);
+    // Nothing has faulted yet: non-waiting calls succeed.
+    CHILD_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+    CUdeviceptr p = 0;
+    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_SUCCESS);
+    // Waits for the running sleep on s2, then reports the fault.
+    auto t0 = Clock::now();
+    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHILD_CHECK(Clock::now() - t0 >= std::chrono::milliseconds(100));
+    CHILD_EQ(load(&crumbs[2]), 3u);  // before the fault: landed
+    CHILD_EQ(load(&crumbs[0]), 0u);  // behind the fault: discarded
+    CHILD_EQ(load(&crumbs[1]), 0u);  // behind the running sleep: discarded
+    CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHILD_EQ(cuMemHostUnregister(crumbs), CUDA_ERROR_ILLEGAL_ADDRESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHILD_EQ(load(&crumbs[0]), 0u);
+    child_exit_ok();
+}
+
+TEST(SimChildTest, FaultDiscardsQueuedWorkOnEveryStream) {
+  EXPECT_EXIT(FaultDiscardsQueuedWorkOnEveryStreamChild(), ::testing::ExitedWithCode(0), "");
+}
+
+void GraphReplayFaultsChild() {
+    Fd2Capture cap;
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUdeviceptr out = 0, idx = 0;
+    CHILD_EQ(cuMemAlloc(&out, 16), CUDA_SUCCESS);
+    CHILD_EQ(cuMemAlloc(&idx, 16), CUDA_SUCCESS);
+    const int64_t index[2] = {0, 1};
+    CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 2, 2), CUDA_SUCCESS);
+    CUgraph g;
+    CHILD_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    CUgraphExec x;
+    CHILD_EQ(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+    CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);  // valid indices
+    const int64_t bad[2] = {0, 2};
+    CHILD_EQ(cuMemcpyHtoD(idx, bad, sizeof bad), CUDA_SUCCESS);
+    CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);  // now index 1 is out of range
+    CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
+    CHILD_STDERR(cap, index_line(1));
+    CHILD_EQ(cuGraphLaunch(x, s), CUDA_ERROR_ASSERT);
+    CHILD_EQ(cuGraphExecDestroy(x), CUDA_ERROR_ASSERT);
+    CHILD_EQ(cuGraphDestroy(g), CUDA_ERROR_ASSERT);
+    child_exit_ok();
+}
+
+TEST(SimChildTest, GraphReplayFaults) {
+  EXPECT_EXIT(GraphReplayFaultsChild(), ::testing::ExitedWithCode(0), "");
+}
+
+// A process that exits with work queued exits promptly.
+void ExitWithQueuedWorkIsPromptChild() {
+    Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    static CUdeviceptr flag = 0;
+    CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+    for (int i = 0; i < 4; ++i) {
+      CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);  // 30 s each
+      CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30 * 1000 * 1000), CUDA_SUCCESS);
+      CHILD_EQ(k_sleep(k, nullptr, 30 * 1000 * 1000), CUDA_SUCCESS);
+    }
+    CHILD_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+    static CUstream gs = s;
+    // An exit handler registered after the sim was loaded still sees a working sim.
+    atexit([] {
+      if (cuStreamQuery(gs) != CUDA_ERROR_NOT_READY || cuStreamQuery(nullptr) != CUDA_ERROR_NOT_READY) {
+        fprintf(stderr, "atexit: stream should still be busy\n");
+        _exit(3);
+      }
+      unsigned long long id = 0;
+      if (cuStreamGetId(gs, &id) != CUDA_SUCCESS || id < 1000) _exit(4);
+      fprintf(stderr, "atexit handler ok\n");
+    });
+    child_exit_ok();
+}
+
+TEST(SimChildTest, ExitWithQueuedWorkIsPrompt) {
+  auto t0 = Clock::now();
+  EXPECT_EXIT(ExitWithQueuedWorkIsPromptChild(), ::testing::ExitedWithCode(0), "atexit handler ok");
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+}
+
+void ExitHandlerCanSynchronizeChild() {
+    static Kernels k;
+    CHILD_EQ(setup(k), CUDA_SUCCESS);
+    static CUstream s;
+    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    static CUdeviceptr flag = 0;
+    CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+    CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
+    CHILD_EQ(cuStreamWriteValue64(s, flag, 5, 0), CUDA_SUCCESS);
+    atexit([] {
+      if (cuCtxSynchronize() != CUDA_SUCCESS) _exit(3);
+      if (load(reinterpret_cast<uint64_t*>(flag)) != 5u) _exit(4);
+      // Launch, then synchronize again, from the exit handler.
+      if (k_fill(k, s, reinterpret_cast<float*>(flag), 1, 1.0f) != CUDA_SUCCESS) _exit(5);
+      if (cuStreamSynchronize(s) != CUDA_SUCCESS) _exit(6);
+      if (reinterpret_cast<float*>(flag)[0] != 1.0f) _exit(7);
+      fprintf(stderr, "atexit sync ok\n");
+    });
+    child_exit_ok();
+}
+
+TEST(SimChildTest, ExitHandlerCanSynchronize) {
+  EXPECT_EXIT(ExitHandlerCanSynchronizeChild(), ::testing::ExitedWithCode(0), "atexit sync ok");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  return RUN_ALL_TESTS();
+}
