@@ -1,6 +1,7 @@
 #include "shim/assert_capture.h"
 
 #include <cstring>
+#include <mutex>
 #include <unistd.h>
 
 #include "shim/driver.h"
@@ -23,6 +24,22 @@ DriverCallScope::DriverCallScope() noexcept {
 DriverCallScope::~DriverCallScope() { --tl_depth; }
 
 std::string captured_driver_stderr() { return std::string(tl_buf, tl_len); }
+
+namespace {
+std::mutex g_kept_mutex;
+std::string* g_kept = nullptr;
+}  // namespace
+
+void keep_device_text(const std::string& text) {
+  if (text.empty()) return;
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  if (!g_kept) g_kept = new std::string(text);
+}
+
+std::string kept_device_text() {
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  return g_kept ? *g_kept : std::string();
+}
 
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
   if (tl_depth == 0 || !buf) return;

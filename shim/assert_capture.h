@@ -22,6 +22,10 @@ struct DriverCallScope {
 };
 
 std::string captured_driver_stderr();
+// Text printed by a driver call that cdsa itself made (a breadcrumb write that
+// met the fault first): kept until the report. Thread-safe; keeps the first.
+void keep_device_text(const std::string& text);
+std::string kept_device_text();
 
 // One parsed device assert line.
 struct DeviceAssert {

@@ -54,7 +54,10 @@ bool breadcrumbs_init() noexcept {
   if (r == CUDA_SUCCESS) r = d.MemHostGetDevicePointer(&g_dptr, g_slots, 0);
   if (d.ThreadExchangeStreamCaptureMode) d.ThreadExchangeStreamCaptureMode(&mode);
   if (r != CUDA_SUCCESS) {
-    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return false;  // retry later
+    // No context yet, a capture in progress, or a context that already died: try again on a later call.
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+        r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED || is_sticky_fault(r))
+      return false;
     const char* name = nullptr;
     if (d.GetErrorName) d.GetErrorName(r, &name);
     log_line("could not register breadcrumb memory (%s): attribution will list candidates only",

@@ -405,7 +405,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   std::vector<LaunchRecord> ring;
   ring_snapshot(&ring);
   auto streams = stream_views();
-  auto asserts = parse_device_asserts(captured_driver_stderr());
+  auto asserts = parse_device_asserts(kept_device_text() + captured_driver_stderr());
   for (const auto& a : asserts) rep.device_messages.push_back(a.message);
   attribute(rep, ring, streams, asserts, src, sym);
   if (!breadcrumbs_active()) rep.notes.push_back("breadcrumbs were off: candidates are not proven");

@@ -188,6 +188,13 @@ CUresult dispatch(F real, A... a) {
   if (!config().enabled || InCdsa::active()) return real(a...);
   DriverCallScope scope;  // lets the fault handler see what this very call printed (the device's assert text)
   ensure_started(reinterpret_cast<const void*>(real));
+  // Register the breadcrumb memory before the first kernel runs, so even the first launch gets its mark.
+  if constexpr (k == Kind::Launch || k == Kind::LaunchCoop)
+    prepare_launch(std::get<0>(std::tuple<A...>(a...)));
+  else if constexpr (k == Kind::LaunchEx)
+    prepare_launch(std::get<1>(std::tuple<A...>(a...)));
+  else if constexpr (k == Kind::GraphLaunch)
+    prepare_launch(nullptr);
   if constexpr (k == Kind::Launch) {
     return on_launch<Id>(real, a...);
   } else if constexpr (k == Kind::LaunchCoop) {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shim/assert_capture.h"
 #include "shim/breadcrumbs.h"
 #include "shim/config.h"
 #include "shim/driver.h"
@@ -22,6 +23,7 @@ namespace {
 
 thread_local int tl_in_cdsa = 0;
 thread_local uint32_t tl_tid = 0;
+thread_local CUcontext tl_last_ctx = nullptr;
 
 std::once_flag g_start_once;
 std::atomic<bool> g_started{false};
@@ -57,7 +59,11 @@ const StreamCacheEntry* resolve_stream(CUstream s, CUcontext ctx) {
     if (e.gen == gen && e.handle == h && e.ctx == c) return &e;
   const Driver& d = driver();
   unsigned long long id = 0, cid = 0;
-  if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) return nullptr;
+  if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) {
+    // The driver cannot name the stream (typically: the context died during this very launch). Key it by
+    // handle, in a range the driver's ids do not use, so the launch still gets a stream and a slot.
+    id = (1ull << 63) | reinterpret_cast<uintptr_t>(s);
+  }
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
   StreamCacheEntry& e = tl_streams[tl_stream_next];
   tl_stream_next = (tl_stream_next + 1) % kStreamCache;
@@ -107,13 +113,39 @@ bool ensure_started(const void* hint) noexcept {
   return g_started.load(std::memory_order_acquire);
 }
 
+namespace {
+uint32_t kernel_name_of(CUfunction func) {
+  if (!func) return kNoString;
+  auto key = reinterpret_cast<uintptr_t>(func);
+  uint32_t name = handle_map_get(HandleMap::KernelName, key);
+  const Driver& d = driver();
+  if (name == kNoString && d.FuncGetName) {
+    const char* s = nullptr;
+    if (d.FuncGetName(&s, func) == CUDA_SUCCESS && s) {
+      name = intern_string(s, strlen(s));
+      handle_map_put(HandleMap::KernelName, key, name);
+    }
+  }
+  return name;
+}
+}  // namespace
+
+void prepare_launch(CUfunction func) noexcept {
+  if (!g_started.load(std::memory_order_acquire) || InCdsa::active()) return;
+  InCdsa guard;
+  if (!breadcrumbs_active()) breadcrumbs_init();
+  kernel_name_of(func);
+}
+
 void record_launch(const LaunchInfo& info) noexcept {
   if (!g_started.load(std::memory_order_acquire) || InCdsa::active() || fault_reported()) return;
   InCdsa guard;
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);
+  // After a fault the driver may refuse even this: then the thread's last known context is the best answer.
   CUcontext ctx = nullptr;
-  if (d.CtxGetCurrent) d.CtxGetCurrent(&ctx);
+  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS) tl_last_ctx = ctx;
+  else ctx = tl_last_ctx;
   const StreamCacheEntry* sc = resolve_stream(eff, ctx);
 
   LaunchRecord r;
@@ -130,17 +162,7 @@ void record_launch(const LaunchInfo& info) noexcept {
   }
   r.shared_mem = info.shared_mem;
   if (info.per_thread && info.stream == nullptr) r.flags |= kFlagPerThreadStream;
-  if (info.func) {
-    auto key = reinterpret_cast<uintptr_t>(info.func);
-    r.kernel_name = handle_map_get(HandleMap::KernelName, key);
-    if (r.kernel_name == kNoString && d.FuncGetName) {
-      const char* name = nullptr;
-      if (d.FuncGetName(&name, info.func) == CUDA_SUCCESS && name) {
-        r.kernel_name = intern_string(name, strlen(name));
-        handle_map_put(HandleMap::KernelName, key, r.kernel_name);
-      }
-    }
-  }
+  r.kernel_name = kernel_name_of(info.func);
   r.stack_id = capture_and_intern_stack();
 
   bool capturing = false;
@@ -174,14 +196,18 @@ void record_launch(const LaunchInfo& info) noexcept {
     if (info.per_thread && info.stream == nullptr) st->per_thread.store(true, std::memory_order_relaxed);
     if (breadcrumbs_init()) {
       crumb = enqueue_breadcrumb(eff, sc->slot, r.stream_seq);
-      if (crumb == CUDA_SUCCESS) st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
+      // A sticky fault here means the context died before the mark could be queued: no later mark can land
+      // either, so the stream's marks stay exact. The driver may have printed the device's assert text into
+      // this call; keep it for the report, which the program's next call will trigger.
+      if (crumb == CUDA_SUCCESS || is_sticky_fault(crumb))
+        st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
+      if (is_sticky_fault(crumb)) keep_device_text(captured_driver_stderr());
     }
     if (!breadcrumbs_active() || crumb != CUDA_SUCCESS) r.flags |= kFlagNoBreadcrumb;
   } else {
     r.flags |= kFlagNoBreadcrumb;
   }
   ring_publish(r);
-  if (is_sticky_fault(crumb)) on_sticky_fault(crumb, "cuStreamWriteValue64_v2 (cdsa breadcrumb)");
 }
 
 void note_capture_begin(CUstream stream, bool per_thread) noexcept {

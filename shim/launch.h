@@ -29,6 +29,9 @@ struct LaunchInfo {
 // Warm-up on the first CUDA call: driver table, recorder, exit probe. `hint` is
 // any real driver function pointer. Returns false when cdsa is disabled.
 bool ensure_started(const void* hint) noexcept;
+// Before a launch, while the context is surely alive: sets up breadcrumbs and
+// caches the kernel's name (cheap after the first time for each).
+void prepare_launch(CUfunction func) noexcept;
 // Records a successful launch (enqueues its breadcrumb when not capturing).
 void record_launch(const LaunchInfo& info) noexcept;
 

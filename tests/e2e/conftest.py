@@ -23,7 +23,7 @@ def clean_env(extra=None, preload=True, dll="cdll"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
     env["PYTHONPATH"] = str(SCRIPTS)
     env["LD_LIBRARY_PATH"] = str(SIMDIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    env["CDSA_TEST_DLL"] = dll
+    env["SIMCUDA_DLL"] = dll
     env["PYTHONUNBUFFERED"] = "1"
     if preload:
         env["LD_PRELOAD"] = str(LIBCDSA)
@@ -49,7 +49,7 @@ class Run:
         i = self.err.find(BANNER)
         assert i >= 0, f"no cdsa report on stderr:\n{self.err}"
         j = self.err.find("\n=====", i + len(BANNER) + 30)
-        return self.err[i:j if j > 0 else len(self.err)]
+        return dedent(self.err[i:j if j > 0 else len(self.err)])
 
     def surfaced_part(self):
         r = self.report
@@ -92,9 +92,13 @@ def marker_line(path, marker):
 
 
 def py_frame(script, marker, function):
-    """The two traceback lines cdsa prints for a Python frame at the marker."""
+    """The two traceback lines cdsa prints for a Python frame at the marker (indentation removed)."""
     n, text = marker_line(SCRIPTS / script, marker)
-    return f'File "{SCRIPTS / script}", line {n}, in {function}\n      {text}'
+    return f'File "{SCRIPTS / script}", line {n}, in {function}\n{text}'
+
+
+def dedent(text):
+    return "\n".join(line.strip() for line in text.splitlines())
 
 
 @pytest.fixture(autouse=True)

@@ -1,14 +1,14 @@
 """A small ctypes client of the CUDA driver API, for the end-to-end tests.
 
 It talks to whatever libcuda.so.1 the loader finds (the simulated driver in
-tests). CDSA_TEST_DLL=pydll loads it with ctypes.PyDLL (GIL kept during calls);
+tests). SIMCUDA_DLL=pydll loads it with ctypes.PyDLL (GIL kept during calls);
 the default ctypes.CDLL releases the GIL around every call, as PyTorch does.
 """
 import ctypes
 import os
 import sys
 
-_loader = ctypes.PyDLL if os.environ.get("CDSA_TEST_DLL") == "pydll" else ctypes.CDLL
+_loader = ctypes.PyDLL if os.environ.get("SIMCUDA_DLL") == "pydll" else ctypes.CDLL
 lib = _loader("libcuda.so.1")
 
 CUresult = ctypes.c_int
