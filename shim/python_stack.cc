@@ -1,0 +1,693 @@
+// CPython frame walker: see python_stack.h for the contract.
+//
+// How a capture works (same walk as CPython's own traceback code):
+//   tstate = PyGILState_GetThisThreadState()      (TLS read; fine without GIL)
+//   frame  = tstate->cframe->current_frame        (3.11, 3.12)
+//          | tstate->current_frame                (3.13+)
+//   for (; frame; frame = frame->previous)
+//     skip frames CPython hides: owner >= 3 (C-stack entry / interpreter-owned
+//     frames: 3.12+), executable not a code object (3.13+), and incomplete
+//     frames (not owned by a generator and instr < co_code_adaptive +
+//     _co_firsttraceable: _PyFrame_IsIncomplete in every version);
+//     record (code, instr - co_code_adaptive, fingerprint).
+// The instruction pointer field is prev_instr (3.11/3.12) or instr_ptr
+// (3.13+); CPython computes f_lineno from it with exactly this offset
+// (_PyInterpreterFrame_LASTI * sizeof(_Py_CODEUNIT)) and PyCode_Addr2Line.
+#include "python_stack.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace cdsa {
+namespace pystack {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Mirrors of _Py_DebugOffsets (Include/internal/pycore_runtime.h in 3.13,
+// Include/internal/pycore_debug_offsets.h in 3.14), x86-64. Only the
+// positions matter; unused groups are plain arrays.
+struct DebugOffsets313 {
+  char cookie[8];
+  uint64_t version;
+  uint64_t free_threaded;
+  uint64_t runtime_state[3];
+  uint64_t interpreter_state[13];
+  struct {
+    uint64_t size, prev, next, interp, current_frame, thread_id,
+        native_thread_id, datastack_chunk, status;
+  } thread_state;
+  struct {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+  } interpreter_frame;
+  struct {
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+        localsplusnames, localspluskinds, co_code_adaptive;
+  } code_object;
+  struct {
+    uint64_t size, ob_type;
+  } pyobject;
+  struct {
+    uint64_t size, tp_name, tp_repr, tp_flags;
+  } type_object;
+  uint64_t tuple_object[3];
+  uint64_t list_object[3];
+  uint64_t dict_object[3];
+  uint64_t float_object[2];
+  uint64_t long_object[3];
+  uint64_t bytes_object[3];
+  struct {
+    uint64_t size, state, length, asciiobject_size;
+  } unicode_object;
+  uint64_t gc[2];
+};
+
+struct DebugOffsets314 {
+  char cookie[8];
+  uint64_t version;
+  uint64_t free_threaded;
+  uint64_t runtime_state[3];
+  // size id next threads_head threads_main gc imports_modules sysdict builtins
+  // ceval_gil gil_runtime_state gil_runtime_state_{enabled,locked,holder}
+  // code_object_generation tlbc_generation
+  uint64_t interpreter_state[16];
+  struct {
+    uint64_t size, prev, next, interp, current_frame, thread_id,
+        native_thread_id, datastack_chunk, status;
+  } thread_state;
+  struct {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner,
+        stackpointer, tlbc_index;
+  } interpreter_frame;
+  struct {
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+        localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
+  } code_object;
+  struct {
+    uint64_t size, ob_type;
+  } pyobject;
+  struct {
+    uint64_t size, tp_name, tp_repr, tp_flags;
+  } type_object;
+  uint64_t tuple_object[3];
+  uint64_t list_object[3];
+  uint64_t set_object[4];
+  uint64_t dict_object[3];
+  uint64_t float_object[2];
+  uint64_t long_object[3];
+  uint64_t bytes_object[3];
+  struct {
+    uint64_t size, state, length, asciiobject_size;
+  } unicode_object;
+  uint64_t gc[2];
+  uint64_t gen_object[4];
+  uint64_t llist_node[2];
+  uint64_t debugger_support[6];
+};
+
+template <class D>
+void fill_fields(DebugOffsetsFields* f) {
+#define CDSA_POS(dst, member) f->dst = static_cast<int32_t>(offsetof(D, member))
+  CDSA_POS(version, version);
+  CDSA_POS(free_threaded, free_threaded);
+  CDSA_POS(tstate_current_frame, thread_state.current_frame);
+  CDSA_POS(frame_previous, interpreter_frame.previous);
+  CDSA_POS(frame_executable, interpreter_frame.executable);
+  CDSA_POS(frame_instr_ptr, interpreter_frame.instr_ptr);
+  CDSA_POS(frame_owner, interpreter_frame.owner);
+  CDSA_POS(code_size, code_object.size);
+  CDSA_POS(code_filename, code_object.filename);
+  CDSA_POS(code_name, code_object.name);
+  CDSA_POS(code_qualname, code_object.qualname);
+  CDSA_POS(code_linetable, code_object.linetable);
+  CDSA_POS(code_firstlineno, code_object.firstlineno);
+  CDSA_POS(code_adaptive, code_object.co_code_adaptive);
+  CDSA_POS(pyobject_size, pyobject.size);
+  CDSA_POS(pyobject_ob_type, pyobject.ob_type);
+  CDSA_POS(unicode_size, unicode_object.size);
+  CDSA_POS(unicode_state, unicode_object.state);
+  CDSA_POS(unicode_length, unicode_object.length);
+  CDSA_POS(unicode_ascii_size, unicode_object.asciiobject_size);
+#undef CDSA_POS
+  f->end = static_cast<int32_t>(sizeof(D));
+}
+
+template <class D>
+bool build_from(int minor, const D& d, PyLayout* L, const char** why) {
+  if (std::memcmp(d.cookie, "xdebugpy", 8) != 0) {
+    *why = "_PyRuntime.debug_offsets cookie missing";
+    return false;
+  }
+  if ((d.version >> 24) != 3 || ((d.version >> 16) & 0xff) != uint64_t(minor)) {
+    *why = "_PyRuntime.debug_offsets version does not match Py_Version";
+    return false;
+  }
+  if (d.free_threaded != 0) {
+    *why = "free-threaded build not supported";
+    return false;
+  }
+  // Plausibility: a shifted mirror (fields added in a patch release) or an
+  // unusual build (Py_TRACE_REFS) fails these instead of being trusted.
+  const auto& c = d.code_object;
+  const auto& u = d.unicode_object;
+  const auto& fr = d.interpreter_frame;
+  const auto& ts = d.thread_state;
+  bool ok = d.pyobject.size == 16 && d.pyobject.ob_type == 8 &&
+            c.name == c.filename + 8 && c.qualname == c.name + 8 &&
+            c.linetable == c.qualname + 8 && c.filename >= 24 &&
+            c.co_code_adaptive > c.linetable &&
+            c.size > c.co_code_adaptive && c.size <= c.co_code_adaptive + 16 &&
+            c.firstlineno >= 24 && c.firstlineno < c.filename &&
+            u.asciiobject_size >= 32 && u.asciiobject_size <= 64 &&
+            u.size == u.asciiobject_size + 24 && u.state >= 16 &&
+            u.state < u.asciiobject_size && u.length >= 16 &&
+            u.length < u.state && fr.size >= 48 && fr.size <= 256 &&
+            fr.previous + 8 <= fr.size && fr.executable + 8 <= fr.size &&
+            fr.instr_ptr + 8 <= fr.size && fr.owner < fr.size &&
+            ts.size <= 65536 && ts.current_frame + 8 <= ts.size &&
+            d.type_object.tp_flags > 24 &&
+            d.type_object.tp_flags + 8 <= d.type_object.size;
+  if (!ok) {
+    *why = "_PyRuntime.debug_offsets has an unexpected layout";
+    return false;
+  }
+  *L = PyLayout{};
+  L->minor = minor;
+  L->tstate_current_frame = int32_t(ts.current_frame);
+  L->frame_code = int32_t(fr.executable);
+  L->frame_previous = int32_t(fr.previous);
+  L->frame_instr = int32_t(fr.instr_ptr);
+  L->frame_owner = int32_t(fr.owner);
+  L->owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
+  L->owner_skip_min = 3;   // 3.13 CSTACK=3; 3.14 INTERPRETER=3, CSTACK=4
+  L->code_filename = int32_t(c.filename);
+  L->code_name = int32_t(c.name);
+  L->code_qualname = int32_t(c.qualname);
+  L->code_linetable = int32_t(c.linetable);
+  L->code_firstlineno = int32_t(c.firstlineno);
+  // `int _co_firsttraceable; void *co_extra; char co_code_adaptive[]` end the
+  // struct in 3.13 and in 3.14 default (non free-threaded) builds.
+  L->code_firsttraceable = int32_t(c.co_code_adaptive) - 16;
+  L->code_adaptive = int32_t(c.co_code_adaptive);
+  L->code_basicsize = int32_t(c.size);
+  L->ob_type = int32_t(d.pyobject.ob_type);
+  L->ob_size = int32_t(d.pyobject.size);  // PyVarObject = {PyObject; ob_size}
+  L->type_flags = int32_t(d.type_object.tp_flags);
+  L->str_length = int32_t(u.length);
+  L->str_state = int32_t(u.state);
+  L->str_ascii_size = int32_t(u.asciiobject_size);
+  // PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8;
+  // PyUnicodeObject = PyCompactUnicodeObject + data pointer.
+  L->str_compact_size = int32_t(u.size) - 8;
+  L->str_data_any = int32_t(u.size) - 8;
+  L->str_basicsize = int32_t(u.size);
+  // state: interned:2 kind:3 compact:1 ascii:1 statically_allocated:1
+  L->state_kind_shift = 2;
+  L->state_compact_shift = 5;
+  L->state_ascii_shift = 6;
+  L->state_ready_shift = -1;
+  if (minor >= 14) {
+    // f_executable is a _PyStackRef: low tag bit(s) mark deferred references.
+    L->code_tag_mask = 3;
+    // Newer sources store `uint16_t interned` followed by unsigned-short
+    // bitfields (kind at bit 16); decode_str_state() tells them apart.
+    L->state_auto = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool builtin_layout(int minor, PyLayout* out) noexcept {
+  PyLayout L;
+  L.minor = minor;
+  L.owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
+  L.owner_skip_min = 3;   // 3.11: owners are 0..2; 3.12: FRAME_OWNED_BY_CSTACK
+  L.ob_type = 8;
+  L.ob_size = 16;
+  L.type_flags = 168;
+  L.str_length = 16;
+  L.str_state = 32;
+  L.state_kind_shift = 2;
+  L.state_compact_shift = 5;
+  L.state_ascii_shift = 6;
+  L.code_filename = 112;
+  L.code_name = 120;
+  L.code_qualname = 128;
+  L.code_linetable = 136;
+  if (minor == 11) {
+    L.tstate_cframe = 56;
+    L.cframe_current_frame = 8;  // after uint8_t use_tracing
+    L.frame_code = 32;           // f_func f_globals f_builtins f_locals f_code
+    L.frame_previous = 48;
+    L.frame_instr = 56;          // prev_instr
+    L.frame_owner = 69;
+    L.code_firstlineno = 72;
+    L.code_firsttraceable = 168;
+    L.code_adaptive = 184;
+    L.code_basicsize = 192;
+    L.str_ascii_size = 48;       // has wchar_t *wstr
+    L.str_compact_size = 72;     // utf8_length utf8 wstr_length
+    L.str_data_any = 72;
+    L.str_basicsize = 80;
+    L.state_ready_shift = 7;
+  } else if (minor == 12) {
+    L.tstate_cframe = 56;
+    L.cframe_current_frame = 0;
+    L.frame_code = 0;
+    L.frame_previous = 8;
+    L.frame_instr = 56;          // prev_instr
+    L.frame_owner = 70;
+    L.code_firstlineno = 68;
+    L.code_firsttraceable = 176;
+    L.code_adaptive = 192;
+    L.code_basicsize = 200;
+    L.str_ascii_size = 40;
+    L.str_compact_size = 56;
+    L.str_data_any = 56;
+    L.str_basicsize = 64;
+  } else {
+    return false;
+  }
+  *out = L;
+  return true;
+}
+
+bool debug_offsets_fields(int minor, DebugOffsetsFields* out) noexcept {
+  if (minor == 13) {
+    fill_fields<DebugOffsets313>(out);
+    return true;
+  }
+  if (minor == 14) {
+    fill_fields<DebugOffsets314>(out);
+    return true;
+  }
+  return false;
+}
+
+bool layout_from_debug_offsets(int minor, const void* debug_offsets,
+                               size_t available, PyLayout* out,
+                               const char** why) noexcept {
+  const char* dummy;
+  if (!why) why = &dummy;
+  if (!debug_offsets || !out) {
+    *why = "no debug offsets";
+    return false;
+  }
+  if (minor == 13) {
+    DebugOffsets313 d;
+    if (available < sizeof d) {
+      *why = "debug offsets truncated";
+      return false;
+    }
+    std::memcpy(&d, debug_offsets, sizeof d);
+    return build_from(13, d, out, why);
+  }
+  if (minor == 14) {
+    DebugOffsets314 d;
+    if (available < sizeof d) {
+      *why = "debug offsets truncated";
+      return false;
+    }
+    std::memcpy(&d, debug_offsets, sizeof d);
+    return build_from(14, d, out, why);
+  }
+  *why = "no known _Py_DebugOffsets layout for this version";
+  return false;
+}
+
+size_t encode_utf8(const void* data, int kind, size_t length, char* out,
+                   size_t cap) noexcept {
+  if (!out || cap == 0) return 0;
+  size_t w = 0;
+  const auto* p1 = static_cast<const uint8_t*>(data);
+  const auto* p2 = static_cast<const uint16_t*>(data);
+  const auto* p4 = static_cast<const uint32_t*>(data);
+  for (size_t i = 0; i < length; ++i) {
+    uint32_t cp = kind == 1 ? p1[i] : kind == 2 ? p2[i] : p4[i];
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
+    char buf[4];
+    size_t n;
+    if (cp < 0x80) {
+      buf[0] = char(cp);
+      n = 1;
+    } else if (cp < 0x800) {
+      buf[0] = char(0xC0 | (cp >> 6));
+      buf[1] = char(0x80 | (cp & 0x3F));
+      n = 2;
+    } else if (cp < 0x10000) {
+      buf[0] = char(0xE0 | (cp >> 12));
+      buf[1] = char(0x80 | ((cp >> 6) & 0x3F));
+      buf[2] = char(0x80 | (cp & 0x3F));
+      n = 3;
+    } else {
+      buf[0] = char(0xF0 | (cp >> 18));
+      buf[1] = char(0x80 | ((cp >> 12) & 0x3F));
+      buf[2] = char(0x80 | ((cp >> 6) & 0x3F));
+      buf[3] = char(0x80 | (cp & 0x3F));
+      n = 4;
+    }
+    if (w + n + 1 > cap) break;
+    std::memcpy(out + w, buf, n);
+    w += n;
+  }
+  out[w] = '\0';
+  return w;
+}
+
+}  // namespace pystack
+
+// ---------------------------------------------------------------------------
+namespace {
+
+using pystack::PyLayout;
+
+enum : int { kUninit = -1 };
+
+struct Runtime {
+  PyLayout L;
+  void* (*this_thread_state)(void) = nullptr;  // PyGILState_GetThisThreadState
+  int (*addr2line)(const void*, int) = nullptr;  // PyCode_Addr2Line
+  const void* code_type = nullptr;               // &PyCode_Type
+  const void* str_type = nullptr;                // &PyUnicode_Type
+};
+
+Runtime g_rt;
+std::atomic<int> g_state{kUninit};
+std::mutex g_init_mu;
+char g_desc[256] = "Python walker not initialised";
+
+constexpr unsigned long kUnicodeSubclassFlag = 1UL << 28;  // Py_TPFLAGS_UNICODE_SUBCLASS
+constexpr int kMaxWalk = 1 << 20;  // frames visited per capture (cycle guard)
+
+template <class T>
+inline T load(const char* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// Fingerprint of a code object's immutable identity. Kept to a few
+// independent loads and multiplies: it is computed for every captured frame.
+struct FpOffsets {
+  int32_t filename, qualname, linetable, firstlineno;
+};
+
+inline FpOffsets fp_offsets(const PyLayout& L) noexcept {
+  return {L.code_filename, L.code_qualname, L.code_linetable, L.code_firstlineno};
+}
+
+inline uint32_t fingerprint(const FpOffsets& o, const char* code) noexcept {
+  const uint64_t a = load<uintptr_t>(code + o.filename);
+  const uint64_t b = load<uintptr_t>(code + o.qualname);
+  const uint64_t c = load<uintptr_t>(code + o.linetable);  // per-code bytes object
+  const uint64_t d = uint32_t(load<int32_t>(code + o.firstlineno));
+  const uint64_t h = (c ^ rotl(b, 32) ^ rotl(a, 16) ^ (d << 3)) * 0x9E3779B97F4A7C15ULL;
+  const uint32_t r = uint32_t(h >> 32);
+  return r ? r : 1u;
+}
+
+void format_version(unsigned long hex, char* out, size_t cap) {
+  const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff,
+                 micro = (hex >> 8) & 0xff, level = (hex >> 4) & 0xf,
+                 serial = hex & 0xf;
+  const char* lv = level == 0xA ? "a" : level == 0xB ? "b" : level == 0xC ? "rc" : "";
+  if (*lv)
+    std::snprintf(out, cap, "%u.%u.%u%s%u", major, minor, micro, lv, serial);
+  else
+    std::snprintf(out, cap, "%u.%u.%u", major, minor, micro);
+}
+
+void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+// Runs once, under g_init_mu. Returns the state; fills g_desc and g_rt.
+PyWalkerState detect() noexcept {
+  auto* py_version = static_cast<const unsigned long*>(sym("Py_Version"));
+  auto* get_version = reinterpret_cast<const char* (*)(void)>(sym("Py_GetVersion"));
+  if (!py_version) {
+    if (!get_version) {
+      std::snprintf(g_desc, sizeof g_desc, "no Python interpreter in this process");
+      return PyWalkerState::NoPython;
+    }
+    // 3.10 and older have no Py_Version; Py_GetVersion() formats a static
+    // buffer ("3.10.13 (main, ...") and needs no interpreter state.
+    const char* v = get_version();
+    char ver[32] = "?";
+    if (v) {
+      size_t i = 0;
+      while (v[i] && v[i] != ' ' && i + 1 < sizeof ver) {
+        ver[i] = v[i];
+        ++i;
+      }
+      ver[i] = '\0';
+    }
+    std::snprintf(g_desc, sizeof g_desc,
+                  "CPython %s: unsupported version (3.11-3.14 are), Python "
+                  "frames disabled",
+                  ver);
+    return PyWalkerState::Unsupported;
+  }
+  const unsigned long hex = *py_version;
+  char ver[32];
+  format_version(hex, ver, sizeof ver);
+  const int major = int((hex >> 24) & 0xff), minor = int((hex >> 16) & 0xff);
+  if (major != 3 || minor < 11 || minor > 14) {
+    std::snprintf(g_desc, sizeof g_desc,
+                  "CPython %s: unknown layout, Python frames disabled", ver);
+    return PyWalkerState::Unsupported;
+  }
+
+  Runtime rt;
+  rt.this_thread_state =
+      reinterpret_cast<void* (*)(void)>(sym("PyGILState_GetThisThreadState"));
+  rt.addr2line = reinterpret_cast<int (*)(const void*, int)>(sym("PyCode_Addr2Line"));
+  rt.code_type = sym("PyCode_Type");
+  rt.str_type = sym("PyUnicode_Type");
+  const void* type_type = sym("PyType_Type");
+  const char* missing = !rt.this_thread_state ? "PyGILState_GetThisThreadState"
+                        : !rt.addr2line       ? "PyCode_Addr2Line"
+                        : !rt.code_type       ? "PyCode_Type"
+                        : !rt.str_type        ? "PyUnicode_Type"
+                        : !type_type          ? "PyType_Type"
+                                              : nullptr;
+  if (missing) {
+    std::snprintf(g_desc, sizeof g_desc,
+                  "CPython %s: symbol %s not found, Python frames disabled", ver,
+                  missing);
+    return PyWalkerState::Unsupported;
+  }
+
+  const char* source;
+  if (minor <= 12) {
+    pystack::builtin_layout(minor, &rt.L);
+    source = "built-in layout";
+  } else {
+    const void* runtime = sym("_PyRuntime");
+    const char* why = "symbol _PyRuntime not found";
+    // _Py_DebugOffsets is the first member of _PyRuntimeState, statically
+    // initialised: readable before Py_Initialize and without the GIL.
+    if (!runtime ||
+        !pystack::layout_from_debug_offsets(minor, runtime, 4096, &rt.L, &why)) {
+      std::snprintf(g_desc, sizeof g_desc, "CPython %s: %s, Python frames disabled",
+                    ver, why);
+      return PyWalkerState::Unsupported;
+    }
+    if (load<uint64_t>(static_cast<const char*>(runtime) + 8) != hex) {
+      std::snprintf(g_desc, sizeof g_desc,
+                    "CPython %s: _PyRuntime.debug_offsets version differs from "
+                    "Py_Version, Python frames disabled",
+                    ver);
+      return PyWalkerState::Unsupported;
+    }
+    source = "debug offsets";
+  }
+
+  // Cross-check the layout against the type objects, which are static data:
+  // object header (catches Py_TRACE_REFS builds), start of the bytecode in a
+  // code object, sizeof(PyUnicodeObject), tp_flags position.
+  const PyLayout& L = rt.L;
+  auto* ct = static_cast<const char*>(rt.code_type);
+  auto* st = static_cast<const char*>(rt.str_type);
+  const int basicsize = L.ob_size + 16;  // ob_size, tp_name, tp_basicsize
+  const bool sane =
+      load<const void*>(ct + L.ob_type) == type_type &&
+      load<const void*>(st + L.ob_type) == type_type &&
+      // PyCode_Type.tp_basicsize is offsetof(PyCodeObject, co_code_adaptive).
+      load<int64_t>(ct + basicsize) == L.code_adaptive &&
+      load<int64_t>(ct + basicsize + 8) == 2 &&  // tp_itemsize: _Py_CODEUNIT
+      load<int64_t>(st + basicsize) == L.str_basicsize &&
+      (load<unsigned long>(st + L.type_flags) & kUnicodeSubclassFlag) != 0 &&
+      (load<unsigned long>(ct + L.type_flags) & kUnicodeSubclassFlag) == 0;
+  if (!sane) {
+    std::snprintf(g_desc, sizeof g_desc,
+                  "CPython %s: object layout differs from the expected one "
+                  "(unusual build?), Python frames disabled",
+                  ver);
+    return PyWalkerState::Unsupported;
+  }
+  g_rt = rt;
+  std::snprintf(g_desc, sizeof g_desc, "CPython %s (%s)", ver, source);
+  return PyWalkerState::Ready;
+}
+
+inline bool ready() noexcept {
+  const int s = g_state.load(std::memory_order_acquire);
+  if (s == int(PyWalkerState::Ready)) return true;
+  if (s != kUninit) return false;
+  return python_walker_init() == PyWalkerState::Ready;
+}
+
+inline bool is_code(const Runtime& R, const char* code) noexcept {
+  return code && load<const void*>(code + R.L.ob_type) == R.code_type;
+}
+
+// Decodes a str object into UTF-8; "?" if it is not a readable str.
+void write_str(const Runtime& R, const char* s, char* out, size_t cap) noexcept {
+  if (!out || cap == 0) return;
+  const PyLayout& L = R.L;
+  out[0] = '\0';
+  if (!s) return;
+  const auto* type = load<const char*>(s + L.ob_type);
+  if (type != R.str_type &&
+      (!type || !(load<unsigned long>(type + L.type_flags) & kUnicodeSubclassFlag))) {
+    pystack::encode_utf8("?", 1, 1, out, cap);
+    return;
+  }
+  const uint32_t state = load<uint32_t>(s + L.str_state);
+  int kind_shift = L.state_kind_shift, compact_shift = L.state_compact_shift,
+      ascii_shift = L.state_ascii_shift;
+  if (L.state_auto && (state & 0xffff) <= 3) {
+    // `uint16_t interned; unsigned short kind:3, compact:1, ascii:1, ...`.
+    // With the bitfield encoding the low half is never <= 3: kind (1, 2 or 4)
+    // sits at bits 2..4.
+    kind_shift = 16;
+    compact_shift = 19;
+    ascii_shift = 20;
+  }
+  const int kind = int((state >> kind_shift) & 7);
+  const bool compact = (state >> compact_shift) & 1;
+  const bool ascii = (state >> ascii_shift) & 1;
+  const bool not_ready = L.state_ready_shift >= 0 && !((state >> L.state_ready_shift) & 1);
+  const int64_t length = load<int64_t>(s + L.str_length);
+  const char* data = compact ? s + (ascii ? L.str_ascii_size : L.str_compact_size)
+                             : load<const char*>(s + L.str_data_any);
+  if (not_ready || (kind != 1 && kind != 2 && kind != 4) || length < 0 || !data) {
+    pystack::encode_utf8("?", 1, 1, out, cap);
+    return;
+  }
+  pystack::encode_utf8(data, kind, size_t(length), out, cap);
+}
+
+}  // namespace
+
+PyWalkerState python_walker_init() noexcept {
+  int s = g_state.load(std::memory_order_acquire);
+  if (s != kUninit) return PyWalkerState(s);
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  s = g_state.load(std::memory_order_relaxed);
+  if (s != kUninit) return PyWalkerState(s);
+  const PyWalkerState r = detect();
+  g_state.store(int(r), std::memory_order_release);
+  return r;
+}
+
+const char* python_walker_description() noexcept {
+  python_walker_init();
+  return g_desc;
+}
+
+int capture_python_frames(PyFrameKey* out, int max) noexcept {
+  return capture_python_frames(out, max, nullptr);
+}
+
+int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
+  if (truncated) *truncated = false;
+  if (!out || max <= 0 || !ready()) return 0;
+  const Runtime& R = g_rt;
+  const auto* ts = static_cast<const char*>(R.this_thread_state());
+  if (!ts) return 0;
+  // Offsets in locals: the stores to out[] could otherwise alias g_rt and
+  // force a reload of every offset on every frame.
+  const PyLayout& L = R.L;
+  const int32_t o_previous = L.frame_previous, o_owner = L.frame_owner,
+                o_code = L.frame_code, o_instr = L.frame_instr,
+                o_ob_type = L.ob_type, o_adaptive = L.code_adaptive,
+                o_firsttraceable = L.code_firsttraceable;
+  const int owner_skip_min = L.owner_skip_min, owner_generator = L.owner_generator;
+  const uintptr_t tag_mask = ~uintptr_t(L.code_tag_mask);
+  const void* const code_type = R.code_type;
+  const FpOffsets fo = fp_offsets(L);
+
+  const char* frame;
+  if (L.tstate_cframe >= 0) {
+    const auto* cframe = load<const char*>(ts + L.tstate_cframe);
+    if (!cframe) return 0;
+    frame = load<const char*>(cframe + L.cframe_current_frame);
+  } else {
+    frame = load<const char*>(ts + L.tstate_current_frame);
+  }
+  int n = 0;
+  for (int guard = kMaxWalk; frame && guard > 0;
+       frame = load<const char*>(frame + o_previous), --guard) {
+    const int owner = static_cast<signed char>(frame[o_owner]);
+    if (owner >= owner_skip_min) continue;  // C-stack / interpreter frames
+    const auto* code =
+        reinterpret_cast<const char*>(load<uintptr_t>(frame + o_code) & tag_mask);
+    // 3.13+: the executable may be None or another non-code object.
+    if (!code || load<const void*>(code + o_ob_type) != code_type) continue;
+    const ptrdiff_t off = load<const char*>(frame + o_instr) - (code + o_adaptive);
+    if (owner != owner_generator &&
+        off < ptrdiff_t(load<int32_t>(code + o_firsttraceable)) * 2)
+      continue;  // incomplete frame (_PyFrame_IsIncomplete)
+    if (n == max) {
+      if (truncated) *truncated = true;
+      break;
+    }
+    out[n].code = code;
+    out[n].instr_offset = int32_t(off);
+    out[n].code_check = fingerprint(fo, code);
+    ++n;
+  }
+  return n;
+}
+
+bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
+                          char* function, size_t function_cap,
+                          int* line) noexcept {
+  if (file && file_cap) file[0] = '\0';
+  if (function && function_cap) function[0] = '\0';
+  if (line) *line = 0;
+  if (!ready()) return false;
+  const Runtime& R = g_rt;
+  const PyLayout& L = R.L;
+  const auto* code = static_cast<const char*>(key.code);
+  if (!is_code(R, code) || fingerprint(fp_offsets(L), code) != key.code_check) return false;
+  const int64_t nbytes = load<int64_t>(code + L.ob_size) * 2;
+  if (key.instr_offset < -2 || key.instr_offset >= nbytes) return false;
+  write_str(R, load<const char*>(code + L.code_filename), file, file_cap);
+  write_str(R, load<const char*>(code + L.code_qualname), function, function_cap);
+  // Negative offset (frame not started yet): PyCode_Addr2Line returns
+  // co_firstlineno, as f_lineno does.
+  if (line) *line = R.addr2line(code, key.instr_offset);
+  return true;
+}
+
+uint32_t python_code_check(const void* code) noexcept {
+  if (!ready()) return 0;
+  const auto* c = static_cast<const char*>(code);
+  if (!is_code(g_rt, c)) return 0;
+  return fingerprint(fp_offsets(g_rt.L), c);
+}
+
+namespace pystack {
+const PyLayout* active_layout() noexcept {
+  return ready() ? &g_rt.L : nullptr;
+}
+}  // namespace pystack
+
+}  // namespace cdsa
