@@ -34,6 +34,7 @@ namespace cdsa {
 namespace {
 
 std::atomic<bool> g_reported{false};
+bool g_trace_dir_unusable = false;  // already said so at start: do not try, do not say it twice
 int g_pid = 0;
 uint64_t g_start_unix_ns = 0;
 
@@ -309,6 +310,8 @@ std::string trace_path_for_process() {
 }
 
 void write_trace(TraceData& t, std::string* written) {
+  written->clear();
+  if (g_trace_dir_unusable) return;
   std::string path = trace_path_for_process();
   std::string error;
   if (!write_trace_file(path, trace_to_json(t), written, &error)) {
@@ -376,9 +379,12 @@ void fault_handling_init() noexcept {
     auto slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
     struct stat sb;
-    if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir.c_str(), W_OK | X_OK) != 0)
+    errno = 0;
+    if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir.c_str(), W_OK | X_OK) != 0) {
+      g_trace_dir_unusable = true;
       log_line("CDSA_TRACE_FILE=%s: directory %s is not writable (%s); a trace file will not be written there",
                c.trace_pattern, dir.c_str(), errno ? strerror(errno) : "not a directory");
+    }
   }
   atexit(exit_probe);
 }

@@ -1,0 +1,207 @@
+// End-to-end cases for C++ programs on the simulated driver. Each subcommand is
+// one case; tests/e2e/test_native_cases.py runs them under LD_PRELOAD=libcdsa.so.
+// Functions named launch_* are noinline so the report can name them.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+CUmodule g_mod;
+
+void check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    cuGetErrorName(r, &name);
+    fprintf(stderr, "program: %s failed: %s\n", what, name ? name : "?");
+    exit(1);
+  }
+}
+
+void init() {
+  check(cuInit(0), "cuInit");
+  CUdevice dev;
+  check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CUcontext ctx;
+  check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
+}
+
+CUfunction fn(const char* name) {
+  CUfunction f;
+  check(cuModuleGetFunction(&f, g_mod, name), name);
+  return f;
+}
+
+CUdeviceptr upload_targets(int64_t bad) {
+  int64_t t[4] = {3, 7, bad, 1};
+  CUdeviceptr d;
+  check(cuMemAlloc(&d, sizeof t), "cuMemAlloc");
+  check(cuMemcpyHtoD(d, t, sizeof t), "cuMemcpyHtoD");
+  return d;
+}
+
+struct NllArgs {
+  CUdeviceptr out, target;
+  int32_t n = 4, n_classes = 10;
+  int64_t ignore = -100;
+  void* params[5];
+  void** get() {
+    params[0] = &out, params[1] = &target, params[2] = &n, params[3] = &n_classes, params[4] = &ignore;
+    return params;
+  }
+};
+
+NllArgs nll_args(int64_t bad) {
+  NllArgs a;
+  check(cuMemAlloc(&a.out, 4), "cuMemAlloc");
+  a.target = upload_targets(bad);
+  return a;
+}
+
+// ---- case: the seed's loss, native frames only ----
+__attribute__((noinline)) void launch_loss(CUfunction f, NllArgs& a) {
+  check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a.get(), nullptr), "cuLaunchKernel");  // LAUNCH-SITE
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) CUresult read_loss(NllArgs& a) {
+  float v = 0;
+  CUresult r = cuMemcpyDtoH(&v, a.out, sizeof v);  // SURFACE-SITE
+  asm volatile("" ::: "memory");
+  return r;
+}
+
+int case_nll(int64_t target) {
+  init();
+  NllArgs a = nll_args(target);
+  launch_loss(fn("nll_loss_forward_reduce_cuda_kernel_2d"), a);
+  printf("loss call returned\n");
+  fflush(stdout);
+  CUresult r = read_loss(a);
+  const char* name = nullptr;
+  cuGetErrorName(r, &name);
+  printf("read_loss: %s\n", name ? name : "?");
+  return r == CUDA_SUCCESS ? 0 : 3;
+}
+
+// ---- case: the three ways to reach the driver ----
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+
+__attribute__((noinline)) CUresult launch_via_linked(CUfunction f, void** p) {
+  return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, p, nullptr);
+}
+
+__attribute__((noinline)) CUresult launch_via_dlsym(CUfunction f, void** p) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  auto launch = reinterpret_cast<LaunchFn>(dlsym(h, "cuLaunchKernel"));
+  return launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, p, nullptr);
+}
+
+__attribute__((noinline)) CUresult launch_via_proc_address(CUfunction f, void** p) {
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  check(cuGetProcAddress_v2("cuLaunchKernel", &pfn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+        "cuGetProcAddress_v2");
+  return reinterpret_cast<LaunchFn>(pfn)(f, 1, 1, 1, 32, 1, 1, 0, nullptr, p, nullptr);
+}
+
+int case_routes(const char* faulting) {
+  init();
+  CUfunction fill = fn("fill_f32"), nll = fn("nll_loss_forward_reduce_cuda_kernel_2d");
+  CUdeviceptr buf;
+  check(cuMemAlloc(&buf, 64), "cuMemAlloc");
+  int32_t n = 16;
+  float v = 1;
+  void* fp[3] = {&buf, &n, &v};
+  NllArgs bad = nll_args(10);
+  struct {
+    const char* name;
+    CUresult (*launch)(CUfunction, void**);
+  } routes[] = {{"linked", launch_via_linked}, {"dlsym", launch_via_dlsym}, {"proc_address", launch_via_proc_address}};
+  for (auto& r : routes) {
+    bool fault = faulting && !strcmp(faulting, r.name);
+    check(r.launch(fault ? nll : fill, fault ? bad.get() : fp), r.name);
+  }
+  CUresult r = cuCtxSynchronize();
+  printf("synchronize: %d\n", static_cast<int>(r));
+  return r == CUDA_SUCCESS ? 0 : 3;
+}
+
+// ---- case: C++ exceptions and a forked child that never uses CUDA ----
+__attribute__((noinline)) void thrower(int i) {
+  if (i % 2) throw std::runtime_error("odd " + std::to_string(i));
+  throw i;
+}
+
+int count_caught() {
+  int caught = 0;
+  for (int i = 0; i < 100; ++i) {
+    try {
+      thrower(i);
+    } catch (const std::runtime_error& e) {
+      caught += strncmp(e.what(), "odd", 3) == 0;
+    } catch (int v) {
+      caught += v == i;
+    }
+  }
+  return caught;
+}
+
+int case_exceptions_and_fork() {
+  int before = count_caught();
+  init();
+  CUfunction fill = fn("fill_f32");
+  CUdeviceptr buf;
+  check(cuMemAlloc(&buf, 64), "cuMemAlloc");
+  int32_t n = 16;
+  float v = 2;
+  void* fp[3] = {&buf, &n, &v};
+  check(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, nullptr, fp, nullptr), "cuLaunchKernel");
+  int after = count_caught();
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    // Never touches CUDA; exits through exit() so atexit handlers (cdsa's too) run here.
+    printf("child caught %d\n", count_caught());
+    fflush(stdout);
+    exit(7);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  float out[2];
+  check(cuMemcpyDtoH(out, buf, sizeof out), "cuMemcpyDtoH");
+  printf("caught before %d after %d; child exit %d; value %.1f\n", before, after,
+         WIFEXITED(status) ? WEXITSTATUS(status) : -1, out[0]);
+  return 0;
+}
+
+// ---- case: launch and exit without synchronizing ----
+int case_no_sync() {
+  init();
+  NllArgs a = nll_args(10);
+  launch_loss(fn("nll_loss_forward_reduce_cuda_kernel_2d"), a);
+  printf("exiting without synchronizing\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string c = argc > 1 ? argv[1] : "";
+  if (c == "nll") return case_nll(argc > 2 ? atoll(argv[2]) : 10);
+  if (c == "routes") return case_routes(argc > 2 ? argv[2] : nullptr);
+  if (c == "exceptions-fork") return case_exceptions_and_fork();
+  if (c == "no-sync") return case_no_sync();
+  fprintf(stderr, "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync\n", argv[0]);
+  return 2;
+}
