@@ -1,0 +1,366 @@
+#include "symbolizer/elf_reader.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace cdsa::symbolizer::internal {
+
+namespace {
+
+// Tables larger than this are refused rather than read (defensive bound).
+constexpr uint64_t kMaxTableBytes = uint64_t{1} << 31;  // 2 GiB
+constexpr uint32_t kMaxHeaders = 1u << 20;
+
+bool host_is_little_endian() {
+  const uint16_t v = 1;
+  unsigned char b;
+  std::memcpy(&b, &v, 1);
+  return b == 1;
+}
+
+bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_add_overflow(a, b, out);
+}
+
+}  // namespace
+
+std::string to_hex(const unsigned char* data, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  s.resize(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[data[i] >> 4];
+    s[2 * i + 1] = kDigits[data[i] & 0xf];
+  }
+  return s;
+}
+
+std::string find_gnu_build_id_in_notes(const unsigned char* data, size_t size,
+                                       size_t align) {
+  if (align != 8) align = 4;
+  auto round_up = [align](uint64_t v) { return (v + align - 1) & ~uint64_t(align - 1); };
+  uint64_t pos = 0;
+  while (pos + 12 <= size) {
+    uint32_t namesz, descsz, type;
+    std::memcpy(&namesz, data + pos, 4);
+    std::memcpy(&descsz, data + pos + 4, 4);
+    std::memcpy(&type, data + pos + 8, 4);
+    const uint64_t name_off = pos + 12;
+    const uint64_t desc_off = name_off + round_up(namesz);
+    const uint64_t next = desc_off + round_up(descsz);
+    if (desc_off > size || desc_off + descsz > size) break;  // truncated note
+    if (type == NT_GNU_BUILD_ID && namesz == 4 &&
+        std::memcmp(data + name_off, "GNU", 4) == 0 && descsz > 0) {
+      return to_hex(data + desc_off, descsz);
+    }
+    if (next <= pos) break;
+    pos = next;
+  }
+  return {};
+}
+
+ElfReader::~ElfReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool ElfReader::read_at(uint64_t offset, void* buf, size_t n) const {
+  uint64_t end;
+  if (add_overflows(offset, n, &end) || end > file_size_) return false;
+  auto* p = static_cast<unsigned char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (r == 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool ElfReader::read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out,
+                         std::string* error) const {
+  uint64_t end;
+  if (add_overflows(offset, size, &end) || end > file_size_) {
+    *error = "truncated ELF file: data extends past end of file";
+    return false;
+  }
+  if (size > kMaxTableBytes) {
+    *error = "ELF table too large";
+    return false;
+  }
+  out->resize(size);
+  if (size != 0 && !read_at(offset, out->data(), size)) {
+    *error = "read error";
+    return false;
+  }
+  return true;
+}
+
+bool ElfReader::open(const std::string& path, std::string* error) {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  phdrs_.clear();
+  shdrs_.clear();
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  fd_ = fd;
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    return false;
+  }
+  file_size_ = static_cast<uint64_t>(st.st_size);
+  if (file_size_ == 0) {
+    *error = "empty file";
+    return false;
+  }
+
+  unsigned char ident[EI_NIDENT];
+  if (file_size_ < EI_NIDENT || !read_at(0, ident, EI_NIDENT) ||
+      std::memcmp(ident, ELFMAG, SELFMAG) != 0) {
+    *error = "not an ELF file";
+    return false;
+  }
+  if (ident[EI_CLASS] != ELFCLASS32 && ident[EI_CLASS] != ELFCLASS64) {
+    *error = "unsupported ELF class";
+    return false;
+  }
+  const unsigned char host_data = host_is_little_endian() ? ELFDATA2LSB : ELFDATA2MSB;
+  if (ident[EI_DATA] != host_data) {
+    *error = "unsupported ELF byte order";
+    return false;
+  }
+  is64_ = ident[EI_CLASS] == ELFCLASS64;
+
+  uint64_t phoff, shoff;
+  uint32_t phnum, shnum;
+  uint16_t phentsize, shentsize;
+  if (is64_) {
+    Elf64_Ehdr eh;
+    if (!read_at(0, &eh, sizeof eh)) {
+      *error = "truncated ELF file: incomplete ELF header";
+      return false;
+    }
+    e_type_ = eh.e_type;
+    phoff = eh.e_phoff;
+    shoff = eh.e_shoff;
+    phnum = eh.e_phnum;
+    shnum = eh.e_shnum;
+    phentsize = eh.e_phentsize;
+    shentsize = eh.e_shentsize;
+  } else {
+    Elf32_Ehdr eh;
+    if (!read_at(0, &eh, sizeof eh)) {
+      *error = "truncated ELF file: incomplete ELF header";
+      return false;
+    }
+    e_type_ = eh.e_type;
+    phoff = eh.e_phoff;
+    shoff = eh.e_shoff;
+    phnum = eh.e_phnum;
+    shnum = eh.e_shnum;
+    phentsize = eh.e_phentsize;
+    shentsize = eh.e_shentsize;
+  }
+  const size_t want_ph = is64_ ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
+  const size_t want_sh = is64_ ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
+
+  auto read_shdr = [&](uint64_t off, Shdr* s) -> bool {
+    if (is64_) {
+      Elf64_Shdr h;
+      if (!read_at(off, &h, sizeof h)) return false;
+      *s = {h.sh_name, h.sh_type, h.sh_flags, h.sh_addr, h.sh_offset, h.sh_size,
+            h.sh_link, h.sh_info, h.sh_addralign, h.sh_entsize};
+    } else {
+      Elf32_Shdr h;
+      if (!read_at(off, &h, sizeof h)) return false;
+      *s = {h.sh_name, h.sh_type, h.sh_flags, h.sh_addr, h.sh_offset, h.sh_size,
+            h.sh_link, h.sh_info, h.sh_addralign, h.sh_entsize};
+    }
+    return true;
+  };
+
+  // Extended numbering: real counts live in section header 0.
+  if (shoff != 0 && (shnum == 0 || phnum == PN_XNUM)) {
+    if (shentsize < want_sh) {
+      *error = "malformed ELF file: bad section header size";
+      return false;
+    }
+    Shdr s0;
+    if (!read_shdr(shoff, &s0)) {
+      *error = "truncated ELF file: section headers beyond end of file";
+      return false;
+    }
+    if (shnum == 0) shnum = static_cast<uint32_t>(std::min<uint64_t>(s0.size, kMaxHeaders + 1));
+    if (phnum == PN_XNUM) phnum = s0.info;
+  }
+  if (phnum > kMaxHeaders || shnum > kMaxHeaders) {
+    *error = "malformed ELF file: too many headers";
+    return false;
+  }
+
+  if (phnum != 0) {
+    if (phentsize < want_ph) {
+      *error = "malformed ELF file: bad program header size";
+      return false;
+    }
+    phdrs_.reserve(phnum);
+    for (uint32_t i = 0; i < phnum; ++i) {
+      const uint64_t off = phoff + uint64_t(i) * phentsize;
+      Phdr p;
+      if (is64_) {
+        Elf64_Phdr h;
+        if (!read_at(off, &h, sizeof h)) {
+          *error = "truncated ELF file: program headers beyond end of file";
+          return false;
+        }
+        p = {h.p_type, h.p_flags, h.p_offset, h.p_vaddr, h.p_filesz, h.p_memsz, h.p_align};
+      } else {
+        Elf32_Phdr h;
+        if (!read_at(off, &h, sizeof h)) {
+          *error = "truncated ELF file: program headers beyond end of file";
+          return false;
+        }
+        p = {h.p_type, h.p_flags, h.p_offset, h.p_vaddr, h.p_filesz, h.p_memsz, h.p_align};
+      }
+      phdrs_.push_back(p);
+    }
+  }
+  if (shoff != 0 && shnum != 0) {
+    if (shentsize < want_sh) {
+      *error = "malformed ELF file: bad section header size";
+      return false;
+    }
+    shdrs_.reserve(shnum);
+    for (uint32_t i = 0; i < shnum; ++i) {
+      Shdr s;
+      if (!read_shdr(shoff + uint64_t(i) * shentsize, &s)) {
+        // Section headers are optional at run time; a file cut short after
+        // its loadable part is still reported as truncated, since symbols
+        // and debug info would be missing.
+        *error = "truncated ELF file: section headers beyond end of file";
+        return false;
+      }
+      shdrs_.push_back(s);
+    }
+  }
+  if (phdrs_.empty() && shdrs_.empty()) {
+    *error = "malformed ELF file: no program or section headers";
+    return false;
+  }
+  return true;
+}
+
+bool ElfReader::build_id(std::string* hex, std::string* error) {
+  hex->clear();
+  std::vector<unsigned char> buf;
+  for (const Phdr& p : phdrs_) {
+    if (p.type != PT_NOTE || p.filesz == 0) continue;
+    if (!read_vec(p.offset, p.filesz, &buf, error)) return false;
+    *hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), p.align);
+    if (!hex->empty()) return true;
+  }
+  for (const Shdr& s : shdrs_) {
+    if (s.type != SHT_NOTE || s.size == 0) continue;
+    if (!read_vec(s.offset, s.size, &buf, error)) return false;
+    *hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), s.addralign);
+    if (!hex->empty()) return true;
+  }
+  return true;
+}
+
+bool ElfReader::function_symbols(std::vector<ElfSymbol>* out, std::string* error) {
+  out->clear();
+  const Shdr* symtab = nullptr;
+  for (const Shdr& s : shdrs_)
+    if (s.type == SHT_SYMTAB) symtab = &s;
+  if (symtab == nullptr)
+    for (const Shdr& s : shdrs_)
+      if (s.type == SHT_DYNSYM) symtab = &s;
+  if (symtab == nullptr) return true;  // stripped: no symbols, not an error
+  if (symtab->link >= shdrs_.size()) {
+    *error = "malformed ELF file: bad symbol string table link";
+    return false;
+  }
+  const Shdr& strtab = shdrs_[symtab->link];
+  std::vector<unsigned char> syms, strs;
+  if (!read_vec(symtab->offset, symtab->size, &syms, error)) return false;
+  if (!read_vec(strtab.offset, strtab.size, &strs, error)) return false;
+  const size_t entsize = is64_ ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+  const size_t count = syms.size() / entsize;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t name;
+    unsigned char info;
+    uint16_t shndx;
+    uint64_t value, size;
+    if (is64_) {
+      Elf64_Sym s;
+      std::memcpy(&s, syms.data() + i * entsize, sizeof s);
+      name = s.st_name; info = s.st_info; shndx = s.st_shndx; value = s.st_value; size = s.st_size;
+    } else {
+      Elf32_Sym s;
+      std::memcpy(&s, syms.data() + i * entsize, sizeof s);
+      name = s.st_name; info = s.st_info; shndx = s.st_shndx; value = s.st_value; size = s.st_size;
+    }
+    const unsigned type = ELF64_ST_TYPE(info);
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || shndx == SHN_UNDEF || size == 0) continue;
+    if (name >= strs.size()) continue;
+    const char* begin = reinterpret_cast<const char*>(strs.data()) + name;
+    const size_t maxlen = strs.size() - name;
+    const size_t len = strnlen(begin, maxlen);
+    if (len == 0 || len == maxlen) continue;  // empty or unterminated
+    out->push_back(ElfSymbol{value, size, std::string(begin, len)});
+  }
+  std::sort(out->begin(), out->end(), [](const ElfSymbol& a, const ElfSymbol& b) {
+    return a.value != b.value ? a.value < b.value : a.size > b.size;
+  });
+  return true;
+}
+
+bool ElfReader::crc32(uint32_t* out, std::string* error) {
+  static uint32_t table[256];
+  static bool init = [] {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    return true;
+  }();
+  (void)init;
+  uint32_t crc = 0xffffffffu;
+  std::vector<unsigned char> buf(1 << 16);
+  uint64_t off = 0;
+  while (off < file_size_) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), file_size_ - off));
+    if (!read_at(off, buf.data(), n)) {
+      *error = "read error";
+      return false;
+    }
+    for (size_t i = 0; i < n; ++i) crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
+    off += n;
+  }
+  *out = crc ^ 0xffffffffu;
+  return true;
+}
+
+}  // namespace cdsa::symbolizer::internal

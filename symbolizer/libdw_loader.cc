@@ -1,0 +1,72 @@
+#include "symbolizer/libdw_loader.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace cdsa::symbolizer::internal {
+
+namespace {
+
+constexpr const char kFallbackWhat[] =
+    "live frames use dladdr (exported symbols only), offline frames use the ELF "
+    "symbol table; no file:line, no inlined frames";
+
+DwApi load() {
+  DwApi api;
+#if !CDSA_HAVE_LIBDWFL_H
+  api.description = std::string("libdw support not compiled in (elfutils headers missing): ") +
+                    kFallbackWhat;
+  return api;
+#else
+  const char* off = std::getenv("CDSA_SYMBOLIZER_NO_LIBDW");
+  if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) {
+    api.description =
+        std::string("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW: ") + kFallbackWhat;
+    return api;
+  }
+  const char* path = std::getenv("CDSA_LIBDW_PATH");
+  if (path == nullptr || path[0] == '\0') path = "libdw.so.1";
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* err = dlerror();
+    api.description = std::string("libdw unavailable (dlopen ") + path + ": " +
+                      (err ? err : "unknown error") + "): " + kFallbackWhat;
+    return api;
+  }
+  std::string missing;
+#define CDSA_DW_RESOLVE(name)                                        \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, #name)); \
+  if (api.name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+  CDSA_DW_FUNCTIONS(CDSA_DW_RESOLVE)
+#undef CDSA_DW_RESOLVE
+  if (!missing.empty()) {
+    // Keep the handle open: harmless, and avoids unloading code that a
+    // partially-resolved pointer might reference.
+    api = DwApi{};
+    api.description = std::string("libdw unusable (") + path + " lacks " + missing + "): " +
+                      kFallbackWhat;
+    return api;
+  }
+  api.ok = true;
+  const char* ver = api.dwfl_version(nullptr);
+  api.description = std::string("libdw ") + (ver ? ver : "?") + " (dlopen " + path +
+                    "): .symtab/DWARF symbols, file:line, inlined frames";
+  return api;
+#endif
+}
+
+}  // namespace
+
+const DwApi& dw_api() {
+  static const DwApi api = load();
+  return api;
+}
+
+std::mutex& libdw_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace cdsa::symbolizer::internal
