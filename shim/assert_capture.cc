@@ -21,9 +21,15 @@ thread_local char tl_buf[kCapture];
 DriverCallScope::DriverCallScope() noexcept {
   if (tl_depth++ == 0) tl_len = 0;
 }
-DriverCallScope::~DriverCallScope() { --tl_depth; }
+DriverCallScope::~DriverCallScope() {
+  // What a driver call printed may be the device's assert text even when this call itself succeeded (the
+  // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
+  if (--tl_depth == 0 && tl_len > 0 && memmem(tl_buf, tl_len, ": block: [", 10)) keep_device_text(std::string(tl_buf, tl_len));
+}
 
 std::string captured_driver_stderr() { return std::string(tl_buf, tl_len); }
+
+void keep_device_text(const std::string& text);
 
 namespace {
 std::mutex g_kept_mutex;
