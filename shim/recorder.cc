@@ -291,7 +291,17 @@ uint64_t launches_recorded() noexcept { return g_ring.seq.load(std::memory_order
 void ring_publish(const LaunchRecord& r) noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
   RingSlot& s = g_ring.slots[(r.seq - 1) & g_ring.mask];
-  s.w[0].store(0, std::memory_order_relaxed);
+  // Claim the slot. Two writers meet here only when one lags a whole ring behind the other: then the newer
+  // record wins, and a writer finding another mid-write waits for it rather than interleaving fields.
+  constexpr uint64_t kBusy = 1ull << 63;
+  for (uint64_t cur = s.w[0].load(std::memory_order_acquire);;) {
+    if (cur & kBusy) {
+      cur = s.w[0].load(std::memory_order_acquire);
+      continue;
+    }
+    if (cur > r.seq) return;
+    if (s.w[0].compare_exchange_weak(cur, r.seq | kBusy, std::memory_order_acquire)) break;
+  }
   std::atomic_thread_fence(std::memory_order_release);
   s.w[1].store(r.stream_seq, std::memory_order_relaxed);
   s.w[2].store(r.stream_id, std::memory_order_relaxed);
