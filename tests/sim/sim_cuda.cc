@@ -82,6 +82,12 @@
 //    with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), except the ABI
 //    changes cuGraphInstantiate (<12000: 5-arg _v2), cuGetProcAddress
 //    (<12000: 4-arg) and cuStreamBeginCapture (<10010: 1-arg).
+//  * Also implemented: cuMemcpy, cuMemcpyDtoD, cuMemsetD8/D32 (synchronous:
+//    wait for all streams like cuMemcpyHtoD) and their Async forms, cuMemGetInfo,
+//    cuLaunchHostFunc (runs on the stream's worker; discarded after a fault),
+//    cuCtxPushCurrent/PopCurrent, cuDeviceTotalMem, cuDevicePrimaryCtxGetState,
+//    cuCtxGetDevice, cuStreamCreateWithPriority, cuEventRecordWithFlags, and
+//    each one's _v2/_ptsz/_ptds exported names.
 //  * Exit: a library destructor stops the workers (queued work is discarded,
 //    running sleeps are cut short, workers are joined). State is never freed,
 //    so calls made after that (other libraries' exit handlers) still work:
@@ -96,7 +102,6 @@
 
 #define __CUDA_API_VERSION_INTERNAL 1  // declares every exported variant
 #include <cuda.h>
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,14 +164,15 @@ struct Stream;
 using StreamP = std::shared_ptr<Stream>;
 
 struct Item {
-  enum Kind : uint8_t { Kernel, Write32, Write64, Copy, WaitEvent } kind = Kernel;
+  enum Kind : uint8_t { Kernel, Write32, Write64, Copy, Memset8, Memset32, HostFn, WaitEvent } kind = Kernel;
   const KernelDesc* k = nullptr;
   unsigned char args[kMaxArgBytes] = {};
   uint64_t addr = 0, value = 0;  // memops
-  void* dst = nullptr;           // copies
+  void* dst = nullptr;           // copies and memsets (n bytes / n elements of `value`)
   const void* src = nullptr;
   size_t n = 0;
-  StreamP wait_stream;  // cross-stream wait: until wait_stream->done >= wait_seq
+  CUhostFn fn = nullptr;  // host functions: fn(dst)
+  StreamP wait_stream;    // cross-stream wait: until wait_stream->done >= wait_seq
   uint64_t wait_seq = 0;
 
   template <class T>
@@ -226,8 +232,8 @@ struct Sim {
   std::condition_variable shutdown_cv;  // interrupts sleep_us at exit
   std::atomic<bool> initialized{false};
   std::atomic<int> sticky{0};
-  bool dead = false;      // a fault happened (guarded by mu)
-  bool shutdown = false;  // library destructor ran (guarded by mu)
+  bool dead = false;                     // a fault happened (guarded by mu)
+  bool shutdown = false;                 // library destructor ran (guarded by mu)
   std::vector<std::string> fault_lines;  // written once, before sticky
   std::once_flag report_once;
 
@@ -420,8 +426,8 @@ struct Fault {
 
 std::string assert_line(const char* where, const char* kernel, long long thread, const char* expr) {
   char buf[512];
-  snprintf(buf, sizeof buf, "%s: %s: block: [0,0,0], thread: [%lld,0,0] Assertion `%s` failed.", where, kernel,
-           thread, expr);
+  snprintf(buf, sizeof buf, "%s: %s: block: [0,0,0], thread: [%lld,0,0] Assertion `%s` failed.", where, kernel, thread,
+           expr);
   return buf;
 }
 
@@ -441,8 +447,8 @@ Fault run_kernel(const Item& it) {
         if (t == ignore_index) continue;
         if (t < 0 || t >= n_classes) {
           f.code = CUDA_ERROR_ASSERT;
-          f.lines.push_back(assert_line("Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", i,
-                                        "t >= 0 && t < n_classes"));
+          f.lines.push_back(
+              assert_line("Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", i, "t >= 0 && t < n_classes"));
           return f;
         }
         ++valid;
@@ -458,8 +464,7 @@ Fault run_kernel(const Item& it) {
       if (n > 0 && index == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
       for (int32_t i = 0; i < n; ++i) {
         if (index[i] < 0 || index[i] >= src_size)
-          f.lines.push_back(
-              assert_line("Indexing.cu:1231", "indexSelectSmallIndex", i, "srcIndex < srcSelectDimSize"));
+          f.lines.push_back(assert_line("Indexing.cu:1231", "indexSelectSmallIndex", i, "srcIndex < srcSelectDimSize"));
       }
       if (!f.lines.empty()) {
         f.code = CUDA_ERROR_ASSERT;
@@ -469,8 +474,7 @@ Fault run_kernel(const Item& it) {
       for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(index[i]);
       return f;
     }
-    case KernelId::IllegalAddress:
-      return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+    case KernelId::IllegalAddress: return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
     case KernelId::FillF32: {
       auto* p = reinterpret_cast<float*>(it.arg<CUdeviceptr>(0));
       int32_t n = it.arg<int32_t>(1);
@@ -479,10 +483,30 @@ Fault run_kernel(const Item& it) {
       for (int32_t i = 0; i < n; ++i) p[i] = v;
       return f;
     }
-    case KernelId::SleepUs:
-      break;  // handled by the worker
+    case KernelId::SleepUs: break;  // handled by the worker
   }
   return f;
+}
+
+void fill_memory(void* dst, uint64_t value, size_t n, bool is32) {
+  if (!is32) {
+    memset(dst, static_cast<unsigned char>(value), n);
+    return;
+  }
+  auto v = static_cast<uint32_t>(value);
+  auto* p = static_cast<unsigned char*>(dst);
+  for (size_t i = 0; i < n; ++i) memcpy(p + 4 * i, &v, 4);
+}
+
+// Copies, memsets and host functions (no lock held).
+void run_plain(const Item& it) {
+  switch (it.kind) {
+    case Item::Copy: memcpy(it.dst, it.src, it.n); return;
+    case Item::Memset8: fill_memory(it.dst, it.value, it.n, false); return;
+    case Item::Memset32: fill_memory(it.dst, it.value, it.n, true); return;
+    case Item::HostFn: it.fn(it.dst); return;
+    default: return;
+  }
 }
 
 // Runs one item; called with the lock held, may release it meanwhile.
@@ -506,8 +530,11 @@ void run_item_locked(Lock& lk, Item& it) {
       return;
     }
     case Item::Copy:
+    case Item::Memset8:
+    case Item::Memset32:
+    case Item::HostFn:
       lk.unlock();
-      memcpy(it.dst, it.src, it.n);
+      run_plain(it);
       lk.lock();
       return;
     case Item::Kernel: {
@@ -534,7 +561,7 @@ void worker_main(StreamP sp) {
   Lock lk(g.mu);
   for (;;) {
     s.cv.wait(lk, [&] { return !s.q.empty() || s.stop; });
-    if (s.q.empty()) break;  // stop requested and nothing left
+    if (s.q.empty()) break;      // stop requested and nothing left
     if (g.dead || g.shutdown) {  // dead context / exiting: discard
       s.done += s.q.size();
       s.q.clear();
@@ -604,8 +631,8 @@ CUresult pack_args(const KernelDesc& k, void** params, void** extra, Item& it) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                CUstream h, void** params, void** extra, bool ptsz) {
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream h,
+                void** params, void** extra, bool ptsz) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -630,8 +657,8 @@ CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** 
     CUresult r = enter_ctx();
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
-  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream,
-                params, extra, ptsz);
+  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, params,
+                extra, ptsz);
 }
 
 // ---------------------------------------------------------------- streams API
@@ -835,6 +862,59 @@ CUresult memcpy_async(void* dst, const void* src, size_t n, CUstream h, bool pts
   return submit_locked(*s, std::move(it));
 }
 
+// Synchronous memset: waits for all streams, then fills.
+CUresult memset_sync(CUdeviceptr dst, uint64_t value, size_t n, bool is32) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  Sim& g = S();
+  CUresult r = CUDA_SUCCESS;
+  {
+    Lock lk(g.mu);
+    if (g.capturing > 0)
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    else
+      wait_all_locked(lk);
+  }
+  CUresult e = sticky_result();
+  if (e != CUDA_SUCCESS) return e;
+  if (r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == 0 || (is32 && dst % 4 != 0)) return CUDA_ERROR_INVALID_VALUE;
+  fill_memory(reinterpret_cast<void*>(dst), value, n, is32);
+  return CUDA_SUCCESS;
+}
+
+CUresult memset_async(CUdeviceptr dst, uint64_t value, size_t n, bool is32, CUstream h, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  Sim& g = S();
+  Lock lk(g.mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == 0 || (is32 && dst % 4 != 0)) return CUDA_ERROR_INVALID_VALUE;
+  Item it;
+  it.kind = is32 ? Item::Memset32 : Item::Memset8;
+  it.dst = reinterpret_cast<void*>(dst);
+  it.value = value;
+  it.n = n;
+  return submit_locked(*s, std::move(it));
+}
+
+CUresult launch_host_func(CUstream h, CUhostFn fn, void* data, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  Item it;
+  it.kind = Item::HostFn;
+  it.fn = fn;
+  it.dst = data;
+  return submit_locked(*s, std::move(it));
+}
+
 CUresult graph_launch(CUgraphExec x, CUstream h, bool ptsz) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
@@ -875,7 +955,8 @@ struct ErrorInfo {
   const char* text;
 };
 
-#define E(code, text) {code, #code, text}
+#define E(code, text) \
+  { code, #code, text }
 const ErrorInfo kErrors[] = {
     E(CUDA_SUCCESS, "no error"),
     E(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
@@ -906,9 +987,11 @@ const ErrorInfo kErrors[] = {
     E(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not ended in the same stream as it began"),
     E(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "capturing stream has unjoined work"),
     E(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "dependency created on uncaptured work in another stream"),
-    E(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "operation would make the legacy stream depend on a capturing blocking stream"),
+    E(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+      "operation would make the legacy stream depend on a capturing blocking stream"),
     E(CUDA_ERROR_CAPTURED_EVENT, "operation not permitted on an event last recorded in a capturing stream"),
-    E(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "attempt to terminate a thread-local capture sequence from another thread"),
+    E(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+      "attempt to terminate a thread-local capture sequence from another thread"),
     E(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
 #undef E
@@ -1113,6 +1196,38 @@ SIM_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+constexpr int kCtxStackDepth = 16;
+thread_local CUcontext t_ctx_stack[kCtxStackDepth];  // contexts below the current one
+thread_local int t_ctx_depth = 0;
+
+CUresult ctx_push(CUcontext ctx) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx == nullptr || ctx != &S().primary) return CUDA_ERROR_INVALID_CONTEXT;
+  if (t_current != nullptr) {
+    if (t_ctx_depth == kCtxStackDepth) return CUDA_ERROR_OUT_OF_MEMORY;
+    t_ctx_stack[t_ctx_depth++] = t_current;
+  }
+  t_current = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_pop(CUcontext* pctx) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = t_current;
+  t_current = t_ctx_depth > 0 ? t_ctx_stack[--t_ctx_depth] : nullptr;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) { return ctx_push(ctx); }
+SIM_API CUresult cuCtxPushCurrent(CUcontext ctx) { return ctx_push(ctx); }
+SIM_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) { return ctx_pop(pctx); }
+SIM_API CUresult cuCtxPopCurrent(CUcontext* pctx) { return ctx_pop(pctx); }
+
 SIM_API CUresult cuCtxGetDevice(CUdevice* device) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
@@ -1242,8 +1357,7 @@ SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsign
 SIM_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
   return memop(stream, addr, value, flags, false, false);
 }
-SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                              unsigned int flags) {
+SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
   return memop(stream, addr, value, flags, false, true);
 }
 SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
@@ -1255,8 +1369,7 @@ SIM_API CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cu
 SIM_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
   return memop(stream, addr, value, flags, true, false);
 }
-SIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                                              unsigned int flags) {
+SIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
   return memop(stream, addr, value, flags, true, true);
 }
 SIM_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
@@ -1284,9 +1397,7 @@ SIM_API CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 }
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }
-SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
-  return event_record(hEvent, hStream, 0, true);
-}
+SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, true); }
 SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
   return event_record(hEvent, hStream, flags, false);
 }
@@ -1402,8 +1513,7 @@ SIM_API CUresult cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size
   return memcpy_sync(dstHost, reinterpret_cast<const void*>(srcDevice), ByteCount);
 }
 
-SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
-                                      CUstream hStream) {
+SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, CUstream hStream) {
   return memcpy_async(reinterpret_cast<void*>(dstDevice), srcHost, ByteCount, hStream, false);
 }
 SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
@@ -1413,9 +1523,75 @@ SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* sr
 SIM_API CUresult cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
   return memcpy_async(dstHost, reinterpret_cast<const void*>(srcDevice), ByteCount, hStream, false);
 }
-SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
-                                           CUstream hStream) {
+SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
   return memcpy_async(dstHost, reinterpret_cast<const void*>(srcDevice), ByteCount, hStream, true);
+}
+
+SIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return memcpy_sync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), ByteCount);
+}
+SIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return memcpy_sync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), ByteCount);
+}
+SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  return memcpy_sync(reinterpret_cast<void*>(dstDevice), reinterpret_cast<const void*>(srcDevice), ByteCount);
+}
+SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  return memcpy_sync(reinterpret_cast<void*>(dstDevice), reinterpret_cast<const void*>(srcDevice), ByteCount);
+}
+SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+  return memcpy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), ByteCount, hStream, false);
+}
+SIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+  return memcpy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), ByteCount, hStream, true);
+}
+SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                      CUstream hStream) {
+  return memcpy_async(reinterpret_cast<void*>(dstDevice), reinterpret_cast<const void*>(srcDevice), ByteCount, hStream,
+                      false);
+}
+SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                           CUstream hStream) {
+  return memcpy_async(reinterpret_cast<void*>(dstDevice), reinterpret_cast<const void*>(srcDevice), ByteCount, hStream,
+                      true);
+}
+
+SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return memset_sync(dstDevice, uc, N, false);
+}
+SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return memset_sync(dstDevice, uc, N, false);
+}
+SIM_API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return memset_sync(dstDevice, ui, N, true);
+}
+SIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return memset_sync(dstDevice, ui, N, true);
+}
+SIM_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return memset_async(dstDevice, uc, N, false, hStream, false);
+}
+SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return memset_async(dstDevice, uc, N, false, hStream, true);
+}
+SIM_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  return memset_async(dstDevice, ui, N, true, hStream, false);
+}
+SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  return memset_async(dstDevice, ui, N, true, hStream, true);
+}
+
+SIM_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const size_t kTotal = size_t{80} << 30;
+  size_t used = 0;
+  Lock lk(S().mu);
+  for (auto& [p, n] : S().allocs) used += n;
+  *total = kTotal;
+  *free = used < kTotal ? kTotal - used : 0;
+  return CUDA_SUCCESS;
 }
 
 namespace {
@@ -1552,21 +1728,17 @@ SIM_API CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
 SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
-  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
-                false);
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
 }
-SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                     void** kernelParams, void** extra) {
-  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
-                true);
+SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
 }
 SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   return launch_ex(config, f, kernelParams, extra, false);
 }
-SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
-                                       void** extra) {
+SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   return launch_ex(config, f, kernelParams, extra, true);
 }
 SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -1580,8 +1752,14 @@ SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                                 void** kernelParams) {
-  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
-                true);
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr, true);
+}
+
+SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, false);
+}
+SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, true);
 }
 
 // ---- graphs
@@ -1591,16 +1769,16 @@ SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph h
 }
 
 namespace {
-CUresult graph_instantiate_legacy(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
-                                  char* logBuffer, size_t bufferSize) {
+CUresult graph_instantiate_legacy(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                                  size_t bufferSize) {
   if (phErrorNode != nullptr) *phErrorNode = nullptr;
   if (logBuffer != nullptr && bufferSize > 0) logBuffer[0] = '\0';
   return graph_instantiate(phGraphExec, hGraph);
 }
 }  // namespace
 
-SIM_API CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
-                                    char* logBuffer, size_t bufferSize) {
+SIM_API CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                                    size_t bufferSize) {
   return graph_instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
@@ -1656,15 +1834,17 @@ SIM_API CUresult cuGraphDestroy(CUgraph hGraph) {
 namespace {
 
 struct ProcEntry {
-  const char* base;     // name as cudart asks for it
-  const char* impl;     // newest exported implementation
+  const char* base;  // name as cudart asks for it
+  const char* impl;  // newest exported implementation
   void* fn;
   const char* pt_impl;  // per-thread-default-stream variant, or null
   void* pt_fn;
 };
 
-#define P1(base, impl) {#base, #impl, reinterpret_cast<void*>(&impl), nullptr, nullptr}
-#define P2(base, impl, pt) {#base, #impl, reinterpret_cast<void*>(&impl), #pt, reinterpret_cast<void*>(&pt)}
+#define P1(base, impl) \
+  { #base, #impl, reinterpret_cast < void*>(&impl), nullptr, nullptr }
+#define P2(base, impl, pt) \
+  { #base, #impl, reinterpret_cast < void*>(&impl), #pt, reinterpret_cast < void*>(&pt) }
 
 const ProcEntry kProcs[] = {
     P1(cuInit, cuInit),
@@ -1682,6 +1862,8 @@ const ProcEntry kProcs[] = {
     P1(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState),
     P1(cuCtxSetCurrent, cuCtxSetCurrent),
     P1(cuCtxGetCurrent, cuCtxGetCurrent),
+    P1(cuCtxPushCurrent, cuCtxPushCurrent_v2),
+    P1(cuCtxPopCurrent, cuCtxPopCurrent_v2),
     P1(cuCtxGetDevice, cuCtxGetDevice),
     P1(cuCtxGetId, cuCtxGetId),
     P1(cuCtxSynchronize, cuCtxSynchronize),
@@ -1709,6 +1891,15 @@ const ProcEntry kProcs[] = {
     P2(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds),
     P2(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz),
     P2(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz),
+    P2(cuMemcpy, cuMemcpy, cuMemcpy_ptds),
+    P2(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz),
+    P2(cuMemcpyDtoD, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),
+    P2(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz),
+    P2(cuMemsetD8, cuMemsetD8_v2, cuMemsetD8_v2_ptds),
+    P2(cuMemsetD32, cuMemsetD32_v2, cuMemsetD32_v2_ptds),
+    P2(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz),
+    P2(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz),
+    P1(cuMemGetInfo, cuMemGetInfo_v2),
     P1(cuMemHostRegister, cuMemHostRegister_v2),
     P1(cuMemHostUnregister, cuMemHostUnregister),
     P1(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2),
@@ -1719,6 +1910,7 @@ const ProcEntry kProcs[] = {
     P2(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz),
     P2(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
     P2(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
+    P2(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
     P1(cuGraphInstantiate, cuGraphInstantiateWithFlags),
     P1(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags),
     P2(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz),
@@ -1739,6 +1931,8 @@ const ProcEntry kExtraExports[] = {
     P1(cuStreamWriteValue64, cuStreamWriteValue64),
     P1(cuStreamWriteValue64_ptsz, cuStreamWriteValue64_ptsz),
     P1(cuEventDestroy, cuEventDestroy),
+    P1(cuCtxPushCurrent, cuCtxPushCurrent),
+    P1(cuCtxPopCurrent, cuCtxPopCurrent),
     P1(cuMemHostRegister, cuMemHostRegister),
     P1(cuGraphInstantiate, cuGraphInstantiate),
     P1(cuGraphInstantiate_v2, cuGraphInstantiate_v2),

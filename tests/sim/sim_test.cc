@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+extern "C" void sim_test_call_at_late_fini(void (*cb)());  // late_fini_helper.cc
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -70,7 +72,9 @@ CUresult set_primary_current() {
   return r != CUDA_SUCCESS ? r : cuCtxSetCurrent(ctx);
 }
 
-CUresult launch(CUfunction f, CUstream s, void** args) { return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr); }
+CUresult launch(CUfunction f, CUstream s, void** args) {
+  return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr);
+}
 
 CUresult k_sleep(const Kernels& k, CUstream s, int64_t us) {
   void* args[] = {&us};
@@ -105,12 +109,12 @@ void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
 int g_report_fd = 2;  // where child failures go (the real stderr while fd 2 is captured)
 
-#define CHILD_CHECK(cond)                                                                    \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      dprintf(g_report_fd, "CHILD_CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-      _exit(1);                                                                              \
-    }                                                                                        \
+#define CHILD_CHECK(cond)                                                                   \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      dprintf(g_report_fd, "CHILD_CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      _exit(1);                                                                             \
+    }                                                                                       \
   } while (0)
 #define CHILD_EQ(a, b)                                                                                        \
   do {                                                                                                        \
@@ -336,17 +340,17 @@ TEST_F(SimTest, StreamRunsInOrderAsynchronously) {
   float* fb = reinterpret_cast<float*>(buf);
 
   auto t0 = Clock::now();
-  ASSERT_EQ(k_sleep(k, s, 40000), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 100000), CUDA_SUCCESS);
   for (int i = 0; i < 64; ++i) {
     ASSERT_EQ(k_fill(k, s, fb, 16, static_cast<float>(i)), CUDA_SUCCESS);
     ASSERT_EQ(cuStreamWriteValue32(s, dflags + 4 * i, i + 1, 0), CUDA_SUCCESS);
   }
   // The launch calls returned at once; nothing has run yet.
-  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(35));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(90));
   EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
   EXPECT_EQ(load(&flags[0]), 0u);
   ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
-  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(40));
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(100));
   EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(load(&flags[i]), static_cast<uint32_t>(i + 1));
   for (int i = 0; i < 16; ++i) EXPECT_EQ(fb[i], 63.0f);  // last fill wins: in order
@@ -740,6 +744,10 @@ TEST_F(SimTest, GetProcAddress) {
       {"cuGetProcAddress", 0, "cuGetProcAddress_v2"},
       {"cuStreamQuery", CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuStreamQuery"},
       {"cuStreamSynchronize", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamSynchronize_ptsz"},
+      {"cuMemsetD32Async", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemsetD32Async_ptsz"},
+      {"cuMemcpy", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
+      {"cuLaunchHostFunc", 0, "cuLaunchHostFunc"},
+      {"cuCtxPushCurrent", 0, "cuCtxPushCurrent_v2"},
       // exact exported names
       {"cuMemAlloc_v2", 0, "cuMemAlloc_v2"},
       {"cuLaunchKernel_ptsz", 0, "cuLaunchKernel_ptsz"},
@@ -765,17 +773,56 @@ TEST_F(SimTest, GetProcAddress) {
   EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
 
   // Every contract function resolves by its base name.
-  const char* contract[] = {
-      "cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute",
-      "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuCtxGetCurrent",
-      "cuCtxSynchronize", "cuCtxGetId", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize", "cuStreamQuery",
-      "cuStreamGetId", "cuStreamIsCapturing", "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiate",
-      "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuEventCreate", "cuEventRecord",
-      "cuEventSynchronize", "cuEventQuery", "cuEventDestroy", "cuStreamWaitEvent", "cuMemAlloc", "cuMemFree",
-      "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemHostRegister",
-      "cuMemHostUnregister", "cuMemHostGetDevicePointer", "cuStreamWriteValue32", "cuStreamWriteValue64",
-      "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetName", "cuLaunchKernel", "cuLaunchKernelEx",
-      "cuGetProcAddress", "cuGetErrorName", "cuGetErrorString", "cuLaunchCooperativeKernel"};
+  const char* contract[] = {"cuInit",
+                            "cuDriverGetVersion",
+                            "cuDeviceGet",
+                            "cuDeviceGetCount",
+                            "cuDeviceGetName",
+                            "cuDeviceGetAttribute",
+                            "cuDevicePrimaryCtxRetain",
+                            "cuDevicePrimaryCtxRelease",
+                            "cuCtxSetCurrent",
+                            "cuCtxGetCurrent",
+                            "cuCtxSynchronize",
+                            "cuCtxGetId",
+                            "cuStreamCreate",
+                            "cuStreamDestroy",
+                            "cuStreamSynchronize",
+                            "cuStreamQuery",
+                            "cuStreamGetId",
+                            "cuStreamIsCapturing",
+                            "cuStreamBeginCapture",
+                            "cuStreamEndCapture",
+                            "cuGraphInstantiate",
+                            "cuGraphLaunch",
+                            "cuGraphExecDestroy",
+                            "cuGraphDestroy",
+                            "cuEventCreate",
+                            "cuEventRecord",
+                            "cuEventSynchronize",
+                            "cuEventQuery",
+                            "cuEventDestroy",
+                            "cuStreamWaitEvent",
+                            "cuMemAlloc",
+                            "cuMemFree",
+                            "cuMemcpyHtoD",
+                            "cuMemcpyDtoH",
+                            "cuMemcpyHtoDAsync",
+                            "cuMemcpyDtoHAsync",
+                            "cuMemHostRegister",
+                            "cuMemHostUnregister",
+                            "cuMemHostGetDevicePointer",
+                            "cuStreamWriteValue32",
+                            "cuStreamWriteValue64",
+                            "cuModuleLoadData",
+                            "cuModuleGetFunction",
+                            "cuFuncGetName",
+                            "cuLaunchKernel",
+                            "cuLaunchKernelEx",
+                            "cuGetProcAddress",
+                            "cuGetErrorName",
+                            "cuGetErrorString",
+                            "cuLaunchCooperativeKernel"};
   for (const char* name : contract) {
     for (cuuint64_t flags : {cuuint64_t{0}, cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
       fn = nullptr;
@@ -790,9 +837,9 @@ TEST_F(SimTest, GetProcAddress) {
   int v = 0;
   ASSERT_EQ(reinterpret_cast<CUresult (*)(int*)>(fn)(&v), CUDA_SUCCESS);
   EXPECT_EQ(v, 13000);
-  ASSERT_EQ(cuGetProcAddress("cuStreamGetId", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-                             nullptr),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      cuGetProcAddress("cuStreamGetId", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr),
+      CUDA_SUCCESS);
   unsigned long long via_ptsz = 0, per_thread = 0;
   ASSERT_EQ(reinterpret_cast<CUresult (*)(CUstream, unsigned long long*)>(fn)(nullptr, &via_ptsz), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &per_thread), CUDA_SUCCESS);
@@ -838,6 +885,88 @@ TEST_F(SimTest, PerThreadDefaultStreams) {
   EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
   ASSERT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);  // (waits for every stream)
+}
+
+TEST_F(SimTest, CopiesMemsetsHostFunctionsAndContextStack) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc(&a, 64), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&b, 64), CUDA_SUCCESS);
+  size_t free_mem = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free_mem, &total), CUDA_SUCCESS);
+  EXPECT_GT(total, free_mem);
+
+  ASSERT_EQ(cuMemsetD32(a, 0x01020304u, 16), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoD(b, a, 64), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<uint32_t*>(b)[15], 0x01020304u);
+  ASSERT_EQ(cuMemsetD8(b, 0xab, 3), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[2], 0xab);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[3], 0x01);
+  EXPECT_EQ(cuMemsetD32(a + 2, 0, 1), CUDA_ERROR_INVALID_VALUE);
+
+  // Async forms and host functions run in stream order.
+  struct Probe {
+    CUdeviceptr b;
+    uint32_t seen = 0;
+    std::atomic<int> calls{0};
+  } probe{b};
+  auto host_fn = [](void* p) {
+    auto* pr = static_cast<Probe*>(p);
+    pr->seen = reinterpret_cast<uint32_t*>(pr->b)[0];
+    pr->calls.fetch_add(1);
+  };
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32Async(a, 7, 16, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAsync(b, a, 64, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchHostFunc(s, host_fn, &probe), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(b, 0, 64, s), CUDA_SUCCESS);
+  EXPECT_EQ(probe.calls.load(), 0);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(probe.calls.load(), 1);
+  EXPECT_EQ(probe.seen, 7u);
+  EXPECT_EQ(reinterpret_cast<uint32_t*>(b)[0], 0u);
+  ASSERT_EQ(cuMemcpy(b, a, 64), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<uint32_t*>(b)[9], 7u);
+
+  // Captured host functions and memsets replay.
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32Async(b, 5, 16, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchHostFunc(s, host_fn, &probe), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  EXPECT_EQ(probe.calls.load(), 1);
+  CUgraphExec x = nullptr;
+  ASSERT_EQ(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(probe.calls.load(), 2);
+  EXPECT_EQ(probe.seen, 5u);
+  EXPECT_EQ(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  // Context stack.
+  CUcontext ctx = nullptr, popped = nullptr, cur = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, ctx);
+  ASSERT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, ctx);
+  std::thread([&] {
+    CUcontext c = nullptr;
+    EXPECT_EQ(cuCtxPopCurrent(&c), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    EXPECT_EQ(c, ctx);
+    EXPECT_EQ(cuCtxPopCurrent(&c), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    EXPECT_EQ(c, nullptr);
+  }).join();
+
+  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, ManyThreadsManyStreams) {
@@ -898,76 +1027,73 @@ TEST_F(SimTest, ManyThreadsManyStreams) {
 using SimChildTest = ::testing::Test;
 
 void BeforeCuInitChild() {
-    int n = 0;
-    CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_NOT_INITIALIZED);
-    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_NOT_INITIALIZED);
-    CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_INITIALIZED);
-    int v = 0;
-    CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
-    CHILD_EQ(v, 13000);
-    const char* name = nullptr;
-    CHILD_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &name), CUDA_SUCCESS);
-    CHILD_CHECK(strcmp(name, "CUDA_ERROR_NOT_INITIALIZED") == 0);
-    void* fn = nullptr;
-    CHILD_EQ(cuGetProcAddress("cuInit", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
-    CHILD_CHECK(fn == dlsym(RTLD_DEFAULT, "cuInit"));
-    CHILD_EQ(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0), CUDA_SUCCESS);
-    CHILD_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
-    // No current context yet.
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
-    CUdeviceptr p;
-    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_INVALID_CONTEXT);
-    child_exit_ok();
+  int n = 0;
+  CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_NOT_INITIALIZED);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_NOT_INITIALIZED);
+  CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+  int v = 0;
+  CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  CHILD_EQ(v, 13000);
+  const char* name = nullptr;
+  CHILD_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &name), CUDA_SUCCESS);
+  CHILD_CHECK(strcmp(name, "CUDA_ERROR_NOT_INITIALIZED") == 0);
+  void* fn = nullptr;
+  CHILD_EQ(cuGetProcAddress("cuInit", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+  CHILD_CHECK(fn == dlsym(RTLD_DEFAULT, "cuInit"));
+  CHILD_EQ(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0), CUDA_SUCCESS);
+  CHILD_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  // No current context yet.
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+  CUdeviceptr p;
+  CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_INVALID_CONTEXT);
+  child_exit_ok();
 }
 
-TEST(SimChildTest, BeforeCuInit) {
-  EXPECT_EXIT(BeforeCuInitChild(), ::testing::ExitedWithCode(0), "");
-}
+TEST(SimChildTest, BeforeCuInit) { EXPECT_EXIT(BeforeCuInitChild(), ::testing::ExitedWithCode(0), ""); }
 
 void NllAssertIsStickyAndPrintedOnceChild() {
-    Fd2Capture cap;
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUdeviceptr out = 0, tgt = 0;
-    CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
-    CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
-    const int64_t targets[5] = {0, 1, -100, 7, 9};  // first offender: i = 3
-    CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
-    CHILD_EQ(k_nll(k, nullptr, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100),
-             CUDA_SUCCESS);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened by now
-    CHILD_STDERR(cap, "");                                       // but no call has returned it yet
-    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ASSERT);
-    CHILD_STDERR(cap, kNllLine);
-    // Sticky for every later call; the text is not repeated.
-    CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_ASSERT);
-    CHILD_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ASSERT);
-    CUdeviceptr p;
-    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_ASSERT);
-    CHILD_EQ(k_fill(k, nullptr, reinterpret_cast<float*>(out), 1, 1.0f), CUDA_ERROR_ASSERT);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_ASSERT);
-    int n = 0;
-    CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_ASSERT);
-    CHILD_EQ(cuInit(0), CUDA_ERROR_ASSERT);
-    CHILD_EQ(cuMemFree(out), CUDA_ERROR_ASSERT);
-    float host = 0;
-    CHILD_EQ(cuMemcpyDtoH(&host, tgt, 4), CUDA_ERROR_ASSERT);
-    // These keep working.
-    const char* str = nullptr;
-    CHILD_EQ(cuGetErrorName(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
-    CHILD_CHECK(strcmp(str, "CUDA_ERROR_ASSERT") == 0);
-    CHILD_EQ(cuGetErrorString(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
-    CHILD_CHECK(strcmp(str, "device-side assert triggered") == 0);
-    int v = 0;
-    CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
-    void* fn = nullptr;
-    CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
-    CHILD_CHECK(fn != nullptr);
-    CHILD_STDERR(cap, kNllLine);
-    child_exit_ok();
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUdeviceptr out = 0, tgt = 0;
+  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+  const int64_t targets[5] = {0, 1, -100, 7, 9};  // first offender: i = 3
+  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CHILD_EQ(k_nll(k, nullptr, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened by now
+  CHILD_STDERR(cap, "");                                       // but no call has returned it yet
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ASSERT);
+  CHILD_STDERR(cap, kNllLine);
+  // Sticky for every later call; the text is not repeated.
+  CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_ASSERT);
+  CHILD_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ASSERT);
+  CUdeviceptr p;
+  CHILD_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_ASSERT);
+  CHILD_EQ(k_fill(k, nullptr, reinterpret_cast<float*>(out), 1, 1.0f), CUDA_ERROR_ASSERT);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_ASSERT);
+  int n = 0;
+  CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_ASSERT);
+  CHILD_EQ(cuInit(0), CUDA_ERROR_ASSERT);
+  CHILD_EQ(cuMemFree(out), CUDA_ERROR_ASSERT);
+  float host = 0;
+  CHILD_EQ(cuMemcpyDtoH(&host, tgt, 4), CUDA_ERROR_ASSERT);
+  // These keep working.
+  const char* str = nullptr;
+  CHILD_EQ(cuGetErrorName(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
+  CHILD_CHECK(strcmp(str, "CUDA_ERROR_ASSERT") == 0);
+  CHILD_EQ(cuGetErrorString(CUDA_ERROR_ASSERT, &str), CUDA_SUCCESS);
+  CHILD_CHECK(strcmp(str, "device-side assert triggered") == 0);
+  int v = 0;
+  CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  void* fn = nullptr;
+  CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
+  CHILD_CHECK(fn != nullptr);
+  CHILD_STDERR(cap, kNllLine);
+  child_exit_ok();
 }
 
 TEST(SimChildTest, NllAssertIsStickyAndPrintedOnce) {
@@ -975,22 +1101,22 @@ TEST(SimChildTest, NllAssertIsStickyAndPrintedOnce) {
 }
 
 void IndexSelectPrintsEveryOffenderChild() {
-    Fd2Capture cap;
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUdeviceptr out = 0, idx = 0;
-    CHILD_EQ(cuMemAlloc(&out, 6 * 4), CUDA_SUCCESS);
-    CHILD_EQ(cuMemAlloc(&idx, 6 * 8), CUDA_SUCCESS);
-    const int64_t index[6] = {0, 5, 2, -1, 4, 3};  // src_size 4: offenders 1, 3, 4
-    CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 6, 4), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
-    CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
-    CHILD_EQ(cuStreamDestroy(s), CUDA_ERROR_ASSERT);  // released anyway
-    CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
-    child_exit_ok();
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUdeviceptr out = 0, idx = 0;
+  CHILD_EQ(cuMemAlloc(&out, 6 * 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&idx, 6 * 8), CUDA_SUCCESS);
+  const int64_t index[6] = {0, 5, 2, -1, 4, 3};  // src_size 4: offenders 1, 3, 4
+  CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 6, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
+  CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
+  CHILD_EQ(cuStreamDestroy(s), CUDA_ERROR_ASSERT);  // released anyway
+  CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
+  child_exit_ok();
 }
 
 TEST(SimChildTest, IndexSelectPrintsEveryOffender) {
@@ -998,24 +1124,24 @@ TEST(SimChildTest, IndexSelectPrintsEveryOffender) {
 }
 
 void IllegalAddressHasNoTextChild() {
-    Fd2Capture cap;
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUevent ev;
-    CHILD_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
-    CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30000), CUDA_SUCCESS);  // so the next calls come first
-    CHILD_EQ(k_illegal(k, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
-    CHILD_EQ(cuEventRecord(ev, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
-    CHILD_EQ(cuEventSynchronize(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CHILD_EQ(cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
-    const char* str = nullptr;
-    CHILD_EQ(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
-    CHILD_CHECK(strcmp(str, "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
-    CHILD_EQ(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
-    CHILD_CHECK(strcmp(str, "an illegal memory access was encountered") == 0);
-    CHILD_STDERR(cap, "");
-    child_exit_ok();
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUevent ev;
+  CHILD_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30000), CUDA_SUCCESS);  // so the next calls come first
+  CHILD_EQ(k_illegal(k, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  CHILD_EQ(cuEventRecord(ev, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  CHILD_EQ(cuEventSynchronize(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHILD_EQ(cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  const char* str = nullptr;
+  CHILD_EQ(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
+  CHILD_CHECK(strcmp(str, "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
+  CHILD_EQ(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &str), CUDA_SUCCESS);
+  CHILD_CHECK(strcmp(str, "an illegal memory access was encountered") == 0);
+  CHILD_STDERR(cap, "");
+  child_exit_ok();
 }
 
 TEST(SimChildTest, IllegalAddressHasNoText) {
@@ -1023,44 +1149,43 @@ TEST(SimChildTest, IllegalAddressHasNoText) {
 }
 
 void StickyAcrossThreadsTextOnceChild() {
-    Fd2Capture cap;
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUdeviceptr out = 0, tgt = 0;
-    CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
-    CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
-    const int64_t targets[5] = {0, 1, 2, 50, 60};
-    CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
-    CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100),
-             CUDA_SUCCESS);
-    // Many threads (none with a current context) race for the sticky error.
-    std::atomic<int> asserts{0}, others{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t) {
-      threads.emplace_back([&, t] {
-        CUresult r;
-        if (t % 2 == 0) {
-          r = cuCtxSynchronize();
-        } else {
-          while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
-        }
-        (r == CUDA_ERROR_ASSERT ? asserts : others).fetch_add(1);
-      });
-    }
-    for (auto& th : threads) th.join();
-    CHILD_EQ(asserts.load(), 8);
-    CHILD_EQ(others.load(), 0);
-    std::string line =
-        "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] Assertion "
-        "`t >= 0 && t < n_classes` failed.\n";
-    CHILD_STDERR(cap, line);
-    // The launching thread sees it too.
-    CHILD_EQ(cuStreamQuery(s), CUDA_ERROR_ASSERT);
-    CHILD_STDERR(cap, line);
-    child_exit_ok();
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUdeviceptr out = 0, tgt = 0;
+  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+  const int64_t targets[5] = {0, 1, 2, 50, 60};
+  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
+  CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
+  // Many threads (none with a current context) race for the sticky error.
+  std::atomic<int> asserts{0}, others{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      CUresult r;
+      if (t % 2 == 0) {
+        r = cuCtxSynchronize();
+      } else {
+        while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+      }
+      (r == CUDA_ERROR_ASSERT ? asserts : others).fetch_add(1);
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHILD_EQ(asserts.load(), 8);
+  CHILD_EQ(others.load(), 0);
+  std::string line =
+      "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] Assertion "
+      "`t >= 0 && t < n_classes` failed.\n";
+  CHILD_STDERR(cap, line);
+  // The launching thread sees it too.
+  CHILD_EQ(cuStreamQuery(s), CUDA_ERROR_ASSERT);
+  CHILD_STDERR(cap, line);
+  child_exit_ok();
 }
 
 TEST(SimChildTest, StickyAcrossThreadsTextOnce) {
@@ -1068,39 +1193,41 @@ TEST(SimChildTest, StickyAcrossThreadsTextOnce) {
 }
 
 void FaultDiscardsQueuedWorkOnEveryStreamChild() {
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    alignas(64) static uint32_t crumbs[4];
-    CHILD_EQ(cuMemHostRegister(crumbs, sizeof crumbs, 0), CUDA_SUCCESS);
-    CUdeviceptr d = 0;
-    CHILD_EQ(cuMemHostGetDevicePointer(&d, crumbs, 0), CUDA_SUCCESS);
-    CUstream s1, s2;
-    CHILD_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
-    // s2: a long sleep that is running when the fault happens, then a breadcrumb.
-    CHILD_EQ(k_sleep(k, s2, 200000), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamWriteValue32(s2, d + 4, 2, 0), CUDA_SUCCESS);
-    // s1: breadcrumb, short sleep, the fault, breadcrumb.
-    CHILD_EQ(cuStreamWriteValue32(s1, d + 8, 3, 0), CUDA_SUCCESS);
-    CHILD_EQ(k_sleep(k, s1, 40000), CUDA_SUCCESS);
-    CHILD_EQ(k_illegal(k, s1), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_SUCCESS);
-    // Nothing has faulted yet: non-waiting calls succeed.
-    CHILD_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
-    CUdeviceptr p = 0;
-    CHILD_EQ(cuMemAlloc(&p, 4), CUDA_SUCCESS);
-    // Waits for the running sleep on s2, then reports the fault.
-    auto t0 = Clock::now();
-    CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CHILD_CHECK(Clock::now() - t0 >= std::chrono::milliseconds(100));
-    CHILD_EQ(load(&crumbs[2]), 3u);  // before the fault: landed
-    CHILD_EQ(load(&crumbs[0]), 0u);  // behind the fault: discarded
-    CHILD_EQ(load(&crumbs[1]), 0u);  // behind the running sleep: discarded
-    CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CHILD_EQ(cuMemHostUnregister(crumbs), CUDA_ERROR_ILLEGAL_ADDRESS);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CHILD_EQ(load(&crumbs[0]), 0u);
-    child_exit_ok();
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  alignas(64) static uint32_t crumbs[4];
+  CHILD_EQ(cuMemHostRegister(crumbs, sizeof crumbs, 0), CUDA_SUCCESS);
+  CUdeviceptr d = 0;
+  CHILD_EQ(cuMemHostGetDevicePointer(&d, crumbs, 0), CUDA_SUCCESS);
+  CUstream s1, s2;
+  CHILD_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  // s2: a long sleep that is running when the fault happens, then a breadcrumb.
+  CHILD_EQ(cuStreamWriteValue32(s2, d + 12, 4, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s2, 200000), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue32(s2, d + 4, 2, 0), CUDA_SUCCESS);
+  while (load(&crumbs[3]) != 4u) std::this_thread::yield();  // s2's worker is at the sleep
+  // s1: breadcrumb, short sleep, the fault, breadcrumb.
+  CHILD_EQ(cuStreamWriteValue32(s1, d + 8, 3, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s1, 40000), CUDA_SUCCESS);
+  CHILD_EQ(k_illegal(k, s1), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_SUCCESS);
+  // Nothing has faulted yet: non-waiting calls succeed.
+  CHILD_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+  CUdeviceptr p = 0;
+  CHILD_EQ(cuMemAlloc(&p, 4), CUDA_SUCCESS);
+  // Waits for the running sleep on s2, then reports the fault.
+  auto t0 = Clock::now();
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHILD_CHECK(Clock::now() - t0 >= std::chrono::milliseconds(100));
+  CHILD_EQ(load(&crumbs[2]), 3u);  // before the fault: landed
+  CHILD_EQ(load(&crumbs[0]), 0u);  // behind the fault: discarded
+  CHILD_EQ(load(&crumbs[1]), 0u);  // behind the running sleep: discarded
+  CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHILD_EQ(cuMemHostUnregister(crumbs), CUDA_ERROR_ILLEGAL_ADDRESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHILD_EQ(load(&crumbs[0]), 0u);
+  child_exit_ok();
 }
 
 TEST(SimChildTest, FaultDiscardsQueuedWorkOnEveryStream) {
@@ -1108,65 +1235,63 @@ TEST(SimChildTest, FaultDiscardsQueuedWorkOnEveryStream) {
 }
 
 void GraphReplayFaultsChild() {
-    Fd2Capture cap;
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUdeviceptr out = 0, idx = 0;
-    CHILD_EQ(cuMemAlloc(&out, 16), CUDA_SUCCESS);
-    CHILD_EQ(cuMemAlloc(&idx, 16), CUDA_SUCCESS);
-    const int64_t index[2] = {0, 1};
-    CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
-    CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 2, 2), CUDA_SUCCESS);
-    CUgraph g;
-    CHILD_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
-    CUgraphExec x;
-    CHILD_EQ(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
-    CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);  // valid indices
-    const int64_t bad[2] = {0, 2};
-    CHILD_EQ(cuMemcpyHtoD(idx, bad, sizeof bad), CUDA_SUCCESS);
-    CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);  // now index 1 is out of range
-    CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
-    CHILD_STDERR(cap, index_line(1));
-    CHILD_EQ(cuGraphLaunch(x, s), CUDA_ERROR_ASSERT);
-    CHILD_EQ(cuGraphExecDestroy(x), CUDA_ERROR_ASSERT);
-    CHILD_EQ(cuGraphDestroy(g), CUDA_ERROR_ASSERT);
-    child_exit_ok();
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUdeviceptr out = 0, idx = 0;
+  CHILD_EQ(cuMemAlloc(&out, 16), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&idx, 16), CUDA_SUCCESS);
+  const int64_t index[2] = {0, 1};
+  CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 2, 2), CUDA_SUCCESS);
+  CUgraph g;
+  CHILD_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  CUgraphExec x;
+  CHILD_EQ(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);  // valid indices
+  const int64_t bad[2] = {0, 2};
+  CHILD_EQ(cuMemcpyHtoD(idx, bad, sizeof bad), CUDA_SUCCESS);
+  CHILD_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);  // now index 1 is out of range
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
+  CHILD_STDERR(cap, index_line(1));
+  CHILD_EQ(cuGraphLaunch(x, s), CUDA_ERROR_ASSERT);
+  CHILD_EQ(cuGraphExecDestroy(x), CUDA_ERROR_ASSERT);
+  CHILD_EQ(cuGraphDestroy(g), CUDA_ERROR_ASSERT);
+  child_exit_ok();
 }
 
-TEST(SimChildTest, GraphReplayFaults) {
-  EXPECT_EXIT(GraphReplayFaultsChild(), ::testing::ExitedWithCode(0), "");
-}
+TEST(SimChildTest, GraphReplayFaults) { EXPECT_EXIT(GraphReplayFaultsChild(), ::testing::ExitedWithCode(0), ""); }
 
 // A process that exits with work queued exits promptly.
 void ExitWithQueuedWorkIsPromptChild() {
-    Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    static CUdeviceptr flag = 0;
-    CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
-    for (int i = 0; i < 4; ++i) {
-      CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);  // 30 s each
-      CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30 * 1000 * 1000), CUDA_SUCCESS);
-      CHILD_EQ(k_sleep(k, nullptr, 30 * 1000 * 1000), CUDA_SUCCESS);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  static CUdeviceptr flag = 0;
+  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) {
+    CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);  // 30 s each
+    CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30 * 1000 * 1000), CUDA_SUCCESS);
+    CHILD_EQ(k_sleep(k, nullptr, 30 * 1000 * 1000), CUDA_SUCCESS);
+  }
+  CHILD_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+  static CUstream gs = s;
+  // An exit handler registered after the sim was loaded still sees a working sim.
+  atexit([] {
+    if (cuStreamQuery(gs) != CUDA_ERROR_NOT_READY || cuStreamQuery(nullptr) != CUDA_ERROR_NOT_READY) {
+      fprintf(stderr, "atexit: stream should still be busy\n");
+      _exit(3);
     }
-    CHILD_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
-    static CUstream gs = s;
-    // An exit handler registered after the sim was loaded still sees a working sim.
-    atexit([] {
-      if (cuStreamQuery(gs) != CUDA_ERROR_NOT_READY || cuStreamQuery(nullptr) != CUDA_ERROR_NOT_READY) {
-        fprintf(stderr, "atexit: stream should still be busy\n");
-        _exit(3);
-      }
-      unsigned long long id = 0;
-      if (cuStreamGetId(gs, &id) != CUDA_SUCCESS || id < 1000) _exit(4);
-      fprintf(stderr, "atexit handler ok\n");
-    });
-    child_exit_ok();
+    unsigned long long id = 0;
+    if (cuStreamGetId(gs, &id) != CUDA_SUCCESS || id < 1000) _exit(4);
+    fprintf(stderr, "atexit handler ok\n");
+  });
+  child_exit_ok();
 }
 
 TEST(SimChildTest, ExitWithQueuedWorkIsPrompt) {
@@ -1176,28 +1301,72 @@ TEST(SimChildTest, ExitWithQueuedWorkIsPrompt) {
 }
 
 void ExitHandlerCanSynchronizeChild() {
-    static Kernels k;
-    CHILD_EQ(setup(k), CUDA_SUCCESS);
-    static CUstream s;
-    CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    static CUdeviceptr flag = 0;
-    CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
-    CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
-    CHILD_EQ(cuStreamWriteValue64(s, flag, 5, 0), CUDA_SUCCESS);
-    atexit([] {
-      if (cuCtxSynchronize() != CUDA_SUCCESS) _exit(3);
-      if (load(reinterpret_cast<uint64_t*>(flag)) != 5u) _exit(4);
-      // Launch, then synchronize again, from the exit handler.
-      if (k_fill(k, s, reinterpret_cast<float*>(flag), 1, 1.0f) != CUDA_SUCCESS) _exit(5);
-      if (cuStreamSynchronize(s) != CUDA_SUCCESS) _exit(6);
-      if (reinterpret_cast<float*>(flag)[0] != 1.0f) _exit(7);
-      fprintf(stderr, "atexit sync ok\n");
-    });
-    child_exit_ok();
+  static Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  static CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  static CUdeviceptr flag = 0;
+  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue64(s, flag, 5, 0), CUDA_SUCCESS);
+  atexit([] {
+    if (cuCtxSynchronize() != CUDA_SUCCESS) _exit(3);
+    if (load(reinterpret_cast<uint64_t*>(flag)) != 5u) _exit(4);
+    // Launch, then synchronize again, from the exit handler.
+    if (k_fill(k, s, reinterpret_cast<float*>(flag), 1, 1.0f) != CUDA_SUCCESS) _exit(5);
+    if (cuStreamSynchronize(s) != CUDA_SUCCESS) _exit(6);
+    if (reinterpret_cast<float*>(flag)[0] != 1.0f) _exit(7);
+    fprintf(stderr, "atexit sync ok\n");
+  });
+  child_exit_ok();
 }
 
 TEST(SimChildTest, ExitHandlerCanSynchronize) {
   EXPECT_EXIT(ExitHandlerCanSynchronizeChild(), ::testing::ExitedWithCode(0), "atexit sync ok");
+}
+
+// Calls made after the sim's own destructor (from a library finalized after it)
+// still work: queued and new work is discarded, waits return at once.
+void AfterSimShutdownChild() {
+  static Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  static CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  static CUdeviceptr buf = 0;
+  CHILD_EQ(cuMemAlloc(&buf, 16), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue32(s, buf, 1, 0), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, nullptr, 30 * 1000 * 1000), CUDA_SUCCESS);
+  sim_test_call_at_late_fini([] {
+    if (cuStreamQuery(s) != CUDA_SUCCESS) {  // would be NOT_READY had the sim not shut down yet
+      fprintf(stderr, "late: the sim has not shut down before this library's destructor\n");
+      _exit(3);
+    }
+    auto t0 = Clock::now();
+    if (cuCtxSynchronize() != CUDA_SUCCESS) _exit(4);
+    if (k_fill(k, s, reinterpret_cast<float*>(buf), 4, 1.0f) != CUDA_SUCCESS) _exit(5);
+    if (cuStreamWriteValue32(s, buf + 4, 2, 0) != CUDA_SUCCESS) _exit(6);
+    CUevent ev;
+    if (cuEventCreate(&ev, 0) != CUDA_SUCCESS || cuEventRecord(ev, s) != CUDA_SUCCESS) _exit(7);
+    if (cuEventSynchronize(ev) != CUDA_SUCCESS || cuEventQuery(ev) != CUDA_SUCCESS) _exit(8);
+    if (cuStreamSynchronize(s) != CUDA_SUCCESS || cuStreamQuery(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) _exit(9);
+    CUstream s2;
+    if (cuStreamCreate(&s2, 0) != CUDA_SUCCESS || k_sleep(k, s2, 1000000) != CUDA_SUCCESS) _exit(10);
+    if (cuStreamDestroy(s2) != CUDA_SUCCESS) _exit(11);
+    uint32_t host[2] = {9, 9};
+    if (cuMemcpyDtoH(host, buf, sizeof host) != CUDA_SUCCESS) _exit(12);
+    if (host[0] != 0 || host[1] != 0) _exit(13);  // discarded, never ran
+    if (Clock::now() - t0 > std::chrono::seconds(2)) _exit(14);
+    if (cuMemFree(buf) != CUDA_SUCCESS || cuStreamDestroy(s) != CUDA_SUCCESS) _exit(15);
+    fprintf(stderr, "late calls ok\n");
+  });
+  child_exit_ok();
+}
+
+TEST(SimChildTest, CallsAfterSimShutdown) {
+  auto t0 = Clock::now();
+  EXPECT_EXIT(AfterSimShutdownChild(), ::testing::ExitedWithCode(0), "late calls ok");
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
 }
 
 }  // namespace
