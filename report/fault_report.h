@@ -71,6 +71,7 @@ struct FaultReport {
   std::vector<std::string> notes;     // limits that affect this report (ring overwrote, tables full...)
   std::string trace_path;             // empty when none was written
   uint64_t launches_recorded = 0;
+  uint64_t fault_time_unix_ns = 0;    // wall clock when the fault surfaced (0: unknown); not printed
 };
 
 const char* attribution_name(Attribution a);

@@ -43,6 +43,19 @@ struct ProcessText {
   std::string gpu;
 };
 
+// Launch-site profile (CDSA_PROFILE=1): launches per (stack, kernel) for the whole run.
+struct ProfileSiteText {
+  uint32_t stack_id = 0xffffffffu;  // 0xffffffff: the stack was not recorded (table full)
+  std::string kernel;
+  uint64_t count = 0;
+};
+
+struct ProfileText {
+  uint32_t capacity = 0;  // (stack, kernel) pairs the table holds
+  uint64_t dropped = 0;   // launches not counted because the table was full
+  std::vector<ProfileSiteText> sites;
+};
+
 struct TraceData {
   std::string cdsa_version;
   std::vector<std::pair<std::string, std::string>> config;
@@ -54,9 +67,13 @@ struct TraceData {
   bool has_fault = false;
   FaultReport report;
   std::string reason;  // "fault" or "exit"
+  bool has_profile = false;  // written as "profile" only when set
+  ProfileText profile;
 };
 
 std::string trace_to_json(const TraceData& t);
+// The "report" object of a trace file (one line, no trailing newline).
+std::string report_to_json(const FaultReport& r);
 std::string json_escape(const std::string& s);
 
 // Expands %h %p %r %t (and %%) in `pattern`.

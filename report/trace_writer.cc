@@ -61,12 +61,15 @@ std::string launch_json(const LaunchText& l) {
       l.captured ? "true" : "false", l.per_thread_stream ? "true" : "false");
 }
 
-std::string report_json(const FaultReport& r) {
+}  // namespace
+
+std::string report_to_json(const FaultReport& r) {
   std::string out = fmt::format(
       "{{\"code\":{},\"error_name\":{},\"error_string\":{},\"surfaced_call\":{},\"surfaced_tid\":{},"
-      "\"surfaced_stack\":{},\"attribution\":{},\"launches_recorded\":{},\"candidates\":[",
+      "\"surfaced_stack\":{},\"attribution\":{},\"launches_recorded\":{},\"fault_time_unix_ns\":{},\"candidates\":[",
       r.code, json_escape(r.error_name), json_escape(r.error_string), json_escape(r.surfaced_call), r.surfaced_tid,
-      stack_json(r.surfaced_stack), json_escape(attribution_name(r.attribution)), r.launches_recorded);
+      stack_json(r.surfaced_stack), json_escape(attribution_name(r.attribution)), r.launches_recorded,
+      r.fault_time_unix_ns);
   for (size_t i = 0; i < r.candidates.size(); ++i) {
     const auto& c = r.candidates[i];
     out += fmt::format("{}{{\"launch\":{},\"stack\":{},\"pending\":{},\"why\":{},\"graph_nodes\":[", i ? "," : "",
@@ -83,8 +86,6 @@ std::string report_json(const FaultReport& r) {
   out += fmt::format("],\"trace_path\":{}}}", json_escape(r.trace_path));
   return out;
 }
-
-}  // namespace
 
 std::string trace_to_json(const TraceData& t) {
   std::string out = fmt::format("{{\"format\":\"cdsa-trace\",\"version\":{},\"reason\":{},\n", kTraceVersion,
@@ -121,8 +122,20 @@ std::string trace_to_json(const TraceData& t) {
   }
   out += "],\n\"launches\":[";
   for (size_t i = 0; i < t.launches.size(); ++i) out += (i ? ",\n" : "\n") + launch_json(t.launches[i]);
-  out += "],\n\"report\":";
-  out += t.has_fault ? report_json(t.report) : std::string("null");
+  out += "]";
+  if (t.has_profile) {
+    out += fmt::format(",\n\"profile\":{{\"capacity\":{},\"dropped\":{},\"sites\":[", t.profile.capacity,
+                       t.profile.dropped);
+    for (size_t i = 0; i < t.profile.sites.size(); ++i) {
+      const auto& s = t.profile.sites[i];
+      out += fmt::format("{}\n{{\"stack_id\":{},\"kernel\":{},\"count\":{}}}", i ? "," : "",
+                         s.stack_id == 0xffffffffu ? std::string("null") : std::to_string(s.stack_id),
+                         json_escape(s.kernel), s.count);
+    }
+    out += "]}";
+  }
+  out += ",\n\"report\":";
+  out += t.has_fault ? report_to_json(t.report) : std::string("null");
   out += "}\n";
   return out;
 }

@@ -23,6 +23,7 @@ const ConfigVarDoc kConfigVars[] = {
     {"CDSA_BACKEND", "driver (default): driver-level interposition; cupti: CUPTI callbacks"},
     {"CDSA_EXIT_PROBE_MS", "at exit, wait up to this long for pending kernels to surface a fault, 0..600000 (default 2000)"},
     {"CDSA_QUIET", "1: do not print the report on stderr (the trace file is still written)"},
+    {"CDSA_PROFILE", "1: count launches per (stack, kernel) for the whole run; the trace file gets them at exit"},
 };
 const size_t kConfigVarCount = sizeof kConfigVars / sizeof kConfigVars[0];
 
@@ -96,6 +97,8 @@ void apply(Config& c, const char* name, const char* value) {
     if (parse_int(name, value, 0, 600000, &v)) c.exit_probe_ms = static_cast<int>(v);
   } else if (!strcmp(name, "CDSA_QUIET")) {
     parse_bool(name, value, &c.quiet);
+  } else if (!strcmp(name, "CDSA_PROFILE")) {
+    parse_bool(name, value, &c.profile);
   } else {
     log_line("%s: unknown variable, ignored (`cdsa run --help` lists them)", name);
   }

@@ -28,6 +28,7 @@ struct Config {
   Backend backend = Backend::Driver;   // CDSA_BACKEND=driver|cupti
   int exit_probe_ms = 2000;            // CDSA_EXIT_PROBE_MS: how long the exit probe waits for pending work
   bool quiet = false;                  // CDSA_QUIET=1: no report on stderr (trace file only)
+  bool profile = false;                // CDSA_PROFILE=1: count launches per (stack, kernel), written at exit
   bool secure = false;                 // AT_SECURE was set: environment ignored
 };
 

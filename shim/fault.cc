@@ -23,6 +23,7 @@
 #include "shim/driver.h"
 #include "shim/launch.h"
 #include "shim/log.h"
+#include "shim/profile.h"
 #include "shim/recorder.h"
 #include "shim/symbolize.h"
 
@@ -170,7 +171,8 @@ std::vector<std::pair<std::string, std::string>> config_text() {
           {"trace", c.trace == TraceMode::Always ? "always" : c.trace == TraceMode::Off ? "off" : "fault"},
           {"trace_file", c.trace_pattern},
           {"backend", c.backend == Backend::Cupti ? "cupti" : "driver"},
-          {"exit_probe_ms", std::to_string(c.exit_probe_ms)}};
+          {"exit_probe_ms", std::to_string(c.exit_probe_ms)},
+          {"profile", c.profile ? "1" : "0"}};
 }
 
 struct StreamView {
@@ -296,6 +298,9 @@ TraceData build_trace(const std::vector<LaunchRecord>& ring, const std::vector<S
   std::vector<uint32_t> ids;
   for (const auto& r : ring)
     if (r.stack_id != kUnknownStack) ids.push_back(r.stack_id);
+  t.has_profile = profile_snapshot(&t.profile);
+  for (const auto& s : t.profile.sites)
+    if (s.stack_id != kUnknownStack) ids.push_back(s.stack_id);
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   for (uint32_t id : ids) t.stacks.emplace_back(id, stack_text(id, src, sym));
@@ -350,7 +355,7 @@ void exit_probe() {
       usleep(200);
     }
   }
-  if (!g_reported.load() && c.trace == TraceMode::Always) {
+  if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {
     std::vector<LaunchRecord> ring;
     ring_snapshot(&ring);
     auto streams = stream_views();
@@ -402,6 +407,9 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   rep.surfaced_call = surfaced_call;
   rep.surfaced_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   rep.launches_recorded = launches_recorded();
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  rep.fault_time_unix_ns = static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + static_cast<uint64_t>(wall.tv_nsec);
 
   SourceLines src;
   NativeSymbolizer sym;

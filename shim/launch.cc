@@ -17,6 +17,7 @@
 #include "shim/driver.h"
 #include "shim/fault.h"
 #include "shim/log.h"
+#include "shim/profile.h"
 
 namespace cdsa {
 namespace {
@@ -181,6 +182,7 @@ void record_launch(const LaunchInfo& info) noexcept {
     ring_publish(r);
     return;
   }
+  profile_count(r.stack_id, r.kernel_name);  // captured launches do not run: not counted
   if (info.kind == LaunchKind::Graph) {
     uint32_t token = handle_map_get(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(info.graph_exec));
     r.graph_id = token == kNoString ? 0 : token;

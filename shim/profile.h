@@ -1,0 +1,31 @@
+// Launch-site profile (CDSA_PROFILE=1): how many launches each (stack, kernel)
+// pair made over the whole run, for `cdsa flame` and `cdsa top`.
+//
+// Contract:
+//  - profile_count() is the launch hot path: lock-free, allocation-free,
+//    async-signal-safe, callable from any thread. It is a no-op unless
+//    CDSA_PROFILE is on. The table is a fixed array (kProfileCapacity pairs,
+//    static storage, never grows): when it is full, launches of new pairs are
+//    counted in `dropped` instead, never lost silently.
+//  - profile_snapshot() is for the report/exit path: it allocates, and may run
+//    while other threads still count (each count is read atomically; the
+//    snapshot is not one instant across all pairs).
+#pragma once
+
+#include <cstdint>
+
+#include "report/trace.h"
+
+namespace cdsa {
+
+constexpr uint32_t kProfileCapacity = 8192;
+
+// Counts one launch made from interned stack `stack_id` of the kernel whose
+// interned name is `kernel_name` (either may be the "unknown" id).
+void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept;
+
+// Fills `out` with every pair counted so far (kernel names resolved), most
+// launches first. False when the profile is off.
+bool profile_snapshot(ProfileText* out);
+
+}  // namespace cdsa
