@@ -12,8 +12,9 @@ namespace cdsa {
 namespace {
 
 constexpr size_t kCapture = 8192;
-thread_local int tl_depth = 0;
-thread_local size_t tl_len = 0;
+// Hot per-call state uses the initial-exec TLS model (no __tls_get_addr call); the buffer stays dynamic.
+[[gnu::tls_model("initial-exec")]] thread_local int tl_depth = 0;
+[[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
 thread_local char tl_buf[kCapture];
 
 }  // namespace

@@ -22,9 +22,10 @@
 namespace cdsa {
 namespace {
 
-thread_local int tl_in_cdsa = 0;
-thread_local uint32_t tl_tid = 0;
-thread_local CUcontext tl_last_ctx = nullptr;
+// Launch-path thread state: initial-exec TLS (a few hundred bytes; no __tls_get_addr on the hot path).
+[[gnu::tls_model("initial-exec")]] thread_local int tl_in_cdsa = 0;
+[[gnu::tls_model("initial-exec")]] thread_local uint32_t tl_tid = 0;
+[[gnu::tls_model("initial-exec")]] thread_local CUcontext tl_last_ctx = nullptr;
 
 std::once_flag g_start_once;
 std::atomic<bool> g_started{false};
@@ -50,8 +51,8 @@ struct StreamCacheEntry {
   uint32_t ctx_id = 0;
 };
 constexpr int kStreamCache = 8;
-thread_local StreamCacheEntry tl_streams[kStreamCache];
-thread_local int tl_stream_next = 0;
+[[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_streams[kStreamCache];
+[[gnu::tls_model("initial-exec")]] thread_local int tl_stream_next = 0;
 
 const StreamCacheEntry* resolve_stream(CUstream s, CUcontext ctx) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);

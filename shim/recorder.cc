@@ -57,7 +57,10 @@ struct StackEntry {
   uint16_t n_native;
   uint16_t n_python;
 };
-constexpr int kPyWords = 4;  // code, offset|check, file|function, line
+// Frame arena layout of one stack: n_native PCs, then n_python PyFrameKeys (2 words each, byte for byte as
+// captured, so lookups compare with memcmp), then n_python resolved frames (file|function, line).
+constexpr int kPyKeyWords = 2, kPyTextWords = 2;
+static_assert(sizeof(PyFrameKey) == kPyKeyWords * sizeof(uint64_t), "PyFrameKey is stored as two words");
 
 struct StackTable {
   uint32_t capacity = 0;
@@ -186,30 +189,24 @@ namespace {
 bool same_frames(const StackEntry& e, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
   if (e.n_native != n_native || e.n_python != n_py) return false;
   const uint64_t* f = g_stacks.frames + e.offset;
-  for (int i = 0; i < n_native; ++i)
-    if (f[i] != pcs[i]) return false;
-  f += n_native;
-  for (int i = 0; i < n_py; ++i, f += kPyWords) {
-    if (f[0] != reinterpret_cast<uint64_t>(py[i].code)) return false;
-    if (f[1] != ((static_cast<uint64_t>(static_cast<uint32_t>(py[i].instr_offset)) << 32) | py[i].code_check))
-      return false;
-  }
-  return true;
+  return memcmp(f, pcs, sizeof(uintptr_t) * static_cast<size_t>(n_native)) == 0 &&
+         memcmp(f + n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0;
 }
 
 uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py,
                       uint32_t bucket) {
   uint32_t id = g_stacks.count.fetch_add(1, std::memory_order_relaxed);
-  uint64_t words = static_cast<uint64_t>(n_native) + static_cast<uint64_t>(n_py) * kPyWords;
+  uint64_t words = static_cast<uint64_t>(n_native) + static_cast<uint64_t>(n_py) * (kPyKeyWords + kPyTextWords);
   uint64_t off = g_stacks.frames_used.fetch_add(words, std::memory_order_relaxed);
   if (id >= g_stacks.capacity || off + words > g_stacks.frame_words) {
     note_overflow("launch stack table full (raise CDSA_STACK_TABLE)");
     return kUnknownStack;
   }
   uint64_t* f = g_stacks.frames + off;
-  for (int i = 0; i < n_native; ++i) f[i] = pcs[i];
-  f += n_native;
-  for (int i = 0; i < n_py; ++i, f += kPyWords) {
+  memcpy(f, pcs, sizeof(uintptr_t) * static_cast<size_t>(n_native));
+  memcpy(f + n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py));
+  uint64_t* text = f + n_native + static_cast<uint64_t>(n_py) * kPyKeyWords;
+  for (int i = 0; i < n_py; ++i, text += kPyTextWords) {
     char file[1024], func[512];
     int line = 0;
     uint32_t file_id = kNoString, func_id = kNoString;
@@ -217,10 +214,8 @@ uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFr
       file_id = intern_string(file, strlen(file));
       func_id = intern_string(func, strlen(func));
     }
-    f[0] = reinterpret_cast<uint64_t>(py[i].code);
-    f[1] = (static_cast<uint64_t>(static_cast<uint32_t>(py[i].instr_offset)) << 32) | py[i].code_check;
-    f[2] = (static_cast<uint64_t>(file_id) << 32) | func_id;
-    f[3] = static_cast<uint64_t>(static_cast<uint32_t>(line));
+    text[0] = (static_cast<uint64_t>(file_id) << 32) | func_id;
+    text[1] = static_cast<uint64_t>(static_cast<uint32_t>(line));
   }
   g_stacks.entries[id] = StackEntry{h, off, static_cast<uint16_t>(n_native), static_cast<uint16_t>(n_py)};
   // Publish in the bucket; another thread may have published the same stack meanwhile.
@@ -235,6 +230,27 @@ uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFr
 
 }  // namespace
 
+namespace {
+// Four independent multiply-rotate lanes: the words of a stack hash in about a cycle each.
+inline uint64_t lane(uint64_t h, uint64_t w) { return ((h ^ w) * 0x9e3779b97f4a7c15ull) << 29 | ((h ^ w) * 0x9e3779b97f4a7c15ull) >> 35; }
+uint64_t hash_words(const uint64_t* w, size_t n, uint64_t seed) {
+  uint64_t a = seed, b = seed ^ 0x243f6a8885a308d3ull, c = seed ^ 0x13198a2e03707344ull, d = seed ^ 0xa4093822299f31d0ull;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a = lane(a, w[i]);
+    b = lane(b, w[i + 1]);
+    c = lane(c, w[i + 2]);
+    d = lane(d, w[i + 3]);
+  }
+  for (; i < n; ++i) a = lane(a, w[i]);
+  return mix(mix(mix(mix(n, a), b), c), d);
+}
+uint64_t hash_frames(const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
+  uint64_t h = hash_words(reinterpret_cast<const uint64_t*>(pcs), static_cast<size_t>(n_native), 0x452821e638d01377ull);
+  return hash_words(reinterpret_cast<const uint64_t*>(py), static_cast<size_t>(n_py) * kPyKeyWords, h);
+}
+}  // namespace
+
 uint32_t capture_and_intern_stack() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
   const Config& c = config();
@@ -243,12 +259,7 @@ uint32_t capture_and_intern_stack() noexcept {
   int n_native = capture_native_stack(pcs, c.native_depth);
   int n_py = c.python_depth > 0 ? capture_python_frames(py, c.python_depth) : 0;
   if (n_native == 0 && n_py == 0) return kUnknownStack;
-  uint64_t h = 0x243f6a8885a308d3ull;
-  for (int i = 0; i < n_native; ++i) h = mix(h, pcs[i]);
-  for (int i = 0; i < n_py; ++i) {
-    h = mix(h, reinterpret_cast<uint64_t>(py[i].code));
-    h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(py[i].instr_offset)) << 32) | py[i].code_check);
-  }
+  uint64_t h = hash_frames(pcs, n_native, py, n_py);
   uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & g_stacks.bucket_mask;
   for (uint32_t i = start, probes = 0; probes <= g_stacks.bucket_mask; i = (i + 1) & g_stacks.bucket_mask, ++probes) {
     uint32_t v = g_stacks.buckets[i].load(std::memory_order_acquire);
@@ -269,11 +280,12 @@ bool stack_at(uint32_t id, Stack* out) {
   const uint64_t* f = g_stacks.frames + e.offset;
   for (int i = 0; i < e.n_native; ++i) out->native.push_back(static_cast<uintptr_t>(f[i]));
   f += e.n_native;
-  for (int i = 0; i < e.n_python; ++i, f += kPyWords) {
+  const uint64_t* text = f + static_cast<uint64_t>(e.n_python) * kPyKeyWords;
+  for (int i = 0; i < e.n_python; ++i, text += kPyTextWords) {
     PythonFrame pf;
-    pf.file = static_cast<uint32_t>(f[2] >> 32);
-    pf.function = static_cast<uint32_t>(f[2]);
-    pf.line = static_cast<int32_t>(f[3]);
+    pf.file = static_cast<uint32_t>(text[0] >> 32);
+    pf.function = static_cast<uint32_t>(text[0]);
+    pf.line = static_cast<int32_t>(text[1]);
     out->python.push_back(pf);
   }
   return true;

@@ -29,6 +29,10 @@ def clean_env(extra=None, preload=True, dll="cdll"):
         env["LD_PRELOAD"] = str(LIBCDSA)
     if extra:
         env.update(extra)
+    # Sanitizer builds: the sanitizer runtime must come first in LD_PRELOAD (tools/test.sh sets it).
+    first = os.environ.get("E2E_PRELOAD_FIRST")
+    if first and env.get("LD_PRELOAD"):
+        env["LD_PRELOAD"] = first + ":" + env["LD_PRELOAD"]
     return env
 
 

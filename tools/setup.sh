@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what building and testing cdsa needs on Debian 12 (apt + PyPI only).
+# The CUDA 13 toolkit (headers; CUPTI for the optional backend) is expected at /usr/local/cuda.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+packages=(cmake ninja-build g++ clang libfmt-dev libunwind-dev libdw-dev libelf-dev libgtest-dev googletest
+          nlohmann-json3-dev python3 python3-pip)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "tools/setup.sh: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import pytest, jsonschema" 2>/dev/null; then
+  "$PY" -m pip install -q --disable-pip-version-check pytest jsonschema 2>/dev/null ||
+    "$PY" -m pip install -q --disable-pip-version-check --break-system-packages pytest jsonschema
+fi
+[ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] ||
+  { echo "tools/setup.sh: cuda.h not found under ${CUDA_HOME:-/usr/local/cuda}/include (the CUDA 13 toolkit)" >&2; exit 1; }

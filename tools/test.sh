@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test: the normal build, then AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
+# then ThreadSanitizer (the recorder's and the simulated driver's tests).
+# CDSA_TEST_QUICK=1 runs the normal build only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+jobs=$(nproc)
+
+build_and_test() {  # dir, cmake args..., -- ctest args...
+  local dir=$1; shift
+  local cmake_args=() ctest_args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  ctest_args=("$@")
+  echo "== $dir: configure ${cmake_args[*]}"
+  cmake -S . -B "$dir" -G Ninja "${cmake_args[@]}" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  echo "== $dir: ctest ${ctest_args[*]}"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}"
+}
+
+build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo --
+[ "${CDSA_TEST_QUICK:-0}" = 1 ] && exit 0
+
+# A preloaded ASan-built libcdsa.so needs the ASan runtime first in LD_PRELOAD.
+export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libasan.so)"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address --
+unset E2E_PRELOAD_FIRST ASAN_OPTIONS
+
+export TSAN_OPTIONS="halt_on_error=1"
+build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim"
