@@ -129,7 +129,8 @@ void init_tables() {
     return;
   }
   native_stack_init();
-  python_walker_init();
+  if (python_walker_init() == PyWalkerState::Unsupported)
+    log_line("%s: launches keep their native frames", python_walker_description());
   g_ready.store(true, std::memory_order_release);
 }
 

@@ -75,8 +75,8 @@ class Run:
         return json.loads(files[0].read_text())
 
 
-def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180):
-    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd,
+def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180, python=sys.executable):
+    proc = subprocess.run([str(python), str(SCRIPTS / script), *map(str, args)], cwd=cwd,
                           env=clean_env(env, preload, dll), capture_output=True, text=True, timeout=timeout)
     return Run(proc, cwd)
 
@@ -85,6 +85,16 @@ def run_program(argv, *, cwd, env=None, preload=True, timeout=180):
     proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=clean_env(env, preload), capture_output=True,
                           text=True, timeout=timeout)
     return Run(proc, cwd)
+
+
+def other_pythons(*versions):
+    """CPython interpreters other than this one (pyenv's, Debian's), by minor version, where installed."""
+    found = []
+    for v in versions:
+        cands = sorted(pathlib.Path("/root/.pyenv/versions").glob(f"{v}.*/bin/python3")) + [pathlib.Path(f"/usr/bin/python{v}")]
+        exe = next((c for c in cands if c.exists()), None)
+        found.append(pytest.param(exe, id=f"python{v}", marks=pytest.mark.skipif(exe is None, reason=f"no CPython {v} here")))
+    return found
 
 
 def marker_line(path, marker):
