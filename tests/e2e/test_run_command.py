@@ -1,0 +1,49 @@
+"""`cdsa run -- CMD`: sets up the preload and the configuration, returns CMD's status."""
+import re
+import subprocess
+
+from conftest import BUILD, ROOT, SCRIPTS, clean_env, py_frame, Run
+
+CDSA = BUILD / "bin" / "cdsa"
+
+
+def cdsa(*args, cwd, env=None):
+    e = clean_env(env, preload=False)
+    proc = subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, env=e, capture_output=True, text=True, timeout=180)
+    return Run(proc, cwd)
+
+
+def test_run_preloads_and_returns_the_status(tmp_path):
+    run = cdsa("run", "--", "python3", SCRIPTS / "nll_loss.py", 10, cwd=tmp_path)
+    assert run.rc == 1 and run.reports == 1, run.err
+    assert py_frame("nll_loss.py", "LAUNCH-SITE", "compute_loss") in run.launch_part()
+    ok = cdsa("run", "--", "python3", SCRIPTS / "no_fault.py", 4, cwd=tmp_path / "..")
+    assert ok.rc == 4 and ok.err == ""
+
+
+def test_run_options_become_configuration(tmp_path):
+    run = cdsa("run", "--trace-file", "x-%p.json", "--native-depth", 3, "--", "python3", SCRIPTS / "nll_loss.py", 10,
+               cwd=tmp_path)
+    assert run.reports == 1
+    files = list(tmp_path.glob("x-*.json"))
+    assert len(files) == 1
+    t = run.trace()
+    assert t["cdsa"]["config"]["native_depth"] == "3"
+    assert all(len(s["stack"]["native"]) <= 3 for s in t["stacks"])
+
+
+def test_run_usage_errors(tmp_path):
+    assert cdsa("run", cwd=tmp_path).rc == 2
+    bad = cdsa("run", "--frobnicate", "--", "true", cwd=tmp_path)
+    assert bad.rc == 2 and "unknown option --frobnicate" in bad.err
+    missing = cdsa("run", "--", "/nonexistent/program", cwd=tmp_path)
+    assert missing.rc == 127 and "cannot run /nonexistent/program" in missing.err
+
+
+def test_help_lists_every_variable(tmp_path):
+    out = cdsa("run", "--help", cwd=tmp_path).out
+    source = (ROOT / "shim" / "config.cc").read_text()
+    names = set(re.findall(r'\{"(CDSA_[A-Z_]+)",', source))
+    assert names, "no variables found in shim/config.cc"
+    for name in names:
+        assert name in out, name
