@@ -2,8 +2,14 @@
 // 1 the input was bad (one message naming it), 2 usage error.
 #pragma once
 
+#include <string>
+
 namespace cdsa::cli {
 
 int main_entry(int argc, char** argv);
+
+// report, export, merge, flame, top (cli/trace_commands.cc): argv holds the
+// arguments after the command name. Returns -1 when `name` is none of them.
+int trace_command(const std::string& name, int argc, char** argv);
 
 }  // namespace cdsa::cli

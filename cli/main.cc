@@ -1,6 +1,7 @@
 // cdsa: the command-line front end.
 //
 //   cdsa run [options] -- CMD...   run CMD with libcdsa.so preloaded; exits with CMD's status
+//   cdsa report|export|merge|flame|top ...   read trace files (cli/trace_commands.cc)
 //   cdsa --help | --version
 //
 // `run` finds libcdsa.so next to the cdsa binary (../lib/libcdsa.so, as the
@@ -30,7 +31,12 @@ namespace {
 void usage(FILE* out) {
   fprintf(out,
           "usage: cdsa run [options] -- CMD [ARGS...]\n"
-          "       cdsa --help | --version\n"
+          "       cdsa report FILE [--json]            the fault report again, from a trace file\n"
+          "       cdsa export --chrome FILE [-o OUT]   launches as a Chrome/Perfetto timeline\n"
+          "       cdsa merge DIR|FILES...              multi-rank: which rank faulted first\n"
+          "       cdsa flame FILE [--python-only]      launch-site profile as folded stacks\n"
+          "       cdsa top FILE [-n N]                 the busiest launch sites\n"
+          "       cdsa --help | --version              (COMMAND --help for each)\n"
           "\n"
           "Names the kernel launch (Python line, native frames) behind an asynchronous CUDA fault,\n"
           "in the same run. `run` starts CMD with libcdsa.so preloaded and exits with CMD's status.\n"
@@ -46,6 +52,7 @@ void usage(FILE* out) {
           "  --exit-probe-ms N     CDSA_EXIT_PROBE_MS: wait at exit for pending kernels (default 2000)\n"
           "  --no-breadcrumbs      CDSA_BREADCRUMBS=0\n"
           "  --quiet               CDSA_QUIET=1: no report on stderr, trace file only\n"
+          "  --profile             CDSA_PROFILE=1: count launches per launch site, written at exit\n"
           "\n"
           "Environment variables read by libcdsa.so:\n");
   for (size_t i = 0; i < kConfigVarCount; ++i) fprintf(out, "  %-20s %s\n", kConfigVars[i].name, kConfigVars[i].help);
@@ -106,6 +113,8 @@ int cmd_run(int argc, char** argv) {
       vars.emplace_back("CDSA_BREADCRUMBS", "0");
     } else if (a == "--quiet") {
       vars.emplace_back("CDSA_QUIET", "1");
+    } else if (a == "--profile") {
+      vars.emplace_back("CDSA_PROFILE", "1");
     } else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "cdsa run: unknown option %s (see cdsa run --help)\n", a.c_str());
       return 2;
@@ -174,6 +183,8 @@ int main_entry(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  int rc = trace_command(argv[1], argc - 2, argv + 2);
+  if (rc >= 0) return rc;
   fprintf(stderr, "cdsa: unknown command '%s' (see cdsa --help)\n", argv[1]);
   return 2;
 }

@@ -1,0 +1,484 @@
+#include "report/trace_reader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cdsa {
+namespace {
+
+using json = nlohmann::json;
+
+// The JSON parser and the walk below recurse per nesting level: refuse deep
+// nesting before parsing, so hostile input cannot exhaust the stack.
+bool nesting_ok(std::string_view text, int max_depth, std::string* error) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        *error = fmt::format("JSON nested deeper than {} levels", max_depth);
+        return false;
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+const char* type_name(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a non-integer number";
+    default: return "something else";
+  }
+}
+
+// Walks the document; the first problem found is kept in err_ with the path to it.
+class Walker {
+ public:
+  std::string err;
+
+  bool fail(const std::string& where, const std::string& what) {
+    if (err.empty()) err = where.empty() ? what : fmt::format("{}: {}", where, what);
+    return false;
+  }
+  bool expect(const json& j, json::value_t t, const std::string& where, const char* what) {
+    if (j.type() == t) return true;
+    return fail(where, fmt::format("expected {}, found {}", what, type_name(j)));
+  }
+  static std::string at(const std::string& where, const char* key) {
+    return where.empty() ? std::string(key) : fmt::format("{}.{}", where, key);
+  }
+  static std::string at(const std::string& where, size_t i) { return fmt::format("{}[{}]", where, i); }
+
+  // A required member of an object.
+  const json* member(const json& obj, const std::string& where, const char* key) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      fail(where.empty() ? std::string("the top-level object") : where, fmt::format("missing field \"{}\"", key));
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  bool str(const json& obj, const std::string& where, const char* key, std::string* out) {
+    const json* j = member(obj, where, key);
+    if (!j || !expect(*j, json::value_t::string, at(where, key), "a string")) return false;
+    *out = j->get_ref<const std::string&>();
+    return true;
+  }
+  bool boolean(const json& obj, const std::string& where, const char* key, bool* out) {
+    const json* j = member(obj, where, key);
+    if (!j || !expect(*j, json::value_t::boolean, at(where, key), "true or false")) return false;
+    *out = j->get<bool>();
+    return true;
+  }
+  bool u64_value(const json& j, const std::string& where, uint64_t max, uint64_t* out) {
+    if (!j.is_number_unsigned() || j.get<uint64_t>() > max)
+      return fail(where, fmt::format("expected an integer in 0..{}, found {}", max,
+                                     j.is_number_integer() ? j.dump() : std::string(type_name(j))));
+    *out = j.get<uint64_t>();
+    return true;
+  }
+  bool u64(const json& obj, const std::string& where, const char* key, uint64_t* out, uint64_t max = UINT64_MAX) {
+    const json* j = member(obj, where, key);
+    return j && u64_value(*j, at(where, key), max, out);
+  }
+  bool u32(const json& obj, const std::string& where, const char* key, uint32_t* out) {
+    uint64_t v = 0;
+    if (!u64(obj, where, key, &v, UINT32_MAX)) return false;
+    *out = static_cast<uint32_t>(v);
+    return true;
+  }
+  bool i32(const json& obj, const std::string& where, const char* key, int* out, int64_t lo = INT32_MIN,
+           int64_t hi = INT32_MAX) {
+    const json* j = member(obj, where, key);
+    if (!j) return false;
+    if (!j->is_number_integer() || (j->is_number_unsigned() && j->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+        (!j->is_number_unsigned() && (j->get<int64_t>() < lo || j->get<int64_t>() > hi)))
+      return fail(at(where, key), fmt::format("expected an integer in {}..{}, found {}", lo, hi,
+                                              j->is_number_integer() ? j->dump() : std::string(type_name(*j))));
+    *out = static_cast<int>(j->get<int64_t>());
+    return true;
+  }
+  // Addresses are written as "0x..." strings (JSON numbers lose precision above 2^53 in many readers).
+  bool hex_value(const json& j, const std::string& where, uint64_t* out) {
+    if (!expect(j, json::value_t::string, where, "a hexadecimal string \"0x...\"")) return false;
+    const std::string& s = j.get_ref<const std::string&>();
+    if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+      return fail(where, fmt::format("expected a hexadecimal string \"0x...\" of at most 16 digits, found \"{}\"",
+                                     s.substr(0, 40)));
+    uint64_t v = 0;
+    for (size_t i = 2; i < s.size(); ++i) {
+      char c = s[i];
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return fail(where, fmt::format("expected a hexadecimal string \"0x...\", found \"{}\"", s.substr(0, 40)));
+      v = (v << 4) | static_cast<uint64_t>(d);
+    }
+    *out = v;
+    return true;
+  }
+  bool hex(const json& obj, const std::string& where, const char* key, uint64_t* out) {
+    const json* j = member(obj, where, key);
+    return j && hex_value(*j, at(where, key), out);
+  }
+  const json* object(const json& obj, const std::string& where, const char* key) {
+    const json* j = member(obj, where, key);
+    if (!j || !expect(*j, json::value_t::object, at(where, key), "an object")) return nullptr;
+    return j;
+  }
+  const json* array(const json& obj, const std::string& where, const char* key) {
+    const json* j = member(obj, where, key);
+    if (!j || !expect(*j, json::value_t::array, at(where, key), "an array")) return nullptr;
+    return j;
+  }
+  bool strings(const json& obj, const std::string& where, const char* key, std::vector<std::string>* out) {
+    const json* a = array(obj, where, key);
+    if (!a) return false;
+    std::string w = at(where, key);
+    for (size_t i = 0; i < a->size(); ++i) {
+      if (!expect((*a)[i], json::value_t::string, at(w, i), "a string")) return false;
+      out->push_back((*a)[i].get<std::string>());
+    }
+    return true;
+  }
+  bool dim3(const json& obj, const std::string& where, const char* key, uint32_t out[3]) {
+    const json* j = member(obj, where, key);
+    if (!j) return false;
+    std::string w = at(where, key);
+    if (!j->is_array() || j->size() != 3)
+      return fail(w, fmt::format("expected an array of 3 unsigned 32-bit integers, found {}", type_name(*j)));
+    for (size_t i = 0; i < 3; ++i) {
+      uint64_t v = 0;
+      if (!u64_value((*j)[i], at(w, i), UINT32_MAX, &v)) return false;
+      out[i] = static_cast<uint32_t>(v);
+    }
+    return true;
+  }
+
+  bool stack(const json& obj, const std::string& where, const char* key, StackText* out) {
+    const json* s = object(obj, where, key);
+    if (!s) return false;
+    std::string w = at(where, key);
+    const json* py = array(*s, w, "python");
+    const json* nat = py ? array(*s, w, "native") : nullptr;
+    if (!nat) return false;
+    std::string wp = at(w, "python"), wn = at(w, "native");
+    for (size_t i = 0; i < py->size(); ++i) {
+      const json& f = (*py)[i];
+      std::string wf = at(wp, i);
+      PyFrameText t;
+      if (!expect(f, json::value_t::object, wf, "an object") || !str(f, wf, "file", &t.file) ||
+          !str(f, wf, "function", &t.function) || !i32(f, wf, "line", &t.line) || !str(f, wf, "source", &t.source))
+        return false;
+      out->python.push_back(std::move(t));
+    }
+    for (size_t i = 0; i < nat->size(); ++i) {
+      const json& f = (*nat)[i];
+      std::string wf = at(wn, i);
+      NativeFrameText t;
+      if (!expect(f, json::value_t::object, wf, "an object") || !hex(f, wf, "pc", &t.pc) ||
+          !str(f, wf, "module", &t.module) || !hex(f, wf, "module_offset", &t.module_offset) ||
+          !str(f, wf, "function", &t.function) || !str(f, wf, "file", &t.file) || !i32(f, wf, "line", &t.line))
+        return false;
+      out->native.push_back(std::move(t));
+    }
+    return true;
+  }
+
+  bool launch(const json& l, const std::string& w, LaunchText* out) {
+    if (!expect(l, json::value_t::object, w, "an object")) return false;
+    if (!u64(l, w, "seq", &out->seq) || !u64(l, w, "stream_seq", &out->stream_seq) ||
+        !u64(l, w, "stream_id", &out->stream_id) || !u64(l, w, "graph_id", &out->graph_id) ||
+        !u64(l, w, "time_ns", &out->time_ns) || !u32(l, w, "ctx_id", &out->ctx_id) || !u32(l, w, "tid", &out->tid))
+      return false;
+    const json* sid = member(l, w, "stack_id");
+    if (!sid) return false;
+    if (sid->is_null()) {
+      out->stack_id = 0xffffffffu;
+    } else {
+      uint64_t v = 0;
+      if (!u64_value(*sid, at(w, "stack_id"), UINT32_MAX - 1, &v)) return false;
+      out->stack_id = static_cast<uint32_t>(v);
+    }
+    if (!str(l, w, "kernel", &out->kernel) || !str(l, w, "kind", &out->kind)) return false;
+    if (out->kind != "kernel" && out->kind != "kernel_ex" && out->kind != "cooperative" && out->kind != "graph")
+      return fail(at(w, "kind"), fmt::format("expected kernel, kernel_ex, cooperative or graph, found \"{}\"",
+                                             out->kind.substr(0, 40)));
+    return dim3(l, w, "grid", out->grid) && dim3(l, w, "block", out->block) &&
+           u32(l, w, "shared_mem", &out->shared_mem) && boolean(l, w, "captured", &out->captured) &&
+           boolean(l, w, "per_thread_stream", &out->per_thread_stream);
+  }
+
+  bool report(const json& r, const std::string& w, FaultReport* out) {
+    if (!expect(r, json::value_t::object, w, "an object or null")) return false;
+    if (!i32(r, w, "code", &out->code) || !str(r, w, "error_name", &out->error_name) ||
+        !str(r, w, "error_string", &out->error_string) || !str(r, w, "surfaced_call", &out->surfaced_call) ||
+        !u32(r, w, "surfaced_tid", &out->surfaced_tid) || !stack(r, w, "surfaced_stack", &out->surfaced_stack) ||
+        !u64(r, w, "launches_recorded", &out->launches_recorded))
+      return false;
+    if (r.contains("fault_time_unix_ns") && !u64(r, w, "fault_time_unix_ns", &out->fault_time_unix_ns)) return false;
+    std::string attribution;
+    if (!str(r, w, "attribution", &attribution)) return false;
+    if (attribution == "exact") out->attribution = Attribution::Exact;
+    else if (attribution == "ambiguous") out->attribution = Attribution::Ambiguous;
+    else if (attribution == "unknown") out->attribution = Attribution::Unknown;
+    else
+      return fail(at(w, "attribution"),
+                  fmt::format("expected exact, ambiguous or unknown, found \"{}\"", attribution.substr(0, 40)));
+    const json* cands = array(r, w, "candidates");
+    if (!cands) return false;
+    std::string wc = at(w, "candidates");
+    for (size_t i = 0; i < cands->size(); ++i) {
+      const json& c = (*cands)[i];
+      std::string wi = at(wc, i);
+      Candidate cand;
+      if (!expect(c, json::value_t::object, wi, "an object")) return false;
+      const json* l = member(c, wi, "launch");
+      if (!l || !launch(*l, at(wi, "launch"), &cand.launch) || !stack(c, wi, "stack", &cand.stack) ||
+          !u64(c, wi, "pending", &cand.pending) || !str(c, wi, "why", &cand.why))
+        return false;
+      const json* nodes = array(c, wi, "graph_nodes");
+      if (!nodes) return false;
+      std::string wg = at(wi, "graph_nodes");
+      for (size_t k = 0; k < nodes->size(); ++k) {
+        const json& g = (*nodes)[k];
+        std::string wk = at(wg, k);
+        GraphNodeText node;
+        if (!expect(g, json::value_t::object, wk, "an object")) return false;
+        const json* gl = member(g, wk, "launch");
+        if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
+        cand.graph_nodes.push_back(std::move(node));
+      }
+      out->candidates.push_back(std::move(cand));
+    }
+    return strings(r, w, "device_messages", &out->device_messages) && strings(r, w, "notes", &out->notes) &&
+           str(r, w, "trace_path", &out->trace_path);
+  }
+
+  bool trace(const json& doc, TraceData* t) {
+    if (!expect(doc, json::value_t::object, "", "a JSON object at the top level")) return false;
+    std::string format;
+    if (!str(doc, "", "format", &format)) return false;
+    if (format != "cdsa-trace")
+      return fail("", fmt::format("not a cdsa trace file (format is \"{}\", expected \"cdsa-trace\")",
+                                  format.substr(0, 40)));
+    const json* version = member(doc, "", "version");
+    if (!version) return false;
+    if (!version->is_number_integer() || version->get<int64_t>() != kTraceVersion)
+      return fail("", fmt::format("unsupported trace version {} (this cdsa reads version {})",
+                                  version->dump().substr(0, 40), kTraceVersion));
+    if (!str(doc, "", "reason", &t->reason)) return false;
+    if (t->reason != "fault" && t->reason != "exit")
+      return fail("reason", fmt::format("expected fault or exit, found \"{}\"", t->reason.substr(0, 40)));
+
+    const json* cdsa = object(doc, "", "cdsa");
+    if (!cdsa || !str(*cdsa, "cdsa", "version", &t->cdsa_version)) return false;
+    const json* cfg = object(*cdsa, "cdsa", "config");
+    if (!cfg) return false;
+    for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+      if (!expect(it.value(), json::value_t::string, "cdsa.config." + it.key(), "a string")) return false;
+      t->config.emplace_back(it.key(), it.value().get<std::string>());
+    }
+
+    const json* p = object(doc, "", "process");
+    if (!p) return false;
+    ProcessText& pr = t->process;
+    if (!i32(*p, "process", "pid", &pr.pid) || !str(*p, "process", "host", &pr.host) ||
+        !strings(*p, "process", "argv", &pr.argv) ||
+        !u64(*p, "process", "start_time_unix_ns", &pr.start_time_unix_ns) ||
+        !i32(*p, "process", "rank", &pr.rank, -1) || !i32(*p, "process", "world_size", &pr.world_size, -1) ||
+        !i32(*p, "process", "local_rank", &pr.local_rank, -1) ||
+        !i32(*p, "process", "driver_version", &pr.driver_version) || !str(*p, "process", "gpu", &pr.gpu))
+      return false;
+
+    const json* mods = array(doc, "", "modules");
+    if (!mods) return false;
+    for (size_t i = 0; i < mods->size(); ++i) {
+      const json& m = (*mods)[i];
+      std::string w = at("modules", i);
+      ModuleText mt;
+      if (!expect(m, json::value_t::object, w, "an object") || !str(m, w, "path", &mt.path) ||
+          !str(m, w, "build_id", &mt.build_id) || !hex(m, w, "bias", &mt.bias))
+        return false;
+      const json* ranges = array(m, w, "ranges");
+      if (!ranges) return false;
+      for (size_t k = 0; k < ranges->size(); ++k) {
+        const json& r = (*ranges)[k];
+        std::string wr = at(at(w, "ranges"), k);
+        uint64_t a = 0, b = 0;
+        if (!r.is_array() || r.size() != 2)
+          return fail(wr, fmt::format("expected [start, end], found {}", type_name(r)));
+        if (!hex_value(r[0], at(wr, size_t{0}), &a) || !hex_value(r[1], at(wr, size_t{1}), &b)) return false;
+        if (b < a) return fail(wr, "range ends before it starts");
+        mt.ranges.emplace_back(a, b);
+      }
+      t->modules.push_back(std::move(mt));
+    }
+
+    const json* stacks = array(doc, "", "stacks");
+    if (!stacks) return false;
+    for (size_t i = 0; i < stacks->size(); ++i) {
+      const json& s = (*stacks)[i];
+      std::string w = at("stacks", i);
+      uint32_t id = 0;
+      StackText st;
+      if (!expect(s, json::value_t::object, w, "an object") || !u32(s, w, "id", &id) || !stack(s, w, "stack", &st))
+        return false;
+      t->stacks.emplace_back(id, std::move(st));
+    }
+
+    const json* streams = array(doc, "", "streams");
+    if (!streams) return false;
+    for (size_t i = 0; i < streams->size(); ++i) {
+      const json& s = (*streams)[i];
+      std::string w = at("streams", i);
+      StreamText st;
+      if (!expect(s, json::value_t::object, w, "an object") || !u64(s, w, "id", &st.id) ||
+          !u64(s, w, "launched", &st.launched) || !u64(s, w, "landed", &st.landed) ||
+          !boolean(s, w, "breadcrumbs", &st.breadcrumbs))
+        return false;
+      t->streams.push_back(st);
+    }
+
+    const json* launches = array(doc, "", "launches");
+    if (!launches) return false;
+    for (size_t i = 0; i < launches->size(); ++i) {
+      LaunchText l;
+      if (!launch((*launches)[i], at("launches", i), &l)) return false;
+      t->launches.push_back(std::move(l));
+    }
+
+    auto prof = doc.find("profile");
+    if (prof != doc.end() && !prof->is_null()) {
+      if (!expect(*prof, json::value_t::object, "profile", "an object or null")) return false;
+      t->has_profile = true;
+      if (!u32(*prof, "profile", "capacity", &t->profile.capacity) ||
+          !u64(*prof, "profile", "dropped", &t->profile.dropped))
+        return false;
+      const json* sites = array(*prof, "profile", "sites");
+      if (!sites) return false;
+      for (size_t i = 0; i < sites->size(); ++i) {
+        const json& s = (*sites)[i];
+        std::string w = at("profile.sites", i);
+        ProfileSiteText site;
+        if (!expect(s, json::value_t::object, w, "an object")) return false;
+        const json* sid = member(s, w, "stack_id");
+        if (!sid) return false;
+        if (!sid->is_null()) {
+          uint64_t v = 0;
+          if (!u64_value(*sid, at(w, "stack_id"), UINT32_MAX - 1, &v)) return false;
+          site.stack_id = static_cast<uint32_t>(v);
+        }
+        if (!str(s, w, "kernel", &site.kernel) || !u64(s, w, "count", &site.count)) return false;
+        t->profile.sites.push_back(std::move(site));
+      }
+    }
+
+    const json* rep = member(doc, "", "report");
+    if (!rep) return false;
+    t->has_fault = !rep->is_null();
+    if (t->has_fault && !report(*rep, "report", &t->report)) return false;
+    if (t->reason == "fault" && !t->has_fault) return fail("report", "reason is \"fault\" but the report is null");
+    return true;
+  }
+};
+
+}  // namespace
+
+bool parse_trace(std::string_view text, TraceFile* out, std::string* error) {
+  *out = TraceFile{};
+  if (text.empty()) {
+    *error = "empty file";
+    return false;
+  }
+  if (text.size() > kMaxTraceBytes) {
+    *error = fmt::format("larger than {} bytes: not a trace file cdsa wrote", kMaxTraceBytes);
+    return false;
+  }
+  if (!nesting_ok(text, kMaxTraceDepth, error)) return false;
+  // No exceptions escape: a parse error is caught here, and the walk checks every type before reading.
+  try {
+    json doc;
+    try {
+      doc = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error& e) {
+      std::string what = e.what();
+      auto p = what.find("parse error");
+      *error = fmt::format("not valid JSON (truncated or corrupted): {}",
+                           p == std::string::npos ? what : what.substr(p));
+      return false;
+    }
+    Walker w;
+    if (!w.trace(doc, &out->data)) {
+      *error = w.err;
+      *out = TraceFile{};
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    *error = fmt::format("cannot be read: {}", e.what());
+  } catch (...) {
+    *error = "cannot be read: unexpected error";
+  }
+  *out = TraceFile{};
+  return false;
+}
+
+bool read_trace_file(const std::string& path, TraceFile* out, std::string* error) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular files are read.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *error = strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file";
+    close(fd);
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxTraceBytes) {
+    *error = fmt::format("{} bytes: larger than the {} bytes a trace file may have", st.st_size, kMaxTraceBytes);
+    close(fd);
+    return false;
+  }
+  std::string text;
+  text.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = fmt::format("read failed: {}", strerror(errno));
+      close(fd);
+      return false;
+    }
+    if (n == 0) break;  // shrank while reading
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(done);
+  return parse_trace(text, out, error);
+}
+
+}  // namespace cdsa
