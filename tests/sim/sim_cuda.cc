@@ -88,6 +88,8 @@
 //    cuCtxPushCurrent/PopCurrent, cuDeviceTotalMem, cuDevicePrimaryCtxGetState,
 //    cuCtxGetDevice, cuStreamCreateWithPriority, cuEventRecordWithFlags, and
 //    each one's _v2/_ptsz/_ptds exported names.
+//  * fork(): the child gets a working sim; work queued before the fork
+//    counts as finished there (it belongs to the parent).
 //  * Exit: a library destructor stops the workers (queued work is discarded,
 //    running sleeps are cut short, workers are joined). State is never freed,
 //    so calls made after that (other libraries' exit handlers) still work:
@@ -103,6 +105,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1  // declares every exported variant
 #include <cuda.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +119,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -255,8 +259,16 @@ struct Sim {
 };
 
 // Never destroyed: other libraries' exit handlers may call in at any time.
+void atfork_prepare();
+void atfork_parent();
+void atfork_child();
+
 Sim& S() {
-  static Sim* s = new Sim;
+  static Sim* s = [] {
+    auto* p = new Sim;
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    return p;
+  }();
   return *s;
 }
 
@@ -600,6 +612,32 @@ __attribute__((destructor)) void sim_shutdown() {
   for (auto& [h, s] : g.streams) all.push_back(s);
   for (auto& s : g.per_thread) all.push_back(s);
   for (auto& s : all) stop_worker(lk, *s);
+}
+
+// fork(): the child has none of the parent's threads. Hold the lock across
+// fork so the state is consistent, then give the child a working sim: every
+// stream's earlier work counts as finished (it is the parent's), workers start
+// afresh on demand, and the condition variables forget the parent's waiters.
+void atfork_prepare() { S().mu.lock(); }
+
+void atfork_parent() { S().mu.unlock(); }
+
+void atfork_child() {
+  Sim& g = S();
+  new (&g.progress) std::condition_variable;
+  new (&g.shutdown_cv) std::condition_variable;
+  auto reset = [](Stream& s) {
+    new (&s.worker) std::thread;  // the parent's worker does not exist here
+    new (&s.cv) std::condition_variable;
+    s.started = false;
+    s.stop = false;
+    s.q.clear();
+    s.done = s.submitted;
+  };
+  reset(*g.legacy);
+  for (auto& [h, s] : g.streams) reset(*s);
+  for (auto& s : g.per_thread) reset(*s);
+  g.mu.unlock();
 }
 
 // ---------------------------------------------------------------- launches

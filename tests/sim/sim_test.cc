@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -1367,6 +1368,55 @@ TEST(SimChildTest, CallsAfterSimShutdown) {
   auto t0 = Clock::now();
   EXPECT_EXIT(AfterSimShutdownChild(), ::testing::ExitedWithCode(0), "late calls ok");
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+}
+
+// fork(): the child (here without exec) gets a working sim of its own and
+// exits cleanly although the parent's workers do not exist in it.
+[[maybe_unused]] void ForkChildUsesSimChild() {
+  static Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUstream s;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr buf = 0;
+  CHILD_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s, 300000), CUDA_SUCCESS);  // running in the parent at fork time
+  CHILD_EQ(k_sleep(k, nullptr, 300000), CUDA_SUCCESS);
+  CHILD_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 4, 1.0f), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  fflush(stderr);
+  pid_t pid = fork();
+  CHILD_CHECK(pid >= 0);
+  if (pid == 0) {
+    auto t0 = Clock::now();
+    CHILD_EQ(cuStreamQuery(s), CUDA_SUCCESS);  // the parent's work is not ours
+    CHILD_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 2, 2.0f), CUDA_SUCCESS);
+    CHILD_EQ(k_fill(k, CU_STREAM_PER_THREAD, reinterpret_cast<float*>(buf) + 3, 1, 4.0f), CUDA_SUCCESS);
+    CHILD_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    float host[4];
+    CHILD_EQ(cuMemcpyDtoH(host, buf, sizeof host), CUDA_SUCCESS);
+    CHILD_CHECK(host[0] == 2.0f && host[1] == 2.0f && host[2] == 0.0f && host[3] == 4.0f);
+    CHILD_EQ(k_sleep(k, s, 10 * 1000 * 1000), CUDA_SUCCESS);  // cut short at exit
+    CHILD_CHECK(Clock::now() - t0 < std::chrono::milliseconds(250));
+    exit(0);
+  }
+  int status = -1;
+  CHILD_EQ(waitpid(pid, &status, 0), pid);
+  CHILD_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The parent is unaffected.
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  CHILD_EQ(reinterpret_cast<float*>(buf)[0], 1.0f);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  child_exit_ok();
+}
+
+TEST(SimChildTest, ForkChildUsesSim) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support new threads after a multi-threaded fork";
+#else
+  auto t0 = Clock::now();
+  EXPECT_EXIT(ForkChildUsesSimChild(), ::testing::ExitedWithCode(0), "");
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+#endif
 }
 
 }  // namespace
