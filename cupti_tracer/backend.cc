@@ -1,0 +1,185 @@
+#include "cupti_tracer/backend.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "cupti_tracer/decode.h"
+#include "cupti_tracer/discovery.h"
+#include "shim/config.h"
+#include "shim/driver.h"
+#include "shim/fault.h"
+#include "shim/launch.h"
+#include "shim/log.h"
+#include "shim/native_stack.h"
+#include "shim/recorder.h"
+
+#define CDSA_EXPORT __attribute__((visibility("default")))
+
+namespace cdsa {
+namespace {
+
+using SubscribeFn = CUptiResult(CUPTIAPI*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+using SubscribeV2Fn = CUptiResult(CUPTIAPI*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                                             CUpti_SubscriberParams*);
+using UnsubscribeFn = CUptiResult(CUPTIAPI*)(CUpti_SubscriberHandle);
+using EnableDomainFn = CUptiResult(CUPTIAPI*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+using ResultStringFn = CUptiResult(CUPTIAPI*)(CUptiResult, const char**);
+
+std::atomic<bool> g_active{false};
+std::atomic<bool> g_injected{false};
+std::once_flag g_once;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+
+constexpr const char* kFallback = "recording launches through driver interposition instead";
+
+// Whether libcdsa.so's exported driver wrappers are in the global scope (it was preloaded), i.e. whether
+// interposition can take over when CUPTI cannot.
+bool interposition_present() {
+  void* p = real_dlsym()(RTLD_DEFAULT, "cuLaunchKernel");
+  return p && pc_in_cdsa(reinterpret_cast<uintptr_t>(p));
+}
+
+const char* fallback_text() {
+  return interposition_present() ? kFallback
+                                 : "and libcdsa.so is not preloaded (LD_PRELOAD), so no launch is recorded";
+}
+
+void* open_cupti(std::string* path, std::vector<std::string>* searched) {
+  for (const char* soname : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+    if (void* h = dlopen(soname, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+      *path = std::string(soname) + " (already loaded)";
+      return h;
+    }
+  }
+  cupti::SearchInputs in = cupti::current_search_inputs();
+  *searched = cupti::cupti_search_dirs(in);
+  if (in.cuda_home.empty()) searched->push_back("the loader's default search");
+  for (const auto& c : cupti::cupti_candidates(in)) {
+    if (void* h = dlopen(c.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+      *path = c;
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cbdata || InCdsa::active()) return;
+  const auto& data = *static_cast<const CUpti_CallbackData*>(cbdata);
+  bool launch = cupti::is_launch_cbid(cbid);
+  if (data.callbackSite == CUPTI_API_ENTER) {
+    if (!launch) return;
+    CUfunction f = cupti::launch_function(cbid, data);
+    if (f && data.symbolName) {
+      // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
+      auto key = reinterpret_cast<uintptr_t>(f);
+      if (handle_map_get(HandleMap::KernelName, key) == kNoString) {
+        char name[512];
+        size_t n = cupti::copy_symbol_name(data, name, sizeof name);
+        uint32_t id = n ? intern_string(name, n) : kNoString;
+        if (id != kNoString) handle_map_put(HandleMap::KernelName, key, id);
+      }
+    }
+    prepare_launch(f);
+    return;
+  }
+  if (data.callbackSite != CUPTI_API_EXIT) return;
+  CUresult r = cupti::exit_result(data);
+  if (r == CUDA_SUCCESS) {
+    if (!launch) return;
+    LaunchInfo li[8];
+    int n = cupti::decode_launches(cbid, data, li, 8);
+    for (int i = 0; i < n; ++i) record_launch(li[i], LaunchSource::Cupti);
+  } else if (is_sticky_fault(r)) {
+    on_sticky_fault(r, data.functionName ? data.functionName : "a CUDA driver call");
+  }
+}
+
+void start_once() {
+  InCdsa guard;  // libcupti may call the driver: those calls must pass through cdsa untouched
+  std::string path;
+  std::vector<std::string> searched;
+  void* h = open_cupti(&path, &searched);
+  if (!h) {
+    log_line("CDSA_BACKEND=cupti: libcupti not found (searched: %s); %s", cupti::join_dirs(searched).c_str(),
+             fallback_text());
+    return;
+  }
+  auto sym = [h](const char* name) { return real_dlsym()(h, name); };
+  auto subscribe = reinterpret_cast<SubscribeFn>(sym("cuptiSubscribe"));
+  auto subscribe_v2 = reinterpret_cast<SubscribeV2Fn>(sym("cuptiSubscribe_v2"));
+  auto unsubscribe = reinterpret_cast<UnsubscribeFn>(sym("cuptiUnsubscribe"));
+  auto enable_domain = reinterpret_cast<EnableDomainFn>(sym("cuptiEnableDomain"));
+  auto result_string = reinterpret_cast<ResultStringFn>(sym("cuptiGetResultString"));
+  if ((!subscribe && !subscribe_v2) || !enable_domain) {
+    log_line("CDSA_BACKEND=cupti: %s lacks cuptiSubscribe/cuptiEnableDomain; %s", path.c_str(), fallback_text());
+    return;
+  }
+  auto describe = [&](CUptiResult r) {
+    const char* s = nullptr;
+    if (result_string && result_string(r, &s) == CUPTI_SUCCESS && s) return std::string(s);
+    return std::string("CUPTI error");
+  };
+
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {0};
+  CUptiResult r;
+  if (subscribe_v2) {
+    CUpti_SubscriberParams params;
+    memset(&params, 0, sizeof params);
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "cdsa";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = sizeof holder;
+    r = subscribe_v2(&g_subscriber, on_callback, nullptr, &params);
+  } else {
+    r = subscribe(&g_subscriber, on_callback, nullptr);
+  }
+  holder[sizeof holder - 1] = '\0';
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    log_line("CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken%s%s (nsys, ncu, compute-sanitizer and "
+             "torch.profiler hold it); %s",
+             holder[0] ? " by " : "", holder, fallback_text());
+    return;
+  }
+  if (r != CUPTI_SUCCESS) {
+    log_line("CDSA_BACKEND=cupti: cuptiSubscribe failed: %s (%d, %s); %s", describe(r).c_str(), static_cast<int>(r),
+             path.c_str(), fallback_text());
+    return;
+  }
+  r = enable_domain(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  if (r != CUPTI_SUCCESS) {
+    log_line("CDSA_BACKEND=cupti: cuptiEnableDomain(driver API) failed: %s (%d); %s", describe(r).c_str(),
+             static_cast<int>(r), fallback_text());
+    if (unsubscribe) unsubscribe(g_subscriber);
+    g_subscriber = nullptr;
+    return;
+  }
+  g_active.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+bool cupti_backend_active() noexcept { return g_active.load(std::memory_order_relaxed); }
+
+void cupti_backend_start() noexcept {
+  if (!config().enabled) return;
+  if (config().backend != Backend::Cupti && !g_injected.load(std::memory_order_acquire)) return;
+  std::call_once(g_once, start_once);
+}
+
+}  // namespace cdsa
+
+extern "C" CDSA_EXPORT int InitializeInjection(void) {
+  using namespace cdsa;
+  if (!config().enabled) return 1;
+  g_injected.store(true, std::memory_order_release);
+  void* hint = nullptr;
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) hint = real_dlsym()(h, "cuInit");
+  if (ensure_started(hint)) cupti_backend_start();
+  return 1;
+}

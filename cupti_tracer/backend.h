@@ -1,0 +1,35 @@
+// The CUPTI backend (CDSA_BACKEND=cupti, or libcdsa.so loaded through
+// CUDA_INJECTION64_PATH): launches reach the recorder through CUPTI driver-API
+// callbacks instead of the interposition wrappers, and sticky faults are seen
+// in the API-exit return value of every driver call.
+//
+// Contract:
+// - `cupti_backend_start()` is called once cdsa has started (launch.cc's
+//   start(), on the first wrapped driver call) and by InitializeInjection. It
+//   does nothing unless the CUPTI backend was asked for; otherwise, once per
+//   process, it dlopens libcupti (RTLD_LOCAL; never a link dependency; search
+//   order in discovery.h), subscribes and enables the driver-API domain. On any
+//   failure — libcupti not found, the one subscriber slot taken (nsys, ncu,
+//   compute-sanitizer, torch.profiler), or another CUPTI error — it prints ONE
+//   line saying so (naming the slot's holder when CUPTI reports it) and leaves
+//   the driver interposition recording: the process never loses attribution.
+//   Thread-safe and idempotent; it allocates and may take milliseconds.
+// - `cupti_backend_active()` is one relaxed atomic load (launch path): true
+//   once the subscription is live. While it is, record_launch ignores launches
+//   reported by the interposition wrappers, so each launch is recorded once.
+// - The callback calls prepare_launch at API enter and record_launch at API
+//   exit of successful launches (cdsa's own driver calls, made under InCdsa,
+//   are ignored), and on_sticky_fault for a sticky return value of any call.
+#pragma once
+
+namespace cdsa {
+
+void cupti_backend_start() noexcept;
+bool cupti_backend_active() noexcept;
+
+}  // namespace cdsa
+
+// Called by the CUDA driver inside cuInit when CUDA_INJECTION64_PATH names
+// libcdsa.so: starts cdsa and the CUPTI backend whatever CDSA_BACKEND says.
+// Returns 1 (the driver ignores the value).
+extern "C" int InitializeInjection(void);

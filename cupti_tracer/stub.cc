@@ -1,0 +1,26 @@
+// The CUPTI backend when cdsa was built without CUPTI headers: selecting it
+// prints one line and the driver interposition keeps recording.
+#include "cupti_tracer/backend.h"
+
+#include "shim/config.h"
+#include "shim/log.h"
+
+#define CDSA_EXPORT __attribute__((visibility("default")))
+
+namespace cdsa {
+
+bool cupti_backend_active() noexcept { return false; }
+
+void cupti_backend_start() noexcept {
+  if (config().enabled && config().backend == Backend::Cupti)
+    CDSA_NOTICE_ONCE("CDSA_BACKEND=cupti: this libcdsa.so was built without CUPTI headers; recording launches "
+                     "through driver interposition instead");
+}
+
+}  // namespace cdsa
+
+extern "C" CDSA_EXPORT int InitializeInjection(void) {
+  CDSA_NOTICE_ONCE("loaded through CUDA_INJECTION64_PATH, but built without CUPTI headers: no launch is recorded "
+                   "unless libcdsa.so is also preloaded");
+  return 1;
+}
