@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cupti_tracer/backend.h"
 #include "shim/assert_capture.h"
 #include "shim/breadcrumbs.h"
 #include "shim/config.h"
@@ -100,6 +101,7 @@ void start(const void* hint) {
   g_capture_nodes = new std::vector<LaunchRecord>;
   fault_handling_init();
   g_started.store(true, std::memory_order_release);
+  cupti_backend_start();  // no-op unless CDSA_BACKEND=cupti (or CUDA_INJECTION64_PATH loaded cdsa)
 }
 
 }  // namespace
@@ -139,8 +141,9 @@ void prepare_launch(CUfunction func) noexcept {
   kernel_name_of(func);
 }
 
-void record_launch(const LaunchInfo& info) noexcept {
+void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   if (!g_started.load(std::memory_order_acquire) || InCdsa::active() || fault_reported()) return;
+  if (source == LaunchSource::Interposer && cupti_backend_active()) return;  // CUPTI records it
   InCdsa guard;
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);

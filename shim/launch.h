@@ -32,8 +32,12 @@ bool ensure_started(const void* hint) noexcept;
 // Before a launch, while the context is surely alive: sets up breadcrumbs and
 // caches the kernel's name (cheap after the first time for each).
 void prepare_launch(CUfunction func) noexcept;
+// Who reports a launch. While the CUPTI backend is active (cupti_tracer/backend.h)
+// launches reported by the interposition wrappers are ignored: each launch is
+// recorded once, from the CUPTI callback.
+enum class LaunchSource : uint8_t { Interposer, Cupti };
 // Records a successful launch (enqueues its breadcrumb when not capturing).
-void record_launch(const LaunchInfo& info) noexcept;
+void record_launch(const LaunchInfo& info, LaunchSource source = LaunchSource::Interposer) noexcept;
 
 // Capture bookkeeping (graph attribution).
 void note_capture_begin(CUstream stream, bool per_thread) noexcept;
