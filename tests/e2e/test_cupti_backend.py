@@ -1,0 +1,138 @@
+"""End-to-end: CDSA_BACKEND=cupti on the simulated driver. There is no real CUPTI here: a fake libcupti
+(tests/unit/cupti_tracer/fake_cupti.c, built as <build>/tests/fake_cuda_home/lib64/libcupti.so.13 and found
+through CUDA_HOME) reports the subscriber slot taken, fails, or accepts the subscription and lets the test play
+CUPTI's part. Whatever CUPTI does, the process keeps its attribution, with one line saying why."""
+import ctypes
+import textwrap
+
+import pytest
+
+from conftest import BANNER, BUILD, SCRIPTS, py_frame, run_python
+
+FAKE_HOME = BUILD / "tests" / "fake_cuda_home"
+NLL_KERNEL = "nll_loss_forward_reduce_cuda_kernel_2d"
+
+
+@pytest.fixture(autouse=True)
+def _fake_built():
+    assert (FAKE_HOME / "lib64" / "libcupti.so.13").exists(), "fake libcupti missing: build first"
+
+
+def cdsa_lines(err):
+    return [l for l in err.splitlines() if l.startswith("cdsa: CDSA_BACKEND=cupti")]
+
+
+def assert_attributed(run):
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert f"kernel {NLL_KERNEL}" in part, part
+    assert py_frame("nll_loss.py", "LAUNCH-SITE", "compute_loss") in part, part
+
+
+@pytest.mark.parametrize("holder", [None, "CUPTI for Nsight Systems"])
+def test_slot_taken_falls_back_to_interposition(tmp_path, holder):
+    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "multiple"}
+    if holder:
+        env["FAKE_CUPTI_HOLDER"] = holder
+    run = run_python("nll_loss.py", 10, cwd=tmp_path, env=env)
+    assert "fake-cupti: cuptiSubscribe_v2 name=cdsa" in run.err, run.err  # the fake was the one asked
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1, run.err
+    assert "the one CUPTI subscriber slot is taken" in lines[0]
+    if holder:
+        assert f"taken by {holder} (" in lines[0], lines[0]
+    else:
+        assert "taken (" in lines[0], lines[0]
+    assert "recording launches through driver interposition instead" in lines[0]
+    assert "cuptiEnableDomain" not in run.err
+    assert_attributed(run)
+
+
+def test_cupti_error_falls_back_to_interposition(tmp_path):
+    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "error"}
+    run = run_python("nll_loss.py", -1, cwd=tmp_path, env=env)
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1, run.err
+    assert "cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED (fake) (15," in lines[0], lines[0]
+    assert "recording launches through driver interposition instead" in lines[0]
+    assert_attributed(run)
+
+
+def test_no_libcupti_reachable_falls_back_with_one_message(tmp_path):
+    # CUDA_HOME pins the toolkit: the machine's own libcupti (ld.so.cache) is not looked for.
+    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(tmp_path / "no-toolkit-here")}
+    run = run_python("nll_loss.py", 10, cwd=tmp_path, env=env)
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1, run.err
+    assert "libcupti not found (searched: " in lines[0], lines[0]
+    assert "recording launches through driver interposition instead" in lines[0]
+    assert "fake-cupti" not in run.err
+    assert_attributed(run)
+
+
+def test_default_backend_never_loads_libcupti(tmp_path):
+    run = run_python("nll_loss.py", 10, cwd=tmp_path, env={"CUDA_HOME": str(FAKE_HOME)})
+    assert "fake-cupti" not in run.err
+    assert not cdsa_lines(run.err)
+    assert_attributed(run)
+
+
+def test_unknown_backend_value_is_one_message(tmp_path):
+    run = run_python("nll_loss.py", 10, cwd=tmp_path, env={"CDSA_BACKEND": "nvtx", "CUDA_HOME": str(FAKE_HOME)})
+    assert run.err.count("CDSA_BACKEND=nvtx: expected driver or cupti; using driver") == 1, run.err
+    assert "fake-cupti" not in run.err
+    assert_attributed(run)
+
+
+# The fake accepts the subscription; the script then delivers the callbacks CUPTI would deliver for each
+# launch it makes. Launches seen by the interposition wrappers must then not be recorded a second time.
+CUPTI_SCRIPT = textwrap.dedent('''
+    import ctypes, sys
+    sys.path.insert(0, {scripts!r})
+    import simcuda as cu
+
+    fake = ctypes.CDLL({fake!r})
+
+    class LaunchParams(ctypes.Structure):   # cuLaunchKernel_params (generated_cuda_meta.h)
+        _fields_ = [("f", ctypes.c_void_p)] + [(n, ctypes.c_uint) for n in
+                    ("gx", "gy", "gz", "bx", "by", "bz", "shmem")] + [
+                    ("stream", ctypes.c_void_p), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p)]
+
+    def launch_seen_by_cupti(f, args, grid):
+        p = LaunchParams(f.value, grid, 1, 1, 32, 1, 1, 0, None, None, None)
+        assert fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0) == 1
+        cu.launch(f, args, grid=(grid, 1, 1))
+        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0)  # CUPTI-SITE
+
+    ctx, mod = cu.init()
+    nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+    out = cu.alloc(4)
+    good = cu.to_device([3, 7, 1, 1], ctypes.c_int64)
+    bad = cu.to_device([3, 7, 10, 1], ctypes.c_int64)
+    launch_seen_by_cupti(nll, cu.nll_args(out, good, 4, 10), 1)
+    launch_seen_by_cupti(nll, cu.nll_args(out, bad, 4, 10), 2)
+    launch_seen_by_cupti(nll, cu.nll_args(out, good, 4, 10), 3)
+    print("launched", flush=True)
+    print(cu.from_device(out, 1, ctypes.c_float))
+''')
+
+
+def test_cupti_callbacks_feed_the_recorder_once(tmp_path):
+    script = tmp_path / "cupti_emit.py"
+    script.write_text(CUPTI_SCRIPT.format(scripts=str(SCRIPTS), fake=str(FAKE_HOME / "lib64" / "libcupti.so.13")))
+    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok", "CDSA_TRACE": "fault"}
+    run = run_python(script, cwd=tmp_path, env=env)
+    assert "fake-cupti: cuptiEnableDomain(1, domain 1)" in run.err, run.err
+    assert not cdsa_lines(run.err), run.err  # the backend started: no fallback message
+    assert "launched" in run.out
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    # The name CUPTI handed over at API enter (copied: the fake's buffer is gone by then) names the kernel.
+    assert "kernel nll_from_cupti  grid (2,1,1) block (32,1,1)" in part, part
+    n = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "# CUPTI-SITE" in l)
+    assert f'File "{script}", line {n}, in launch_seen_by_cupti' in part, part
+    trace = run.trace()
+    launches = trace["launches"]
+    # Three launches, each recorded once (from the callback), with the grid CUPTI reported.
+    assert len(launches) == 3, launches
+    assert [l["grid"][0] for l in launches] == [1, 2, 3], launches

@@ -1,0 +1,353 @@
+// cupti_tracer unit tests: synthetic CUpti_CallbackData fed to the decoder (the
+// parameter blocks are the real generated_cuda_meta.h structs, so a layout the
+// decoder got wrong shows here), and libcupti discovery over fake directory
+// layouts in a temporary folder.
+#include <cupti.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cupti_tracer/decode.h"
+#include "cupti_tracer/discovery.h"
+
+namespace cdsa::cupti {
+namespace {
+
+CUpti_CallbackData exit_data(const void* params, CUresult* rv, const char* symbol = nullptr) {
+  CUpti_CallbackData d{};
+  d.callbackSite = CUPTI_API_EXIT;
+  d.functionName = "cuLaunchKernel";
+  d.functionParams = params;
+  d.functionReturnValue = rv;
+  d.symbolName = symbol;
+  return d;
+}
+
+TEST(Decode, LaunchCbidsAreTheDriverHeaders) {
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz));
+  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel));
+  EXPECT_FALSE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2));
+  EXPECT_FALSE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc));
+  EXPECT_FALSE(is_launch_cbid(0));
+}
+
+TEST(Decode, LaunchKernelGridBlockStream) {
+  cuLaunchKernel_params p{};
+  p.f = reinterpret_cast<CUfunction>(0x1234);
+  p.gridDimX = 4, p.gridDimY = 5, p.gridDimZ = 6;
+  p.blockDimX = 32, p.blockDimY = 2, p.blockDimZ = 1;
+  p.sharedMemBytes = 1024;
+  p.hStream = reinterpret_cast<CUstream>(0x5678);
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(&p, &rv);
+  LaunchInfo li[2];
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, li, 2), 1);
+  EXPECT_EQ(li[0].kind, LaunchKind::Kernel);
+  EXPECT_EQ(li[0].func, p.f);
+  EXPECT_EQ(li[0].stream, p.hStream);
+  EXPECT_FALSE(li[0].per_thread);
+  EXPECT_EQ(li[0].grid[0], 4u);
+  EXPECT_EQ(li[0].grid[1], 5u);
+  EXPECT_EQ(li[0].grid[2], 6u);
+  EXPECT_EQ(li[0].block[0], 32u);
+  EXPECT_EQ(li[0].block[1], 2u);
+  EXPECT_EQ(li[0].block[2], 1u);
+  EXPECT_EQ(li[0].shared_mem, 1024u);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d), p.f);
+
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, d, li, 2), 1);
+  EXPECT_TRUE(li[0].per_thread);
+  EXPECT_EQ(li[0].grid[2], 6u);
+}
+
+TEST(Decode, LaunchKernelExReadsTheConfigAndCooperativeAttribute) {
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attr.value.cooperative = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = 7, cfg.gridDimY = 1, cfg.gridDimZ = 2;
+  cfg.blockDimX = 128, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = 48;
+  cfg.hStream = reinterpret_cast<CUstream>(0x99);
+  cuLaunchKernelEx_params p{};
+  p.config = &cfg;
+  p.f = reinterpret_cast<CUfunction>(0x42);
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(&p, &rv);
+  LaunchInfo li[1];
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, d, li, 1), 1);
+  EXPECT_EQ(li[0].kind, LaunchKind::KernelEx);
+  EXPECT_TRUE(li[0].per_thread);
+  EXPECT_EQ(li[0].func, p.f);
+  EXPECT_EQ(li[0].stream, cfg.hStream);
+  EXPECT_EQ(li[0].grid[0], 7u);
+  EXPECT_EQ(li[0].grid[2], 2u);
+  EXPECT_EQ(li[0].block[0], 128u);
+  EXPECT_EQ(li[0].shared_mem, 48u);
+
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, d, li, 1), 1);
+  EXPECT_EQ(li[0].kind, LaunchKind::Cooperative);
+  EXPECT_FALSE(li[0].per_thread);
+
+  p.config = nullptr;  // a malformed block: not a launch, no crash
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, d, li, 1), 0);
+}
+
+TEST(Decode, GraphLaunchHasNoFunction) {
+  cuGraphLaunch_params p{};
+  p.hGraph = reinterpret_cast<CUgraphExec>(0xabc);
+  p.hStream = reinterpret_cast<CUstream>(0xdef);
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(&p, &rv);
+  LaunchInfo li[1];
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, d, li, 1), 1);
+  EXPECT_EQ(li[0].kind, LaunchKind::Graph);
+  EXPECT_EQ(li[0].graph_exec, p.hGraph);
+  EXPECT_EQ(li[0].stream, p.hStream);
+  EXPECT_EQ(li[0].func, nullptr);
+  EXPECT_TRUE(li[0].per_thread);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, d), nullptr);
+}
+
+TEST(Decode, CooperativeAndMultiDevice) {
+  cuLaunchCooperativeKernel_params p{};
+  p.f = reinterpret_cast<CUfunction>(0x77);
+  p.gridDimX = 3, p.gridDimY = 1, p.gridDimZ = 1, p.blockDimX = 64, p.blockDimY = 1, p.blockDimZ = 1;
+  p.hStream = reinterpret_cast<CUstream>(0x11);
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(&p, &rv);
+  LaunchInfo li[3];
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, d, li, 3), 1);
+  EXPECT_EQ(li[0].kind, LaunchKind::Cooperative);
+  EXPECT_EQ(li[0].grid[0], 3u);
+  EXPECT_EQ(li[0].block[0], 64u);
+  EXPECT_TRUE(li[0].per_thread);
+
+  CUDA_LAUNCH_PARAMS lp[2]{};
+  lp[0].function = reinterpret_cast<CUfunction>(0x1);
+  lp[0].gridDimX = 2;
+  lp[1].function = reinterpret_cast<CUfunction>(0x2);
+  lp[1].gridDimX = 9;
+  lp[1].hStream = reinterpret_cast<CUstream>(0x22);
+  cuLaunchCooperativeKernelMultiDevice_params m{};
+  m.launchParamsList = lp;
+  m.numDevices = 2;
+  d.functionParams = &m;
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, d, li, 3), 2);
+  EXPECT_EQ(li[1].func, lp[1].function);
+  EXPECT_EQ(li[1].grid[0], 9u);
+  EXPECT_EQ(li[1].stream, lp[1].hStream);
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, d, li, 1), 1);
+}
+
+TEST(Decode, LegacyLaunchGrid) {
+  cuLaunchGridAsync_params p{};
+  p.f = reinterpret_cast<CUfunction>(0x5);
+  p.grid_width = 8;
+  p.grid_height = 3;
+  p.hStream = reinterpret_cast<CUstream>(0x6);
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(&p, &rv);
+  LaunchInfo li[1];
+  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync, d, li, 1), 1);
+  EXPECT_EQ(li[0].grid[0], 8u);
+  EXPECT_EQ(li[0].grid[1], 3u);
+  EXPECT_EQ(li[0].stream, p.hStream);
+}
+
+TEST(Decode, NonLaunchAndMissingParams) {
+  CUresult rv = CUDA_SUCCESS;
+  CUpti_CallbackData d = exit_data(nullptr, &rv);
+  LaunchInfo li[1];
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, li, 1), 0);
+  cuMemcpyDtoH_v2_params m{};
+  d.functionParams = &m;
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, d, li, 1), 0);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, d), nullptr);
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, nullptr, 1), 0);
+}
+
+TEST(Decode, ExitResultOnlyAtExit) {
+  CUresult rv = CUDA_ERROR_ASSERT;
+  CUpti_CallbackData d = exit_data(nullptr, &rv);
+  EXPECT_EQ(exit_result(d), CUDA_ERROR_ASSERT);
+  rv = CUDA_ERROR_ILLEGAL_ADDRESS;
+  EXPECT_EQ(exit_result(d), CUDA_ERROR_ILLEGAL_ADDRESS);
+  d.callbackSite = CUPTI_API_ENTER;
+  EXPECT_EQ(exit_result(d), CUDA_SUCCESS);
+  d.callbackSite = CUPTI_API_EXIT;
+  d.functionReturnValue = nullptr;
+  EXPECT_EQ(exit_result(d), CUDA_SUCCESS);
+}
+
+TEST(Decode, SymbolNameIsCopiedAndTruncated) {
+  CUresult rv = CUDA_SUCCESS;
+  std::string name = "_ZN2at6native27nll_loss_forward_reduce_cuda_kernel_2dIfxEEvPT_";
+  CUpti_CallbackData d = exit_data(nullptr, &rv, name.c_str());
+  char buf[256];
+  EXPECT_EQ(copy_symbol_name(d, buf, sizeof buf), name.size());
+  name[0] = 'X';  // the copy does not alias CUPTI's buffer
+  EXPECT_STREQ(buf, "_ZN2at6native27nll_loss_forward_reduce_cuda_kernel_2dIfxEEvPT_");
+  char small[8];
+  EXPECT_EQ(copy_symbol_name(d, small, sizeof small), 7u);
+  EXPECT_STREQ(small, "XZN2at6");
+  d.symbolName = nullptr;
+  EXPECT_EQ(copy_symbol_name(d, buf, sizeof buf), 0u);
+  EXPECT_STREQ(buf, "");
+}
+
+// ---------------------------------------------------------------- discovery
+class Discovery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cdsa-cupti-discovery-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string touch(const std::string& rel) {
+    std::filesystem::path p = root_ + "/" + rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << "x";
+    return p.string();
+  }
+  SearchInputs inputs() {
+    SearchInputs in;
+    in.default_toolkit = root_ + "/no-default-toolkit";
+    return in;
+  }
+  std::string root_;
+};
+
+TEST_F(Discovery, Cu13WheelNextToLoadedTorch) {
+  std::string sp = "venv/lib/python3.12/site-packages";
+  std::string torch = touch(sp + "/torch/lib/libtorch_cuda.so");
+  std::string cupti = touch(sp + "/nvidia/cu13/lib/libcupti.so.13");
+  touch(sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+  SearchInputs in = inputs();
+  in.loaded = {"/lib/x86_64-linux-gnu/libc.so.6", torch};
+  in.cuda_home = root_ + "/toolkit";  // pinned: no bare sonames at the end
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], root_ + "/" + sp + "/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(c[0], cupti);
+  EXPECT_EQ(c[1], root_ + "/" + sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+}
+
+TEST_F(Discovery, Cu12WheelNextToLoadedCudart) {
+  std::string sp = "env/site-packages";
+  std::string cudart = touch(sp + "/nvidia/cuda_runtime/lib/libcudart.so.12");
+  touch(sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+  SearchInputs in = inputs();
+  in.loaded = {cudart};
+  in.cuda_home = root_ + "/toolkit";
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0], root_ + "/" + sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+}
+
+TEST_F(Discovery, SameFolderAsLoadedCudartInCu13Layout) {
+  std::string cudart = touch("sp/nvidia/cu13/lib/libcudart.so.13");
+  touch("sp/nvidia/cu13/lib/libcupti.so.13");
+  SearchInputs in = inputs();
+  in.loaded = {cudart};
+  in.cuda_home = root_ + "/toolkit";
+  auto dirs = cupti_search_dirs(in);
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_EQ(dirs[0], root_ + "/sp/nvidia/cu13/lib");
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 1u);  // the folder is found twice (itself, and as a wheel layout) but listed once
+  EXPECT_EQ(c[0], root_ + "/sp/nvidia/cu13/lib/libcupti.so.13");
+}
+
+TEST_F(Discovery, UnrelatedLoadedLibrariesAreNotSearched) {
+  std::string other = touch("other/lib/libfoo.so");
+  touch("other/nvidia/cu13/lib/libcupti.so.13");
+  SearchInputs in = inputs();
+  in.loaded = {other};
+  in.cuda_home = root_ + "/toolkit";
+  EXPECT_TRUE(cupti_candidates(in).empty());
+}
+
+TEST_F(Discovery, PythonPathSitePackages) {
+  touch("pp/nvidia/cu13/lib/libcupti.so.13");
+  touch("conda/lib/libcupti.so.13");
+  SearchInputs in = inputs();
+  in.python_dirs = {root_ + "/missing", root_ + "/pp", root_ + "/conda/lib"};
+  in.cuda_home = root_ + "/toolkit";
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], root_ + "/pp/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(c[1], root_ + "/conda/lib/libcupti.so.13");
+}
+
+TEST_F(Discovery, ToolkitLayoutsAfterWheels) {
+  std::string cudart = touch("sp/nvidia/cu13/lib/libcudart.so.13");
+  touch("sp/nvidia/cu13/lib/libcupti.so.13");
+  touch("toolkit/extras/CUPTI/lib64/libcupti.so.12");
+  touch("toolkit/targets/x86_64-linux/lib/libcupti.so.13");
+  touch("toolkit/lib64/libcupti.so");
+  SearchInputs in = inputs();
+  in.loaded = {cudart};
+  in.cuda_home = root_ + "/toolkit";
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0], root_ + "/sp/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(c[1], root_ + "/toolkit/lib64/libcupti.so");
+  EXPECT_EQ(c[2], root_ + "/toolkit/extras/CUPTI/lib64/libcupti.so.12");
+  EXPECT_EQ(c[3], root_ + "/toolkit/targets/x86_64-linux/lib/libcupti.so.13");
+}
+
+TEST_F(Discovery, DefaultToolkitAndLoaderSearchOnlyWhenCudaHomeUnset) {
+  touch("default/lib64/libcupti.so.13");
+  SearchInputs in = inputs();
+  in.default_toolkit = root_ + "/default";
+  auto c = cupti_candidates(in);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], root_ + "/default/lib64/libcupti.so.13");
+  EXPECT_EQ(c[1], "libcupti.so.13");
+  EXPECT_EQ(c[2], "libcupti.so.12");
+
+  in.cuda_home = root_ + "/nonexistent";  // pinned to a toolkit without CUPTI: nothing at all
+  EXPECT_TRUE(cupti_candidates(in).empty());
+  EXPECT_EQ(join_dirs(cupti_search_dirs(in)), "(no candidate folder exists)");
+}
+
+TEST_F(Discovery, CurrentInputsReadTheEnvironment) {
+  std::string pp = touch("pp2/marker");
+  ASSERT_EQ(setenv("CUDA_HOME", (root_ + "/cudahome").c_str(), 1), 0);
+  ASSERT_EQ(setenv("PYTHONPATH", (root_ + "/pp2:" + root_ + "/pp3").c_str(), 1), 0);
+  SearchInputs in = current_search_inputs();
+  unsetenv("CUDA_HOME");
+  unsetenv("PYTHONPATH");
+  EXPECT_EQ(in.cuda_home, root_ + "/cudahome");
+  ASSERT_GE(in.python_dirs.size(), 2u);
+  EXPECT_EQ(in.python_dirs[0], root_ + "/pp2");
+  EXPECT_EQ(in.python_dirs[1], root_ + "/pp3");
+  bool saw_libc = false;
+  for (const auto& l : in.loaded) saw_libc |= l.find("libc.so") != std::string::npos;
+  EXPECT_TRUE(saw_libc);
+}
+
+TEST(JoinDirs, Truncates) {
+  std::vector<std::string> d(100, "/some/long/folder/name");
+  std::string s = join_dirs(d, 60);
+  EXPECT_LE(s.size(), 90u);
+  EXPECT_NE(s.find("..."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cdsa::cupti
