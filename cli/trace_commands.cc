@@ -309,6 +309,19 @@ std::string site_of(const StackText& st) {
   return st.native.empty() ? "(no stack recorded)" : frame_line(st.native.front());
 }
 
+// The launch's Python frames (most recent call last, the innermost kMax), else its innermost named native frame.
+std::string launched_from(const StackText& st, const char* indent) {
+  constexpr size_t kMax = 4;
+  if (st.python.empty()) return fmt::format("{}launched at {}\n", indent, site_of(st));
+  std::string out = fmt::format("{}launched from (most recent call last):\n", indent);
+  size_t n = std::min(st.python.size(), kMax);
+  for (size_t i = n; i-- > 0;) {
+    const auto& f = st.python[i];
+    out += fmt::format("{}  {}:{} in {}\n", indent, f.file, f.line, f.function);
+  }
+  return out;
+}
+
 int cmd_merge(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 0; i < argc; ++i) {
@@ -397,9 +410,9 @@ int cmd_merge(int argc, char** argv) {
       const auto& c = t.report.candidates.front();
       out += fmt::format("  {} launch: {}\n", t.report.attribution == Attribution::Exact ? "failing" : "likely failing",
                          describe_launch(c.launch));
-      out += fmt::format("  launched at {}\n", site_of(c.stack));
+      out += launched_from(c.stack, "  ");
     }
-    out += fmt::format("  trace: {} (cdsa report {})\n", first->path, first->path);
+    out += fmt::format("  the whole report: cdsa report {}\n", first->path);
   }
   auto delta = [&](const TraceData& t) {
     uint64_t ft = t.report.fault_time_unix_ns;
@@ -415,7 +428,7 @@ int cmd_merge(int argc, char** argv) {
       for (const auto& c : t.report.candidates) {
         out += fmt::format("      {}{}\n", t.report.attribution == Attribution::Exact ? "" : "candidate: ",
                            describe_launch(c.launch));
-        out += fmt::format("      launched at {}\n", site_of(c.stack));
+        out += launched_from(c.stack, "      ");
       }
     }
   }

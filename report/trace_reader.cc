@@ -403,9 +403,29 @@ class Walker {
   }
 };
 
+// Error messages quote pieces of the file: keep them one printable ASCII line.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
+bool parse_impl(std::string_view text, TraceFile* out, std::string* error);
+
 }  // namespace
 
 bool parse_trace(std::string_view text, TraceFile* out, std::string* error) {
+  if (parse_impl(text, out, error)) return true;
+  *error = printable(*error);
+  return false;
+}
+
+namespace {
+
+bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
   *out = TraceFile{};
   if (text.empty()) {
     *error = "empty file";
@@ -444,6 +464,8 @@ bool parse_trace(std::string_view text, TraceFile* out, std::string* error) {
   return false;
 }
 
+}  // namespace
+
 bool read_trace_file(const std::string& path, TraceFile* out, std::string* error) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular files are read.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -451,7 +473,7 @@ bool read_trace_file(const std::string& path, TraceFile* out, std::string* error
     *error = strerror(errno);
     return false;
   }
-  struct stat st;
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     *error = S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file";
     close(fd);

@@ -1,0 +1,397 @@
+"""End-to-end: the cdsa CLI's post-mortem commands (report, export, merge, flame, top) over trace files
+written by real runs on the simulated driver."""
+import json
+import os
+import pathlib
+import pty
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, clean_env, marker_line, run_program, run_python
+
+CDSA = BUILD / "bin" / "cdsa"
+END = "=" * 71 + "\n"
+
+
+def cdsa(*args, cwd, env=None, timeout=120):
+    return subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def live_block(err):
+    """The report exactly as the live process printed it: from the blank line before the banner to the closing rule."""
+    i = err.index(BANNER)
+    start = err.rindex("\n=", 0, i)
+    end = err.index(END, i) + len(END)
+    return err[start:end]
+
+
+def one_trace(run):
+    files = run.traces()
+    assert len(files) == 1, (files, run.err)
+    return files[0]
+
+
+CASES = [
+    ("nll_loss.py", [10]),
+    ("two_streams.py", []),
+    ("graph_replay.py", []),
+    ("embedding.py", []),
+    ("many_launches.py", []),
+]
+
+
+@pytest.mark.parametrize("script,args", CASES, ids=[c[0] for c in CASES])
+def test_report_from_file_equals_live_report(tmp_path, script, args):
+    run = run_python(script, *args, cwd=tmp_path)
+    assert run.reports == 1, run.err
+    trace = one_trace(run)
+    rep = cdsa("report", trace.name, cwd=tmp_path)
+    assert rep.returncode == 0 and rep.stderr == "", rep.stderr
+    assert rep.stdout == live_block(run.err)
+    assert f"cdsa: trace written to {trace.name}\n" in rep.stdout
+
+
+def test_report_of_a_native_program_equals_live_report(tmp_path):
+    run = run_program([PROGRAMS / "e2e_driver_cases", "nll", 10], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    trace = one_trace(run)
+    rep = cdsa("report", trace.name, cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout == live_block(run.err)
+    line, _ = marker_line(pathlib.Path(__file__).parent / "programs" / "driver_cases.cc", "LAUNCH-SITE")
+    assert f"driver_cases.cc:{line}" in rep.stdout
+
+
+def blank_native_names(stack):
+    for f in stack["native"]:
+        f["function"], f["file"], f["line"] = "", "", 0
+
+
+def test_offline_symbolization_restores_every_native_frame(tmp_path):
+    """With the recorded names removed, the offline pass alone (from the module map and build-ids) must
+    print the same native frames as the live process did."""
+    run = run_program([PROGRAMS / "e2e_driver_cases", "nll", 10], cwd=tmp_path)
+    trace = one_trace(run)
+    data = json.loads(trace.read_text())
+    blank_native_names(data["report"]["surfaced_stack"])
+    for c in data["report"]["candidates"]:
+        blank_native_names(c["stack"])
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(data))
+    rep = cdsa("report", stripped.name, cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "launch_loss(" in rep.stdout and "main (e2e_driver_cases+0x" in rep.stdout
+    assert rep.stdout == live_block(run.err).replace(trace.name, stripped.name)
+    # And without the offline pass the names are really gone.
+    bare = cdsa("report", "--no-resymbolize", stripped.name, cwd=tmp_path)
+    assert "launch_loss(" not in bare.stdout
+
+
+def test_rebuilt_binary_is_detected_by_build_id(tmp_path):
+    prog = tmp_path / "prog"
+    shutil.copy(PROGRAMS / "e2e_driver_cases", prog)
+    run = run_program([prog, "nll", 10], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    trace = one_trace(run)
+    recorded = next(m["build_id"] for m in json.loads(trace.read_text())["modules"] if m["path"] == str(prog))
+    # "Rebuild" it: another ELF file at the same path, with another build-id.
+    prog.unlink()
+    shutil.copy(BUILD / "lib" / "sim" / "libcuda.so.1", prog)
+    data = json.loads(trace.read_text())
+    blank_native_names(data["report"]["surfaced_stack"])
+    for c in data["report"]["candidates"]:
+        blank_native_names(c["stack"])
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(data))
+    for name in (trace.name, stripped.name):
+        rep = cdsa("report", name, cwd=tmp_path)
+        assert rep.returncode == 0, rep.stderr
+        note = [l for l in rep.stdout.splitlines() if l.startswith("cdsa: note: prog: binary changed since the run")]
+        assert len(note) == 1, rep.stdout
+        assert f"recorded {recorded}" in note[0]
+    # The recorded names stay; nothing is guessed from the new file for the stripped frames.
+    assert "launch_loss(" in cdsa("report", trace.name, cwd=tmp_path).stdout
+    rep = cdsa("report", stripped.name, cwd=tmp_path).stdout
+    assert "launch_loss(" not in rep and "?? (prog+0x" in rep
+
+
+def test_report_json_is_the_stored_report(tmp_path):
+    run = run_python("nll_loss.py", 10, cwd=tmp_path)
+    trace = one_trace(run)
+    rep = cdsa("report", "--json", trace.name, cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    got = json.loads(rep.stdout)
+    stored = json.loads(trace.read_text())["report"]
+    assert got["trace_path"] == trace.name
+    got["trace_path"] = stored["trace_path"]
+    assert got == stored
+    assert stored["fault_time_unix_ns"] > json.loads(trace.read_text())["process"]["start_time_unix_ns"]
+
+
+def test_report_of_a_clean_run(tmp_path):
+    run = run_python("no_fault.py", cwd=tmp_path, env={"CDSA_TRACE": "always"})
+    assert run.rc == 0 and run.err == "", run.err
+    trace = one_trace(run)
+    rep = cdsa("report", trace.name, cwd=tmp_path)
+    assert rep.returncode == 0
+    assert "no fault in this run (trace written at exit); 101 launch records kept" in rep.stdout
+    assert cdsa("report", "--json", trace.name, cwd=tmp_path).stdout == "null\n"
+
+
+def hostile_inputs(good):
+    data = json.loads(good)
+    out = {
+        "empty": "",
+        "not-json": "hello, world\n",
+        "truncated": good[: len(good) // 2],
+        "truncated-at-1": good[:1],
+        "array": "[1, 2, 3]",
+        "wrong-format": json.dumps(dict(data, format="perfetto")),
+        "wrong-version": json.dumps(dict(data, version=2)),
+        "deep": "[" * 100000 + "]" * 100000,
+        "deep-object": '{"a":' * 5000 + "1" + "}" * 5000,
+        "huge-number": good.replace('"code":710', '"code":1e400', 1),
+        "negative-seq": good.replace('"seq":1,', '"seq":-1,', 1),
+        "bad-hex": good.replace('"pc":"0x', '"pc":"0xzz', 1),
+        "long-hex": good.replace('"pc":"0x', '"pc":"0x1234567890abcdef1', 1),
+        "nul-bytes": good[:200] + "\0\0\0" + good[200:],
+        "invalid-utf8": good.replace('"host":"', '"host":"\udcff', 1),
+    }
+    for key, value in [("launches", {"a": 1}), ("stacks", [1]), ("report", [])]:
+        out[f"wrong-type-{key}"] = json.dumps(dict(data, **{key: value}))
+    missing = dict(data)
+    del missing["process"]
+    out["missing-process"] = json.dumps(missing)
+    grid = json.loads(good)
+    grid["report"]["candidates"][0]["launch"]["grid"] = [1, 2]
+    out["short-grid"] = json.dumps(grid)
+    big = json.loads(good)
+    big["report"]["candidates"][0]["launch"]["grid"] = [1, 2, 2 ** 40]
+    out["grid-overflow"] = json.dumps(big)
+    return out
+
+
+@pytest.fixture(scope="module")
+def good_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("good")
+    run = run_python("nll_loss.py", 10, cwd=d)
+    return one_trace(run).read_text()
+
+
+@pytest.mark.parametrize("cmd", ["report", "export --chrome", "flame", "top", "merge"])
+def test_every_bad_input_gets_one_error_line(tmp_path, good_trace, cmd):
+    for name, text in hostile_inputs(good_trace).items():
+        f = tmp_path / f"{name}.json"
+        f.write_bytes(text.encode("utf-8", "surrogateescape"))
+        r = cdsa(*cmd.split(), f.name, cwd=tmp_path, timeout=60)
+        assert r.returncode == 1, (name, r.returncode, r.stderr)
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and f"{f.name}: " in lines[0], (name, r.stderr)
+        assert r.stdout == "" or cmd == "merge", (name, r.stdout)
+    for special in ["/nonexistent/trace.json", str(tmp_path)]:
+        if cmd == "merge" and special == str(tmp_path):
+            continue  # a directory is merge's normal input
+        r = cdsa(*cmd.split(), special, cwd=tmp_path, timeout=60)
+        assert r.returncode == 1 and special in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    r = cdsa(*cmd.split(), fifo.name, cwd=tmp_path, timeout=60)  # must not wait for a writer
+    assert r.returncode == 1 and "not a regular file" in r.stderr, r.stderr
+
+
+def stream_name(sid):
+    # Ids with the top bit set were made by cdsa from the handle (the report prints them the same way).
+    return f"stream <handle {sid & ~(1 << 63):#x}>" if sid >> 63 else f"stream {sid}"
+
+
+def test_export_chrome_holds_every_launch(tmp_path):
+    run = run_python("two_streams.py", cwd=tmp_path)
+    trace = one_trace(run)
+    out = tmp_path / "timeline.json"
+    r = cdsa("export", "--chrome", trace.name, "-o", out.name, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    ev = json.loads(out.read_text())["traceEvents"]
+    data = json.loads(trace.read_text())
+    tracks = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert sorted(tracks.values()) == sorted(stream_name(s["id"]) for s in data["streams"])
+    launches = {e["args"]["seq"]: e for e in ev if e["ph"] == "X"}
+    assert sorted(launches) == sorted(l["seq"] for l in data["launches"])
+    stacks = {s["id"]: s["stack"] for s in data["stacks"]}
+    for l in data["launches"]:
+        e = launches[l["seq"]]
+        assert e["args"]["kernel"] == l["kernel"] and e["name"].endswith(l["kernel"])
+        assert tracks[e["tid"]] == stream_name(l["stream_id"])
+        py = stacks[l["stack_id"]]["python"]
+        assert [s for s in e["args"]["stack"] if ".py:" in s] == [f"{f['file']}:{f['line']} in {f['function']}"
+                                                                  for f in reversed(py)]
+    failing = [e for e in ev if e["ph"] == "X" and e["cat"] == "failing-launch"]
+    cand_seqs = sorted(c["launch"]["seq"] for c in data["report"]["candidates"])
+    assert sorted(e["args"]["seq"] for e in failing) == cand_seqs
+    assert all(e["name"].startswith("FAULT: ") and "710" in e["args"]["fault"] for e in failing)
+    assert [e for e in ev if e["ph"] == "i" and e["cat"] == "fault"]
+    # To stdout as well, the same document.
+    assert json.loads(cdsa("export", "--chrome", trace.name, cwd=tmp_path).stdout)["traceEvents"] == ev
+
+
+def test_export_of_a_thousand_launches(tmp_path):
+    run = run_python("many_launches.py", cwd=tmp_path)
+    trace = one_trace(run)
+    ev = json.loads(cdsa("export", "--chrome", trace.name, cwd=tmp_path).stdout)["traceEvents"]
+    kernels = [e["args"]["kernel"] for e in ev if e["ph"] == "X"]
+    assert kernels.count("fill_f32") == 1000 and kernels.count("nll_loss_forward_reduce_cuda_kernel_2d") == 1
+
+
+def run_rank(tmp, rank, script, *args, env=None):
+    e = {"RANK": str(rank), "WORLD_SIZE": "3", "CDSA_TRACE_FILE": str(tmp / "cdsa-rank%r-%p.json")}
+    e.update(env or {})
+    return run_python(script, *args, cwd=tmp, env=e)
+
+
+def test_merge_names_the_rank_that_faulted_first(tmp_path):
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    # Rank 2 faults first, rank 0 later (so neither rank order nor file order gives the answer), rank 1 is clean.
+    first = run_rank(jobdir, 2, "embedding.py")
+    later = run_rank(jobdir, 0, "nll_loss.py", 10)
+    clean = run_rank(jobdir, 1, "no_fault.py", env={"CDSA_TRACE": "always"})
+    assert first.reports == 1 and later.reports == 1 and clean.err == ""
+    files = sorted(jobdir.glob("*.json"))
+    assert len(files) == 3
+    t = {json.loads(f.read_text())["process"]["rank"]: f for f in files}
+    assert json.loads(t[2].read_text())["report"]["fault_time_unix_ns"] < \
+        json.loads(t[0].read_text())["report"]["fault_time_unix_ns"]
+    for args in ([jobdir], files, list(reversed(files))):
+        r = cdsa("merge", *args, cwd=tmp_path)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        out = r.stdout
+        assert "3 trace files: 2 faulted, 0 saw only the aftermath, 1 clean" in out
+        head = out.split("\n\n")[1]
+        assert head.startswith("First fault: rank 2 "), out
+        assert "kernel indexSelectSmallIndex" in head and "embedding.py" in head
+        faulted = out.split("Ranks that faulted, in order of fault time:\n")[1].split("\n\n")[0]
+        order = [l.split()[1] for l in faulted.splitlines() if l.startswith("  rank")]
+        assert order == ["2", "0"], out
+        assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in faulted
+        n, _ = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")
+        assert f"  {SCRIPTS / 'nll_loss.py'}:{n} in compute_loss\n" in faulted
+        clean_part = out.split("Clean ranks (no fault; trace written at exit):\n")[1]
+        assert clean_part.split()[:2] == ["rank", "1"]
+
+
+def test_merge_lists_aftermath_ranks_and_skips_bad_files(tmp_path):
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    run_rank(jobdir, 0, "nll_loss.py", 10)
+    # A rank that saw the error but had no failing launch of its own (as after a collective timed out).
+    src = next(jobdir.glob("*.json"))
+    data = json.loads(src.read_text())
+    data["process"]["rank"] = 1
+    data["report"]["attribution"] = "unknown"
+    data["report"]["candidates"] = []
+    data["report"]["fault_time_unix_ns"] += 10 ** 9
+    (jobdir / "cdsa-rank1.json").write_text(json.dumps(data))
+    (jobdir / "cdsa-broken.json").write_text("{")
+    r = cdsa("merge", jobdir, cwd=tmp_path)
+    assert r.returncode == 1
+    assert len(r.stderr.splitlines()) == 1 and "cdsa-broken.json" in r.stderr and "(skipped)" in r.stderr
+    assert "2 trace files: 1 faulted, 1 saw only the aftermath, 0 clean, 1 unreadable" in r.stdout
+    after = r.stdout.split("only saw the aftermath")[1]
+    assert "rank 1" in after and "+1.000 s" in after
+
+
+def test_merge_shows_progress_only_on_a_terminal(tmp_path):
+    run_rank(tmp_path, 0, "nll_loss.py", 10)
+    plain = cdsa("merge", tmp_path, cwd=tmp_path)
+    assert plain.stderr == ""
+    master, slave = pty.openpty()
+    p = subprocess.run([str(CDSA), "merge", str(tmp_path)], stdout=subprocess.PIPE, stderr=slave, timeout=60)
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:
+        pass
+    os.close(master)
+    assert p.returncode == 0
+    assert b"cdsa: reading trace files 1/1" in seen
+    assert p.stdout.decode() == plain.stdout
+
+
+def folded(text):
+    return [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in text.splitlines()]
+
+
+def test_profile_flame_and_top(tmp_path):
+    run = run_python("many_launches.py", cwd=tmp_path, env={"CDSA_PROFILE": "1"})
+    assert run.reports == 1
+    trace = one_trace(run)
+    data = json.loads(trace.read_text())
+    assert data["cdsa"]["config"]["profile"] == "1"
+    sites = data["profile"]["sites"]
+    assert sum(s["count"] for s in sites) == 1002 and data["profile"]["dropped"] == 0
+    ids = {s["id"] for s in data["stacks"]}
+    assert all(s["stack_id"] in ids for s in sites)
+
+    r = cdsa("flame", trace.name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = folded(r.stdout)
+    assert sum(n for _, n in lines) == 1002
+    fill = [(frames, n) for frames, n in lines if frames[-1] == "fill_f32"]
+    assert len(fill) == 1 and fill[0][1] == 1000
+    frames = fill[0][0]
+    n, _ = marker_line(SCRIPTS / "many_launches.py", "OTHER-SITE")
+    launch_line = next(i for i, t in enumerate((SCRIPTS / "simcuda.py").read_text().splitlines(), 1)
+                       if "lib.cuLaunchKernel(" in t)
+    py = [f for f in frames if ".py:" in f]
+    assert py == [f"<module> (many_launches.py:{n})", f"launch (simcuda.py:{launch_line})"], frames
+    first_py = frames.index(py[0])
+    assert frames[first_py:-1] == py  # Python frames, outermost first, right under the kernel
+    native = frames[:first_py]  # native frames below them, root (outermost) first
+    assert native and native[0] == "_start" and "ffi_call" in native, native
+    assert native.index("Py_BytesMain") < native.index("_ctypes_callproc") < native.index("ffi_call")
+    only_py = folded(cdsa("flame", "--python-only", trace.name, cwd=tmp_path).stdout)
+    assert [f for f, k in only_py if f[-1] == "fill_f32"][0] == py + ["fill_f32"]
+
+    r = cdsa("top", trace.name, "-n", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == f"1002 launches from {len(sites)} launch sites"
+    assert out[2].split()[:3] == ["1000", "99.8%", "fill_f32"]
+    assert f"many_launches.py:{n} in <module>" in r.stdout
+    assert "nll_loss_forward" not in r.stdout  # -n 1
+    assert "nll_loss_forward" in cdsa("top", trace.name, cwd=tmp_path).stdout
+
+
+def test_profile_is_written_at_exit_through_cdsa_run(tmp_path):
+    env = clean_env(preload=False)
+    r = subprocess.run([str(CDSA), "run", "--profile", "--", "python3", str(SCRIPTS / "no_fault.py")], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    files = sorted(tmp_path.glob("cdsa-*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert data["reason"] == "exit" and data["report"] is None
+    counts = {s["kernel"]: s["count"] for s in data["profile"]["sites"]}
+    assert counts == {"fill_f32": 100, "nll_loss_forward_reduce_cuda_kernel_2d": 1}
+    top = cdsa("top", files[0].name, cwd=tmp_path).stdout
+    assert top.splitlines()[0] == "101 launches from 2 launch sites"
+    # Without the profile, flame and top say what is missing.
+    run_python("nll_loss.py", 10, cwd=tmp_path)
+    other = [f for f in tmp_path.glob("cdsa-*.json") if f != files[0]][0]
+    r = cdsa("flame", other.name, cwd=tmp_path)
+    assert r.returncode == 1 and "no launch-site profile" in r.stderr
+
+
+def test_run_help_lists_profile(tmp_path):
+    r = cdsa("run", "--help", cwd=tmp_path)
+    assert "--profile" in r.stdout and "CDSA_PROFILE" in r.stdout
+    top = cdsa("--help", cwd=tmp_path).stdout
+    for c in ("report", "export", "merge", "flame", "top"):
+        assert f"cdsa {c} " in top
