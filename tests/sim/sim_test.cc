@@ -8,7 +8,9 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -860,6 +862,47 @@ TEST_F(SimTest, GetProcAddress) {
   EXPECT_EQ(fn, nullptr);
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Names of the functions libcuda.so.1 (the sim) exports, read from its .dynsym.
+std::vector<std::string> exported_functions() {
+  std::vector<std::string> names;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuInit), &info) == 0 || info.dli_fname == nullptr) return names;
+  FILE* f = fopen(info.dli_fname, "rb");
+  if (f == nullptr) return names;
+  std::vector<char> img;
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) img.insert(img.end(), chunk, chunk + got);
+  fclose(f);
+  auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(img.data());
+  auto* sh = reinterpret_cast<const ElfW(Shdr)*>(img.data() + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_DYNSYM) continue;
+    const char* strtab = img.data() + sh[sh[i].sh_link].sh_offset;
+    auto* syms = reinterpret_cast<const ElfW(Sym)*>(img.data() + sh[i].sh_offset);
+    for (size_t j = 0; j < sh[i].sh_size / sizeof(ElfW(Sym)); ++j) {
+      if (ELF64_ST_TYPE(syms[j].st_info) == STT_FUNC && syms[j].st_shndx != SHN_UNDEF)
+        names.emplace_back(strtab + syms[j].st_name);
+    }
+  }
+  return names;
+}
+
+TEST_F(SimTest, GetProcAddressFindsEveryExport) {
+  std::vector<std::string> names = exported_functions();
+  ASSERT_GT(names.size(), 80u);
+  for (const std::string& name : names) {
+    EXPECT_EQ(name.rfind("cu", 0), 0u) << name << " should not be exported";
+    void* fn = nullptr;
+    EXPECT_EQ(cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS) << name;
+    // Base names that are also exported (cuStreamDestroy) resolve to the newest version instead.
+    bool base_alias =
+        fn != sym(name.c_str()) && (sym((name + "_v2").c_str()) == fn ||
+                                    (name == "cuGraphInstantiate" && fn == sym("cuGraphInstantiateWithFlags")));
+    EXPECT_TRUE(fn == sym(name.c_str()) || base_alias) << name;
+  }
 }
 
 TEST_F(SimTest, PerThreadDefaultStreams) {
