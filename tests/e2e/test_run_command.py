@@ -1,4 +1,5 @@
 """`cdsa run -- CMD`: sets up the preload and the configuration, returns CMD's status."""
+import json
 import re
 import subprocess
 
@@ -26,8 +27,8 @@ def test_run_options_become_configuration(tmp_path):
                cwd=tmp_path)
     assert run.reports == 1
     files = list(tmp_path.glob("x-*.json"))
-    assert len(files) == 1
-    t = run.trace()
+    assert len(files) == 1 and run.traces() == []
+    t = json.loads(files[0].read_text())
     assert t["cdsa"]["config"]["native_depth"] == "3"
     assert all(len(s["stack"]["native"]) <= 3 for s in t["stacks"])
 
