@@ -221,8 +221,10 @@ class Walker {
       out->stack_id = static_cast<uint32_t>(v);
     }
     if (!str(l, w, "kernel", &out->kernel) || !str(l, w, "kind", &out->kind)) return false;
-    if (out->kind != "kernel" && out->kind != "kernel_ex" && out->kind != "cooperative" && out->kind != "graph")
-      return fail(at(w, "kind"), fmt::format("expected kernel, kernel_ex, cooperative or graph, found \"{}\"",
+    // "": a candidate whose launch record was overwritten in the ring (only its stream and number are known).
+    if (!out->kind.empty() && out->kind != "kernel" && out->kind != "kernel_ex" && out->kind != "cooperative" &&
+        out->kind != "graph")
+      return fail(at(w, "kind"), fmt::format("expected kernel, kernel_ex, cooperative, graph or \"\", found \"{}\"",
                                              out->kind.substr(0, 40)));
     return dim3(l, w, "grid", out->grid) && dim3(l, w, "block", out->block) &&
            u32(l, w, "shared_mem", &out->shared_mem) && boolean(l, w, "captured", &out->captured) &&
