@@ -39,8 +39,11 @@ constexpr const char* kFallback = "recording launches through driver interpositi
 
 // Whether libcdsa.so's exported driver wrappers are in the global scope (it was preloaded), i.e. whether
 // interposition can take over when CUPTI cannot.
+// (The main program's handle searches the global scope only; RTLD_DEFAULT would also search the caller's own
+// local scope, and so find libcdsa.so's exports even when the driver dlopen'ed it RTLD_LOCAL.)
 bool interposition_present() {
-  void* p = real_dlsym()(RTLD_DEFAULT, "cuLaunchKernel");
+  void* global = dlopen(nullptr, RTLD_LAZY);
+  void* p = global ? real_dlsym()(global, "cuLaunchKernel") : nullptr;
   return p && pc_in_cdsa(reinterpret_cast<uintptr_t>(p));
 }
 

@@ -136,3 +136,82 @@ def test_cupti_callbacks_feed_the_recorder_once(tmp_path):
     # Three launches, each recorded once (from the callback), with the grid CUPTI reported.
     assert len(launches) == 3, launches
     assert [l["grid"][0] for l in launches] == [1, 2, 3], launches
+
+
+# CUDA_INJECTION64_PATH: the driver dlopens libcdsa.so and calls InitializeInjection() inside cuInit. The simulated
+# driver does not, so the script plays the driver's part: libcdsa.so is loaded with ctypes (RTLD_LOCAL, not
+# preloaded: no interposition at all) and InitializeInjection is called after cuInit.
+INJECTION_SCRIPT = textwrap.dedent('''
+    import ctypes, sys
+    sys.path.insert(0, {scripts!r})
+    import simcuda as cu
+
+    ctx, mod = cu.init()
+    cdsa = ctypes.CDLL({libcdsa!r})
+    print("InitializeInjection", cdsa.InitializeInjection(), flush=True)
+    fake = ctypes.CDLL({fake!r})
+
+    class LaunchParams(ctypes.Structure):
+        _fields_ = [("f", ctypes.c_void_p)] + [(n, ctypes.c_uint) for n in
+                    ("gx", "gy", "gz", "bx", "by", "bz", "shmem")] + [
+                    ("stream", ctypes.c_void_p), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p)]
+
+    def launch_seen_by_cupti(f, args):
+        p = LaunchParams(f.value, 1, 1, 1, 32, 1, 1, 0, None, None, None)
+        fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", None, ctypes.byref(p), 0)
+        cu.launch(f, args)
+        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", None, ctypes.byref(p), 0)  # INJECTED-SITE
+
+    nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+    out = cu.alloc(4)
+    launch_seen_by_cupti(nll, cu.nll_args(out, cu.to_device([3, 7, 1, 1], ctypes.c_int64), 4, 10))
+    launch_seen_by_cupti(nll, cu.nll_args(out, cu.to_device([3, 7, 10, 1], ctypes.c_int64), 4, 10))
+    try:
+        cu.from_device(out, 1, ctypes.c_float)
+    except cu.CudaError as e:
+        # CUPTI reports the API exit of the call that surfaced the fault, with its return value.
+        fake.fake_cupti_emit(8, 1, b"cuMemcpyDtoH_v2", None, None, e.code)
+        print("surfaced", e.code, flush=True)
+''')
+
+
+# libcdsa.so uses initial-exec TLS on its launch path (DF_STATIC_TLS, about 8.5 KiB): glibc's default surplus
+# for libraries dlopen'ed after start-up (glibc.rtld.optional_static_tls = 512 bytes) is too small, so loading it
+# without LD_PRELOAD -- as the driver does for CUDA_INJECTION64_PATH -- needs this tunable (docs/backends.md).
+INJECTION_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=65536"}
+
+
+def injection_script(tmp_path):
+    script = tmp_path / "injected.py"
+    script.write_text(INJECTION_SCRIPT.format(scripts=str(SCRIPTS), libcdsa=str(BUILD / "lib" / "libcdsa.so"),
+                                              fake=str(FAKE_HOME / "lib64" / "libcupti.so.13")))
+    return script
+
+
+def test_injection_alone_records_and_reports_through_cupti(tmp_path):
+    script = injection_script(tmp_path)
+    # Default backend: InitializeInjection starts CUPTI by itself.
+    run = run_python(script, cwd=tmp_path, preload=False, env={"CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok", **INJECTION_TLS})
+    assert "InitializeInjection 1" in run.out, run.out + run.err
+    assert "fake-cupti: cuptiEnableDomain(1, domain 1)" in run.err, run.err
+    assert not cdsa_lines(run.err), run.err
+    assert "surfaced 710" in run.out
+    assert run.reports == 1, run.err
+    assert "surfaced at cuMemcpyDtoH_v2" in run.report
+    part = run.launch_part()
+    assert f"kernel {NLL_KERNEL}" in part, part
+    assert "launch #2 (#2 on its stream)" in part, part
+    n = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "# INJECTED-SITE" in l)
+    assert f'File "{script}", line {n}, in launch_seen_by_cupti' in part, part
+
+
+def test_injection_alone_with_the_slot_taken_says_nothing_is_recorded(tmp_path):
+    script = injection_script(tmp_path)
+    run = run_python(script, cwd=tmp_path, preload=False,
+                     env={"CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "multiple", "FAKE_CUPTI_HOLDER": "ncu",
+                          **INJECTION_TLS})
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1, run.err
+    assert "slot is taken by ncu (" in lines[0]
+    assert "libcdsa.so is not preloaded (LD_PRELOAD), so no launch is recorded" in lines[0], lines[0]
+    assert run.reports == 0, run.err
