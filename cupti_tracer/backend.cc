@@ -35,6 +35,15 @@ std::atomic<bool> g_injected{false};
 std::once_flag g_once;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 
+// The last launch this thread's CUPTI callback recorded, for the wrapper of the same call to recognise.
+struct LastLaunch {
+  CUfunction func = nullptr;
+  CUgraphExec graph = nullptr;
+  CUstream stream = nullptr;
+  bool set = false;
+};
+thread_local LastLaunch tl_last;
+
 constexpr const char* kFallback = "recording launches through driver interposition instead";
 
 // Whether libcdsa.so's exported driver wrappers are in the global scope (it was preloaded), i.e. whether
@@ -98,6 +107,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     LaunchInfo li[8];
     int n = cupti::decode_launches(cbid, data, li, 8);
     for (int i = 0; i < n; ++i) record_launch(li[i], LaunchSource::Cupti);
+    if (n > 0) tl_last = LastLaunch{li[0].func, li[0].graph_exec, li[0].stream, true};
   } else if (is_sticky_fault(r)) {
     on_sticky_fault(r, data.functionName ? data.functionName : "a CUDA driver call");
   }
@@ -168,6 +178,17 @@ void start_once() {
 }  // namespace
 
 bool cupti_backend_active() noexcept { return g_active.load(std::memory_order_relaxed); }
+
+bool cupti_backend_recorded(const LaunchInfo& info) noexcept {
+  if (!g_active.load(std::memory_order_relaxed)) return false;
+  bool same = tl_last.set && tl_last.func == info.func && tl_last.graph == info.graph_exec &&
+              tl_last.stream == info.stream;
+  tl_last.set = false;
+  if (!same)
+    CDSA_NOTICE_ONCE("CDSA_BACKEND=cupti: CUPTI did not report a launch that the driver interposition saw; such "
+                     "launches are recorded through interposition");
+  return same;
+}
 
 void cupti_backend_start() noexcept {
   if (!config().enabled) return;

@@ -14,9 +14,13 @@
 //   line saying so (naming the slot's holder when CUPTI reports it) and leaves
 //   the driver interposition recording: the process never loses attribution.
 //   Thread-safe and idempotent; it allocates and may take milliseconds.
-// - `cupti_backend_active()` is one relaxed atomic load (launch path): true
-//   once the subscription is live. While it is, record_launch ignores launches
-//   reported by the interposition wrappers, so each launch is recorded once.
+// - `cupti_backend_recorded(info)` is asked by record_launch for each launch the
+//   interposition wrappers report (launch path: no lock, no allocation). It says
+//   whether the CUPTI callback of this very call, on this thread, already
+//   recorded it; then the wrapper's record is dropped, so each launch is recorded
+//   once. When CUPTI did not report a launch the wrappers saw, the wrapper records
+//   it and one line says so: attribution never depends on CUPTI alone.
+// - `cupti_backend_active()`: the subscription is live (one relaxed atomic load).
 // - The callback calls prepare_launch at API enter and record_launch at API
 //   exit of successful launches (cdsa's own driver calls, made under InCdsa,
 //   are ignored), and on_sticky_fault for a sticky return value of any call.
@@ -26,6 +30,8 @@ namespace cdsa {
 
 void cupti_backend_start() noexcept;
 bool cupti_backend_active() noexcept;
+struct LaunchInfo;
+bool cupti_backend_recorded(const LaunchInfo& info) noexcept;
 
 }  // namespace cdsa
 
