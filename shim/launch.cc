@@ -143,7 +143,7 @@ void prepare_launch(CUfunction func) noexcept {
 
 void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   if (!g_started.load(std::memory_order_acquire) || InCdsa::active() || fault_reported()) return;
-  if (source == LaunchSource::Interposer && cupti_backend_active()) return;  // CUPTI records it
+  if (source == LaunchSource::Interposer && cupti_backend_recorded(info)) return;  // CUPTI recorded it
   InCdsa guard;
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);

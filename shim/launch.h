@@ -33,8 +33,8 @@ bool ensure_started(const void* hint) noexcept;
 // caches the kernel's name (cheap after the first time for each).
 void prepare_launch(CUfunction func) noexcept;
 // Who reports a launch. While the CUPTI backend is active (cupti_tracer/backend.h)
-// launches reported by the interposition wrappers are ignored: each launch is
-// recorded once, from the CUPTI callback.
+// a launch the interposition wrappers report is dropped when the CUPTI callback
+// of the same call already recorded it: each launch is recorded once.
 enum class LaunchSource : uint8_t { Interposer, Cupti };
 // Records a successful launch (enqueues its breadcrumb when not capturing).
 void record_launch(const LaunchInfo& info, LaunchSource source = LaunchSource::Interposer) noexcept;
