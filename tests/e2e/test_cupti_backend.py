@@ -84,8 +84,9 @@ def test_unknown_backend_value_is_one_message(tmp_path):
     assert_attributed(run)
 
 
-# The fake accepts the subscription; the script then delivers the callbacks CUPTI would deliver for each
-# launch it makes. Launches seen by the interposition wrappers must then not be recorded a second time.
+# The fake accepts the subscription and exports a cuLaunchKernel that calls the driver's between CUPTI's enter and
+# exit callbacks, as CUPTI does inside the driver; the script launches through it (dlsym: libcdsa.so's wrapper
+# is bound to it, so the order is wrapper -> enter -> driver -> exit -> wrapper). Each launch must be recorded once.
 CUPTI_SCRIPT = textwrap.dedent('''
     import ctypes, sys
     sys.path.insert(0, {scripts!r})
@@ -93,49 +94,61 @@ CUPTI_SCRIPT = textwrap.dedent('''
 
     fake = ctypes.CDLL({fake!r})
 
-    class LaunchParams(ctypes.Structure):   # cuLaunchKernel_params (generated_cuda_meta.h)
-        _fields_ = [("f", ctypes.c_void_p)] + [(n, ctypes.c_uint) for n in
-                    ("gx", "gy", "gz", "bx", "by", "bz", "shmem")] + [
-                    ("stream", ctypes.c_void_p), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p)]
-
-    def launch_seen_by_cupti(f, args, grid):
-        p = LaunchParams(f.value, grid, 1, 1, 32, 1, 1, 0, None, None, None)
-        assert fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0) == 1
-        cu.launch(f, args, grid=(grid, 1, 1))
-        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0)  # CUPTI-SITE
+    def launch(f, args, grid):
+        holders = list(args)
+        params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in holders])
+        code = fake.cuLaunchKernel(f, grid, 1, 1, 32, 1, 1, 0, None, params, None)  # LAUNCH-SITE
+        cu.check("cuLaunchKernel", code)
 
     ctx, mod = cu.init()
     nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
     out = cu.alloc(4)
     good = cu.to_device([3, 7, 1, 1], ctypes.c_int64)
     bad = cu.to_device([3, 7, 10, 1], ctypes.c_int64)
-    launch_seen_by_cupti(nll, cu.nll_args(out, good, 4, 10), 1)
-    launch_seen_by_cupti(nll, cu.nll_args(out, bad, 4, 10), 2)
-    launch_seen_by_cupti(nll, cu.nll_args(out, good, 4, 10), 3)
+    launch(nll, cu.nll_args(out, good, 4, 10), 1)
+    launch(nll, cu.nll_args(out, good, 4, 10), 2)
+    launch(nll, cu.nll_args(out, bad, 4, 10), 3)  # the last: a later launch could meet the fault already
     print("launched", flush=True)
     print(cu.from_device(out, 1, ctypes.c_float))
 ''')
 
 
-def test_cupti_callbacks_feed_the_recorder_once(tmp_path):
-    script = tmp_path / "cupti_emit.py"
+def cupti_run(tmp_path, miss=""):
+    script = tmp_path / "cupti_launch.py"
     script.write_text(CUPTI_SCRIPT.format(scripts=str(SCRIPTS), fake=str(FAKE_HOME / "lib64" / "libcupti.so.13")))
-    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok", "CDSA_TRACE": "fault"}
+    env = {"CDSA_BACKEND": "cupti", "CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok", "FAKE_CUPTI_MISS": miss}
     run = run_python(script, cwd=tmp_path, env=env)
+    n = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "# LAUNCH-SITE" in l)
+    return run, f'File "{script}", line {n}, in launch'
+
+
+def test_cupti_callbacks_feed_the_recorder_once(tmp_path):
+    run, site = cupti_run(tmp_path)
     assert "fake-cupti: cuptiEnableDomain(1, domain 1)" in run.err, run.err
-    assert not cdsa_lines(run.err), run.err  # the backend started: no fallback message
+    assert not cdsa_lines(run.err), run.err  # the backend started and saw every launch: no line at all
     assert "launched" in run.out
     assert run.reports == 1, run.err
     part = run.launch_part()
-    # The name CUPTI handed over at API enter (copied: the fake's buffer is gone by then) names the kernel.
-    assert "kernel nll_from_cupti  grid (2,1,1) block (32,1,1)" in part, part
-    n = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "# CUPTI-SITE" in l)
-    assert f'File "{script}", line {n}, in launch_seen_by_cupti' in part, part
-    trace = run.trace()
-    launches = trace["launches"]
+    # (The wrapper named the kernel before the call, through cuFuncGetName: CUPTI's symbolName is not needed.)
+    assert f"kernel {NLL_KERNEL}  grid (3,1,1) block (32,1,1)" in part, part
+    assert "launch #3 (#3 on its stream)" in part, part
+    assert site in part, part
+    launches = run.trace()["launches"]
     # Three launches, each recorded once (from the callback), with the grid CUPTI reported.
-    assert len(launches) == 3, launches
     assert [l["grid"][0] for l in launches] == [1, 2, 3], launches
+
+
+def test_a_launch_cupti_misses_is_recorded_by_the_wrapper(tmp_path):
+    # CUPTI misses launch 1 and the failing launch 3: the wrapper records them, one line says so.
+    run, site = cupti_run(tmp_path, miss="1,3")
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1 and "CUPTI did not report a launch that the driver interposition saw" in lines[0], run.err
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert f"kernel {NLL_KERNEL}  grid (3,1,1)" in part, part
+    assert "launch #3 (#3 on its stream)" in part, part
+    assert site in part, part
+    assert [l["grid"][0] for l in run.trace()["launches"]] == [1, 2, 3]
 
 
 # CUDA_INJECTION64_PATH: the driver dlopens libcdsa.so and calls InitializeInjection() inside cuInit. The simulated
@@ -158,9 +171,9 @@ INJECTION_SCRIPT = textwrap.dedent('''
 
     def launch_seen_by_cupti(f, args):
         p = LaunchParams(f.value, 1, 1, 1, 32, 1, 1, 0, None, None, None)
-        fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", None, ctypes.byref(p), 0)
+        fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0)
         cu.launch(f, args)
-        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", None, ctypes.byref(p), 0)  # INJECTED-SITE
+        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", b"nll_from_cupti", ctypes.byref(p), 0)  # INJECTED-SITE
 
     nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
     out = cu.alloc(4)
@@ -199,7 +212,8 @@ def test_injection_alone_records_and_reports_through_cupti(tmp_path):
     assert run.reports == 1, run.err
     assert "surfaced at cuMemcpyDtoH_v2" in run.report
     part = run.launch_part()
-    assert f"kernel {NLL_KERNEL}" in part, part
+    # Named from CUPTI's symbolName, copied at API enter (the fake's string is gone by the report).
+    assert "kernel nll_from_cupti  grid (1,1,1) block (32,1,1)" in part, part
     assert "launch #2 (#2 on its stream)" in part, part
     n = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "# INJECTED-SITE" in l)
     assert f'File "{script}", line {n}, in launch_seen_by_cupti' in part, part

@@ -3,9 +3,14 @@
  *   cuptiSubscribe_v2 names the holder given in FAKE_CUPTI_HOLDER (when set).
  * FAKE_CUPTI_MODE=error: CUPTI_ERROR_NOT_INITIALIZED.
  * FAKE_CUPTI_MODE=ok: the subscription succeeds; fake_cupti_emit() then calls the subscriber's callback, so a
- *   test can play the part of CUPTI for launches it makes itself.
+ *   test can play the part of CUPTI for launches it makes itself. The fake also exports cuLaunchKernel: looked
+ *   up with dlsym (so libcdsa.so's wrapper is bound to it), it calls the driver's real cuLaunchKernel between
+ *   an API-enter and an API-exit callback, as CUPTI does inside the driver; FAKE_CUPTI_MISS=2,5 leaves the
+ *   2nd and 5th launch unreported.
  * Every entry prints one "fake-cupti: ..." line on stderr so tests can see it was used. */
+#define _GNU_SOURCE 1
 #include <cupti.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +89,45 @@ EXPORT int fake_cupti_emit(unsigned cbid, int site, const char* function_name, c
   d.symbolName = symbol_name;
   g_cb(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
   return 1;
+}
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+static int g_launches;
+
+static int missed(int n) {
+  const char* m = getenv("FAKE_CUPTI_MISS");
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", n);
+  for (const char* p = m; p && *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == strlen(buf) && !strncmp(p, buf, len)) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
+/* The driver's own cuLaunchKernel, found with libc's dlsym (libcdsa.so hooks dlsym: through it this lookup would
+ * return cdsa's wrapper, and the launch would be wrapped twice). */
+static launch_fn real_launch(void) {
+  static launch_fn fn;
+  if (!fn) {
+    void* (*libc_dlsym)(void*, const char*) = (void* (*)(void*, const char*))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!libc_dlsym) libc_dlsym = (void* (*)(void*, const char*))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h && libc_dlsym) fn = (launch_fn)libc_dlsym(h, "cuLaunchKernel");
+  }
+  return fn;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  launch_fn fn = real_launch();
+  if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+  int report = !missed(++g_launches);
+  cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, shmem, s, params, extra};
+  if (report) fake_cupti_emit(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 0, "cuLaunchKernel", "nll_from_cupti", &p, 0);
+  CUresult r = fn(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  if (report) fake_cupti_emit(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, "cuLaunchKernel", "nll_from_cupti", &p, (int)r);
+  return r;
 }
