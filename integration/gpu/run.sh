@@ -53,17 +53,21 @@ fi
 
 # 2. Run-time libraries libcdsa.so dlopens (libunwind.so.8, libdw.so.1 and their dependencies): only the ones this
 #    machine lacks are taken from .carry/rtlib, through LD_LIBRARY_PATH in the cases' environment.
+have_lib() {  # is this soname installed here? (ldconfig's cache, else the usual folders)
+  ldconfig -p 2>/dev/null | awk '{print $1}' | grep -qx "$1" ||
+    ls /lib/x86_64-linux-gnu/"$1" /usr/lib/x86_64-linux-gnu/"$1" /lib64/"$1" /usr/lib64/"$1" >/dev/null 2>&1
+}
 rtlib=$logdir/rtlib
 rm -rf "$rtlib" && mkdir -p "$rtlib"
 if [ -d "$carry/rtlib" ]; then
   for f in "$carry/rtlib"/*; do
     n=$(basename "$f")
-    if ! ldconfig -p 2>/dev/null | awk '{print $1}' | grep -qx "$n"; then ln -s "$f" "$rtlib/$n"; fi
+    have_lib "$n" || ln -s "$f" "$rtlib/$n"
   done
 fi
 note "libcdsa.so: $lib; carried run-time libraries used: $(ls "$rtlib" | tr '\n' ' ')"
 for n in libunwind.so.8 libdw.so.1; do
-  if ! ldconfig -p 2>/dev/null | awk '{print $1}' | grep -qx "$n" && [ ! -e "$rtlib/$n" ]; then
+  if ! have_lib "$n" && [ ! -e "$rtlib/$n" ]; then
     note "warning: $n is neither installed nor carried: reports will lack $( [ $n = libdw.so.1 ] && echo 'file:line of native frames' || echo 'native frames')"
   fi
 done
