@@ -13,8 +13,15 @@ FAKE_HOME = BUILD / "tests" / "fake_cuda_home"
 NLL_KERNEL = "nll_loss_forward_reduce_cuda_kernel_2d"
 
 
+def built_without_cupti_headers():
+    cache = BUILD / "CMakeCache.txt"
+    return cache.exists() and "CDSA_HAVE_CUPTI:INTERNAL=OFF" in cache.read_text()
+
+
 @pytest.fixture(autouse=True)
 def _fake_built():
+    if built_without_cupti_headers():
+        pytest.skip("this build has no CUPTI headers: the backend is a stub (cupti_tracer/stub.cc)")
     assert (FAKE_HOME / "lib64" / "libcupti.so.13").exists(), "fake libcupti missing: build first"
 
 
