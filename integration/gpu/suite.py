@@ -442,7 +442,8 @@ def ratio_text(name, t, base):
 def c_cost_launches(ctx, key, backend):
     b = ctx.bin("nf_static")
     t = {}
-    for label, pre, env in (("none", False, None), ("cdsa", True, None), ("CLB=1", False, {"CUDA_LAUNCH_BLOCKING": "1"})):
+    for label, pre, env in (("none", False, None), ("cdsa", True, None), ("cupti", True, {"CDSA_BACKEND": "cupti"}),
+                            ("CLB=1", False, {"CUDA_LAUNCH_BLOCKING": "1"})):
         best = None
         for i in range(2):
             v = elapsed(ctx.run(key, [b, "launches", 100000], preload=pre, env=env, timeout=120, tag=f"{label}.{i}"))
@@ -451,13 +452,14 @@ def c_cost_launches(ctx, key, backend):
     base = t["none"]
     ok = bool(base and t["cdsa"] and t["cdsa"] / base <= 1.5)
     return ok, f"100k tiny kernels {base * 1e6 / 1e5 if base else 0:.2f} us/launch bare; " + ", ".join(
-        ratio_text(k, t[k], base) for k in ("cdsa", "CLB=1")) + " (target cdsa <= 1.5x)"
+        ratio_text(k, t[k], base) for k in ("cdsa", "cupti", "CLB=1")) + " (target cdsa <= 1.5x; cupti: info)"
 
 
 def c_cost_mlp(ctx, key, backend):
     t = {}
     t["none"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), preload=False, tag="none"))
     t["cdsa"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), tag="cdsa"))
+    t["cupti"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), env={"CDSA_BACKEND": "cupti"}, tag="cupti"))
     t["CLB=1"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 1), preload=False, env={"CUDA_LAUNCH_BLOCKING": "1"}, tag="clb"))
     if ctx.sanitizer:
         r = ctx.run(key, [ctx.sanitizer, "--tool", "memcheck", *ctx.py("c21_mlp.py", 1)], preload=False, timeout=180, tag="sanitizer")
@@ -468,7 +470,7 @@ def c_cost_mlp(ctx, key, backend):
     base = t["none"]
     ok = bool(base and t["cdsa"] and t["cdsa"] / base <= 1.02)
     return ok, f"200 MLP steps {base * 1e3 if base else 0:.0f} ms bare; " + ", ".join(
-        ratio_text(k, t[k], base) for k in ("cdsa", "CLB=1")) + f", {san} (target cdsa <= 1.02x)"
+        ratio_text(k, t[k], base) for k in ("cdsa", "cupti", "CLB=1")) + f", {san} (target cdsa <= 1.02x; cupti: info)"
 
 
 def all_cases():
@@ -643,7 +645,7 @@ def main():
     rows = [("case", "expectation", "result", "evidence")]
     for c in cases:
         ok, ev = results.get(c.key, (False, "not run"))
-        rows.append((c.key, short(c.expect, 58), "PASS" if ok else "FAIL", short(ev, 110)))
+        rows.append((c.key, short(c.expect, 58), "PASS" if ok else "FAIL", short(ev, 150)))
     failed = [c.key for c in cases if not results.get(c.key, (False,))[0]]
     md = ["| case | expectation | result | evidence |", "|---|---|---|---|"] + [
         f"| {r[0]} | {r[1]} | {r[2]} | {r[3].replace('|', '/')} |" for r in rows[1:]]

@@ -145,3 +145,42 @@ def test_native_cases_build(tmp_path):
         p = subprocess.run(argv, capture_output=True, text=True)
         assert p.returncode == 0, " ".join(argv) + "\n" + p.stdout + p.stderr
     assert "driver_assert_kernel" in (tmp_path / "k.ptx").read_text()
+
+
+def test_every_case_function_runs_to_a_verdict(tmp_path):
+    """Each case's code, fed canned process results, returns (bool, evidence) without raising: a typo in a case
+    must not first show on the GPU machine, where each minute counts."""
+    suite = load_suite()
+
+    class FakeCtx:
+        python, sanitizer, logdir = sys.executable, "/usr/bin/true", tmp_path
+
+        def __init__(self):
+            self.calls = []
+
+        def py(self, script, *args):
+            assert (suite.CASES / script).exists(), script
+            return [sys.executable, str(suite.CASES / script), *map(str, args)]
+
+        def bin(self, name):
+            return "/usr/bin/true"
+
+        def run(self, key, argv, **kw):
+            self.calls.append((key, kw))
+            cwd = tmp_path / key.replace("/", "_") / kw.get("tag", "")
+            cwd.mkdir(parents=True, exist_ok=True)
+            (cwd / "cdsa-h-1.json").write_text('{"launches": []}')
+            out = ("elapsed_s 0.5 loss 1.0\nloss 0.5 finite\nloss nan\ndtype error: x\ncontext alive 1.0\n"
+                   "epoch ok\nsecond failed: x\ncuda kernel events: 3\nlaunched\n"
+                   "memop-cost launch host_us 2.0 gpu_us 1.5\nmemop-cost launch+memop host_us 2.5 gpu_us 1.9\n"
+                   "memop-cost slot 99999 (expect 99999)\n")
+            return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
+
+    for case in suite.all_cases():
+        ctx = FakeCtx()
+        verdict = case.fn(ctx, case.key, case.backend)
+        assert isinstance(verdict, tuple) and isinstance(verdict[0], bool) and isinstance(verdict[1], str), case.key
+        assert ctx.calls, f"{case.key} ran nothing"
+        if case.backend == "cupti":
+            assert all(kw.get("backend") == "cupti" or "CDSA_BACKEND" in (kw.get("env") or {})
+                       for _, kw in ctx.calls if kw.get("preload", True)), case.key
