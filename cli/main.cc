@@ -143,9 +143,23 @@ int cmd_run(int argc, char** argv) {
     fprintf(stderr, "cdsa run: --lib %s: no such file\n", lib.c_str());
     return 2;
   }
+  // A sanitizer runtime already in LD_PRELOAD must stay first (it refuses to start otherwise).
   const char* old = getenv("LD_PRELOAD");
-  std::string preload = lib;
-  if (old && *old) preload += std::string(":") + old;
+  std::string first, rest;
+  for (const char* p = old ? old : ""; *p;) {
+    size_t n = strcspn(p, ": ");
+    std::string entry(p, n);
+    p += n;
+    if (*p) ++p;
+    if (entry.empty()) continue;
+    std::string base = entry.substr(entry.rfind('/') == std::string::npos ? 0 : entry.rfind('/') + 1);
+    bool sanitizer = base.rfind("libasan", 0) == 0 || base.rfind("libtsan", 0) == 0 ||
+                     base.rfind("libclang_rt.", 0) == 0 || base.rfind("libubsan", 0) == 0;
+    std::string& to = sanitizer ? first : rest;
+    to += (to.empty() ? "" : ":") + entry;
+  }
+  std::string preload = first.empty() ? lib : first + ":" + lib;
+  if (!rest.empty()) preload += ":" + rest;
   setenv("LD_PRELOAD", preload.c_str(), 1);
   for (auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
 

@@ -371,6 +371,8 @@ def test_profile_flame_and_top(tmp_path):
 
 def test_profile_is_written_at_exit_through_cdsa_run(tmp_path):
     env = clean_env(preload=False)
+    if os.environ.get("E2E_PRELOAD_FIRST"):  # sanitizer builds: `cdsa run` keeps the runtime first
+        env["LD_PRELOAD"] = os.environ["E2E_PRELOAD_FIRST"]
     r = subprocess.run([str(CDSA), "run", "--profile", "--", "python3", str(SCRIPTS / "no_fault.py")], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stderr == "", r.stderr
