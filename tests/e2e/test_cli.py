@@ -397,3 +397,56 @@ def test_run_help_lists_profile(tmp_path):
     top = cdsa("--help", cwd=tmp_path).stdout
     for c in ("report", "export", "merge", "flame", "top"):
         assert f"cdsa {c} " in top
+
+
+THREADED = '''
+import ctypes, threading
+import simcuda as cu
+ctx, mod = cu.init()
+fill = cu.function(mod, "fill_f32")
+N = 4000
+
+
+def worker(barrier):
+    cu.set_current(ctx)
+    s = cu.stream()
+    buf = cu.alloc(4 * 16)
+    args = [ctypes.c_uint64(buf), ctypes.c_int32(16), ctypes.c_float(1)]
+    barrier.wait()
+    for i in range(N):
+        if i % 4 == 0:
+            cu.launch(fill, args, stream=s)  # SITE-A
+        else:
+            cu.launch(fill, args, stream=s)  # SITE-B
+
+
+barrier = threading.Barrier(8)
+threads = [threading.Thread(target=worker, args=(barrier,)) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+cu.synchronize()
+'''
+
+
+def test_profile_counts_exactly_under_eight_threads(tmp_path):
+    script = tmp_path / "threaded.py"
+    script.write_text(THREADED)
+    r = subprocess.run(["python3", str(script)], cwd=tmp_path, env=clean_env({"CDSA_PROFILE": "1"}),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    files = sorted(tmp_path.glob("cdsa-*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    stacks = {s["id"]: s["stack"] for s in data["stacks"]}
+    lines = {m: marker_line(script, m)[0] for m in ("SITE-A", "SITE-B")}
+    per_line = {}
+    for s in data["profile"]["sites"]:
+        py = stacks[s["stack_id"]]["python"]
+        line = next(f["line"] for f in py if f["file"] == str(script) and f["function"] == "worker")
+        per_line[line] = per_line.get(line, 0) + s["count"]
+    assert per_line == {lines["SITE-A"]: 8 * 1000, lines["SITE-B"]: 8 * 3000}
+    assert data["profile"]["dropped"] == 0
+    top = cdsa("top", files[0].name, cwd=tmp_path).stdout
+    assert top.splitlines()[0].startswith("32000 launches from ")
