@@ -101,13 +101,13 @@ inline void check(CUresult r) {
   if (__builtin_expect(is_sticky_fault(r), 0)) on_sticky_fault(r, kCalls[Id].name);
 }
 
-template <int Id, typename F>
-CUresult on_launch(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                   unsigned shmem, CUstream s, void** params, void** extra) {
-  CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+// What cuLaunchKernel and cuLaunchCooperativeKernel share: record on success, check for a sticky fault otherwise.
+template <int Id>
+CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s) {
   if (r == CUDA_SUCCESS) {
     LaunchInfo li;
-    li.kind = LaunchKind::Kernel;
+    li.kind = kind;
     li.func = f;
     li.stream = s;
     li.per_thread = kCalls[Id].ptsz;
@@ -122,23 +122,17 @@ CUresult on_launch(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
 }
 
 template <int Id, typename F>
+CUresult on_launch(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shmem, CUstream s, void** params, void** extra) {
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx,
+                               gy, gz, bx, by, bz, shmem, s);
+}
+
+template <int Id, typename F>
 CUresult on_launch_coop(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shmem, CUstream s, void** params) {
-  CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-  if (r == CUDA_SUCCESS) {
-    LaunchInfo li;
-    li.kind = LaunchKind::Cooperative;
-    li.func = f;
-    li.stream = s;
-    li.per_thread = kCalls[Id].ptsz;
-    li.grid[0] = gx, li.grid[1] = gy, li.grid[2] = gz;
-    li.block[0] = bx, li.block[1] = by, li.block[2] = bz;
-    li.shared_mem = shmem;
-    record_launch(li);
-  } else {
-    check<Id>(r);
-  }
-  return r;
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx,
+                               gy, gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
