@@ -1,8 +1,8 @@
 #include "cli/progress.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <ctime>
-#include <unistd.h>
 
 namespace cdsa::cli {
 namespace {

@@ -5,20 +5,20 @@
 //   cdsa merge DIR|FILES...            multi-rank: who faulted first, each rank's failing launch
 //   cdsa flame FILE [--python-only]    folded stacks of the launch-site profile
 //   cdsa top FILE [-n N]               the busiest launch sites of the profile
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <dirent.h>
-#include <fcntl.h>
-#include <fmt/format.h>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 #include "cli/commands.h"
@@ -113,8 +113,8 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
   });
   progress.finish();
   for (const auto& [path, what] : problems)
-    r.notes.push_back(fmt::format("{}: {}; its frames show the names recorded at the time of the fault",
-                                  base_name(path), what));
+    r.notes.push_back(
+        fmt::format("{}: {}; its frames show the names recorded at the time of the fault", base_name(path), what));
 }
 
 // ---- report ----
@@ -124,18 +124,22 @@ int cmd_report(int argc, char** argv) {
   std::string path;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--json") as_json = true;
-    else if (a == "--no-resymbolize") resym = false;
+    if (a == "--json")
+      as_json = true;
+    else if (a == "--no-resymbolize")
+      resym = false;
     else if (a == "--help" || a == "-h") {
-      printf("usage: cdsa report FILE [--json] [--no-resymbolize]\n"
-             "Prints the report the live process printed, from the trace file alone. Native frames are\n"
-             "checked against the recorded build-ids and re-symbolized offline where the run lacked names.\n"
-             "--json prints the report object instead (null when the run had no fault).\n");
+      printf(
+          "usage: cdsa report FILE [--json] [--no-resymbolize]\n"
+          "Prints the report the live process printed, from the trace file alone. Native frames are\n"
+          "checked against the recorded build-ids and re-symbolized offline where the run lacked names.\n"
+          "--json prints the report object instead (null when the run had no fault).\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "cdsa report: unknown option %s\n", a.c_str());
       return 2;
-    } else if (path.empty()) path = a;
+    } else if (path.empty())
+      path = a;
     else {
       fprintf(stderr, "cdsa report: one trace file at a time (got %s and %s)\n", path.c_str(), a.c_str());
       return 2;
@@ -150,10 +154,10 @@ int cmd_report(int argc, char** argv) {
   TraceData& t = tf.data;
   if (!t.has_fault) {
     if (as_json) return print_stdout("null\n") ? 0 : 1;
-    std::string out = fmt::format("cdsa: {}: no fault in this run (trace written at {}); {} launch record{} kept",
-                                  path, t.reason, t.launches.size(), t.launches.size() == 1 ? "" : "s");
-    if (t.has_profile) out += fmt::format(", launch-site profile of {} sites (cdsa top / cdsa flame)",
-                                          t.profile.sites.size());
+    std::string out = fmt::format("cdsa: {}: no fault in this run (trace written at {}); {} launch record{} kept", path,
+                                  t.reason, t.launches.size(), t.launches.size() == 1 ? "" : "s");
+    if (t.has_profile)
+      out += fmt::format(", launch-site profile of {} sites (cdsa top / cdsa flame)", t.profile.sites.size());
     out += "\n";
     return print_stdout(out) ? 0 : 1;
   }
@@ -168,8 +172,8 @@ int cmd_report(int argc, char** argv) {
 
 std::string frame_line(const PyFrameText& f) { return fmt::format("{}:{} in {}", f.file, f.line, f.function); }
 std::string frame_line(const NativeFrameText& f) {
-  std::string s = fmt::format("{} ({}+{:#x})", f.function.empty() ? "??" : f.function, base_name(f.module),
-                              f.module_offset);
+  std::string s =
+      fmt::format("{} ({}+{:#x})", f.function.empty() ? "??" : f.function, base_name(f.module), f.module_offset);
   if (!f.file.empty()) s += fmt::format(" at {}:{}", f.file, f.line);
   return s;
 }
@@ -194,7 +198,8 @@ int cmd_export(int argc, char** argv) {
   std::string path, out_path;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--chrome") chrome = true;
+    if (a == "--chrome")
+      chrome = true;
     else if (a == "-o" || a == "--output") {
       if (i + 1 >= argc) {
         fprintf(stderr, "cdsa export: %s needs a file name\n", a.c_str());
@@ -202,16 +207,18 @@ int cmd_export(int argc, char** argv) {
       }
       out_path = argv[++i];
     } else if (a == "--help" || a == "-h") {
-      printf("usage: cdsa export --chrome FILE [-o OUT]\n"
-             "Writes the recorded launches as Chrome trace-event JSON (loads in ui.perfetto.dev and\n"
-             "chrome://tracing): one track per stream, one event per launch with its kernel, launch number\n"
-             "and stack, the failing launch marked. Times are when the host launched (cdsa does not see\n"
-             "how long kernels ran). Writes to stdout unless -o is given.\n");
+      printf(
+          "usage: cdsa export --chrome FILE [-o OUT]\n"
+          "Writes the recorded launches as Chrome trace-event JSON (loads in ui.perfetto.dev and\n"
+          "chrome://tracing): one track per stream, one event per launch with its kernel, launch number\n"
+          "and stack, the failing launch marked. Times are when the host launched (cdsa does not see\n"
+          "how long kernels ran). Writes to stdout unless -o is given.\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "cdsa export: unknown option %s\n", a.c_str());
       return 2;
-    } else if (path.empty()) path = a;
+    } else if (path.empty())
+      path = a;
     else {
       fprintf(stderr, "cdsa export: one trace file at a time\n");
       return 2;
@@ -241,12 +248,14 @@ int cmd_export(int argc, char** argv) {
   const int pid = t.process.pid;
   std::string label = t.process.rank >= 0 ? fmt::format("rank {} (pid {} on {})", t.process.rank, pid, t.process.host)
                                           : fmt::format("pid {} on {}", pid, t.process.host);
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"cdsa-chrome\",\"source\":" +
-                    json_escape(path) + "},\"traceEvents\":[\n";
+  std::string out =
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"cdsa-chrome\",\"source\":" + json_escape(path) +
+      "},\"traceEvents\":[\n";
   out += fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}", pid,
                      json_escape("cdsa: " + label));
   for (const auto& [id, k] : track) {
-    std::string name = (id >> 63) ? fmt::format("stream <handle {:#x}>", id & ~(1ull << 63)) : fmt::format("stream {}", id);
+    std::string name =
+        (id >> 63) ? fmt::format("stream <handle {:#x}>", id & ~(1ull << 63)) : fmt::format("stream {}", id);
     out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
                        pid, k, json_escape(name));
   }
@@ -254,7 +263,8 @@ int cmd_export(int argc, char** argv) {
     auto it = stacks.find(l.stack_id);
     const StackText* st = it == stacks.end() ? nullptr : it->second;
     bool failed = failing.count(l.seq) > 0;
-    std::string name = l.kind == "graph" ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
+    std::string name =
+        l.kind == "graph" ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
     double ts = static_cast<double>(l.time_ns - t0) / 1000.0;
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":1,\"args\":{{"
@@ -266,10 +276,10 @@ int cmd_export(int argc, char** argv) {
         l.captured ? "true" : "false", l.stack_id == 0xffffffffu ? std::string("null") : std::to_string(l.stack_id),
         stack_lines_json(st), failed ? ",\"fault\":" + json_escape(fault_name) : std::string());
     if (failed)
-      out += fmt::format(",\n{{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"fault\",\"name\":{},\"pid\":{},\"tid\":{},"
-                         "\"ts\":{:.3f},\"args\":{{\"seq\":{},\"surfaced_at\":{}}}}}",
-                         json_escape(fault_name), pid, track[l.stream_id], ts, l.seq,
-                         json_escape(t.report.surfaced_call));
+      out += fmt::format(
+          ",\n{{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"fault\",\"name\":{},\"pid\":{},\"tid\":{},"
+          "\"ts\":{:.3f},\"args\":{{\"seq\":{},\"surfaced_at\":{}}}}}",
+          json_escape(fault_name), pid, track[l.stream_id], ts, l.seq, json_escape(t.report.surfaced_call));
   }
   out += "\n]}\n";
   if (out_path.empty()) return print_stdout(out) ? 0 : 1;
@@ -327,10 +337,11 @@ int cmd_merge(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      printf("usage: cdsa merge DIR|FILES...\n"
-             "For a multi-process job: which rank faulted first (by the time each saw its fault), the\n"
-             "failing launch of each faulting rank, the ranks that only saw the aftermath, and the clean ones.\n"
-             "A DIR contributes every *.json file directly in it.\n");
+      printf(
+          "usage: cdsa merge DIR|FILES...\n"
+          "For a multi-process job: which rank faulted first (by the time each saw its fault), the\n"
+          "failing launch of each faulting rank, the ranks that only saw the aftermath, and the clean ones.\n"
+          "A DIR contributes every *.json file directly in it.\n");
       return 0;
     }
     struct stat st;
@@ -368,7 +379,8 @@ int cmd_merge(int argc, char** argv) {
     for (size_t i = 0; i < files.size(); ++i) {
       Entry e{files[i], {}};
       std::string error;
-      if (read_trace_file(files[i], &e.tf, &error)) ok.push_back(std::move(e));
+      if (read_trace_file(files[i], &e.tf, &error))
+        ok.push_back(std::move(e));
       else {
         progress.finish();
         fprintf(stderr, "cdsa merge: %s: %s (skipped)\n", files[i].c_str(), error.c_str());
@@ -380,9 +392,12 @@ int cmd_merge(int argc, char** argv) {
   std::vector<const Entry*> faulted, aftermath, clean;
   for (const auto& e : ok) {
     const TraceData& t = e.tf.data;
-    if (!t.has_fault) clean.push_back(&e);
-    else if (t.report.attribution == Attribution::Unknown) aftermath.push_back(&e);
-    else faulted.push_back(&e);
+    if (!t.has_fault)
+      clean.push_back(&e);
+    else if (t.report.attribution == Attribution::Unknown)
+      aftermath.push_back(&e);
+    else
+      faulted.push_back(&e);
   }
   auto by_time = [](const Entry* a, const Entry* b) {
     uint64_t ta = a->tf.data.report.fault_time_unix_ns, tb = b->tf.data.report.fault_time_unix_ns;
@@ -392,9 +407,8 @@ int cmd_merge(int argc, char** argv) {
   };
   std::sort(faulted.begin(), faulted.end(), by_time);
   std::sort(aftermath.begin(), aftermath.end(), by_time);
-  std::sort(clean.begin(), clean.end(), [](const Entry* a, const Entry* b) {
-    return a->tf.data.process.rank < b->tf.data.process.rank;
-  });
+  std::sort(clean.begin(), clean.end(),
+            [](const Entry* a, const Entry* b) { return a->tf.data.process.rank < b->tf.data.process.rank; });
 
   std::string out = fmt::format("cdsa merge: {} trace file{}: {} faulted, {} saw only the aftermath, {} clean{}\n",
                                 ok.size(), ok.size() == 1 ? "" : "s", faulted.size(), aftermath.size(), clean.size(),
@@ -426,8 +440,8 @@ int cmd_merge(int argc, char** argv) {
       out += fmt::format("  {:<10} {:>12}  CUDA error {} {}  {}\n", who(t), delta(t), t.report.code,
                          t.report.error_name, e->path);
       for (const auto& c : t.report.candidates) {
-        out += fmt::format("      {}{}\n", t.report.attribution == Attribution::Exact ? "" : "candidate: ",
-                           describe_launch(c.launch));
+        out += fmt::format("      {}{}\n",
+                           t.report.attribution == Attribution::Exact ? "" : "candidate: ", describe_launch(c.launch));
         out += launched_from(c.stack, "      ");
       }
     }
@@ -460,8 +474,9 @@ std::string folded_label(std::string s) {
 bool load_profile(const char* cmd, const std::string& path, TraceFile* tf) {
   if (!load(cmd, path, tf)) return false;
   if (!tf->data.has_profile) {
-    fprintf(stderr, "cdsa %s: %s: no launch-site profile in this trace (run with CDSA_PROFILE=1 or cdsa run --profile)\n",
-            cmd, path.c_str());
+    fprintf(stderr,
+            "cdsa %s: %s: no launch-site profile in this trace (run with CDSA_PROFILE=1 or cdsa run --profile)\n", cmd,
+            path.c_str());
     return false;
   }
   return true;
@@ -472,17 +487,20 @@ int cmd_flame(int argc, char** argv) {
   bool python_only = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--python-only") python_only = true;
+    if (a == "--python-only")
+      python_only = true;
     else if (a == "--help" || a == "-h") {
-      printf("usage: cdsa flame FILE [--python-only]\n"
-             "Folded stacks of the launch-site profile, one line per (stack, kernel) with its launch count,\n"
-             "root first: native frames (outermost first), then Python frames, then the kernel. Feed it to\n"
-             "flamegraph.pl or speedscope.\n");
+      printf(
+          "usage: cdsa flame FILE [--python-only]\n"
+          "Folded stacks of the launch-site profile, one line per (stack, kernel) with its launch count,\n"
+          "root first: native frames (outermost first), then Python frames, then the kernel. Feed it to\n"
+          "flamegraph.pl or speedscope.\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "cdsa flame: unknown option %s\n", a.c_str());
       return 2;
-    } else path = a;
+    } else
+      path = a;
   }
   if (path.empty()) {
     fprintf(stderr, "usage: cdsa flame FILE [--python-only]\n");
@@ -533,14 +551,16 @@ int cmd_top(int argc, char** argv) {
       }
       ++i;
     } else if (a == "--help" || a == "-h") {
-      printf("usage: cdsa top FILE [-n N]\n"
-             "The N (default 20) busiest launch sites of the launch-site profile: launches, share, kernel,\n"
-             "and where they were launched (Python frames innermost first, else the native frame).\n");
+      printf(
+          "usage: cdsa top FILE [-n N]\n"
+          "The N (default 20) busiest launch sites of the launch-site profile: launches, share, kernel,\n"
+          "and where they were launched (Python frames innermost first, else the native frame).\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "cdsa top: unknown option %s\n", a.c_str());
       return 2;
-    } else path = a;
+    } else
+      path = a;
   }
   if (path.empty()) {
     fprintf(stderr, "usage: cdsa top FILE [-n N]\n");
@@ -555,10 +575,10 @@ int cmd_top(int argc, char** argv) {
                    [](const ProfileSiteText& a, const ProfileSiteText& b) { return a.count > b.count; });
   uint64_t total = 0;
   for (const auto& s : sites) total += s.count;
-  std::string out = fmt::format("{} launches from {} launch sites{}\n", total, sites.size(),
-                                tf.data.profile.dropped ? fmt::format(" ({} more not counted: table full)",
-                                                                      tf.data.profile.dropped)
-                                                        : std::string());
+  std::string out =
+      fmt::format("{} launches from {} launch sites{}\n", total, sites.size(),
+                  tf.data.profile.dropped ? fmt::format(" ({} more not counted: table full)", tf.data.profile.dropped)
+                                          : std::string());
   out += fmt::format("{:>12} {:>6}  {}\n", "launches", "share", "kernel / launched from");
   long shown = 0;
   for (const auto& s : sites) {

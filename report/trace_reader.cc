@@ -1,12 +1,12 @@
 #include "report/trace_reader.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
 
 namespace cdsa {
 namespace {
@@ -20,12 +20,16 @@ bool nesting_ok(std::string_view text, int max_depth, std::string* error) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) {
         *error = fmt::format("JSON nested deeper than {} levels", max_depth);
@@ -40,15 +44,23 @@ bool nesting_ok(std::string_view text, int max_depth, std::string* error) {
 
 const char* type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a non-integer number";
-    default: return "something else";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a non-integer number";
+    default:
+      return "something else";
   }
 }
 
@@ -130,8 +142,12 @@ class Walker {
     uint64_t v = 0;
     for (size_t i = 2; i < s.size(); ++i) {
       char c = s[i];
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (d < 0) return fail(where, fmt::format("expected a hexadecimal string \"0x...\", found \"{}\"", s.substr(0, 40)));
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0)
+        return fail(where, fmt::format("expected a hexadecimal string \"0x...\", found \"{}\"", s.substr(0, 40)));
       v = (v << 4) | static_cast<uint64_t>(d);
     }
     *out = v;
@@ -241,9 +257,12 @@ class Walker {
     if (r.contains("fault_time_unix_ns") && !u64(r, w, "fault_time_unix_ns", &out->fault_time_unix_ns)) return false;
     std::string attribution;
     if (!str(r, w, "attribution", &attribution)) return false;
-    if (attribution == "exact") out->attribution = Attribution::Exact;
-    else if (attribution == "ambiguous") out->attribution = Attribution::Ambiguous;
-    else if (attribution == "unknown") out->attribution = Attribution::Unknown;
+    if (attribution == "exact")
+      out->attribution = Attribution::Exact;
+    else if (attribution == "ambiguous")
+      out->attribution = Attribution::Ambiguous;
+    else if (attribution == "unknown")
+      out->attribution = Attribution::Unknown;
     else
       return fail(at(w, "attribution"),
                   fmt::format("expected exact, ambiguous or unknown, found \"{}\"", attribution.substr(0, 40)));
@@ -282,8 +301,8 @@ class Walker {
     std::string format;
     if (!str(doc, "", "format", &format)) return false;
     if (format != "cdsa-trace")
-      return fail("", fmt::format("not a cdsa trace file (format is \"{}\", expected \"cdsa-trace\")",
-                                  format.substr(0, 40)));
+      return fail(
+          "", fmt::format("not a cdsa trace file (format is \"{}\", expected \"cdsa-trace\")", format.substr(0, 40)));
     const json* version = member(doc, "", "version");
     if (!version) return false;
     if (!version->is_number_integer() || version->get<int64_t>() != kTraceVersion)
@@ -409,8 +428,10 @@ class Walker {
 std::string printable(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-    else out += fmt::format("\\x{:02x}", c);
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
   }
   return out;
 }
@@ -446,8 +467,8 @@ bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
     } catch (const json::parse_error& e) {
       std::string what = e.what();
       auto p = what.find("parse error");
-      *error = fmt::format("not valid JSON (truncated or corrupted): {}",
-                           p == std::string::npos ? what : what.substr(p));
+      *error =
+          fmt::format("not valid JSON (truncated or corrupted): {}", p == std::string::npos ? what : what.substr(p));
       return false;
     }
     Walker w;

@@ -44,8 +44,10 @@ void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
     uint64_t k = s.key.load(std::memory_order_acquire);
     if (k == 0) {
       uint64_t expected = 0;
-      if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel)) k = key;
-      else k = expected;  // another thread claimed it first: maybe for this very pair
+      if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel))
+        k = key;
+      else
+        k = expected;  // another thread claimed it first: maybe for this very pair
     }
     if (k == key) {
       s.count.fetch_add(1, std::memory_order_relaxed);

@@ -50,9 +50,11 @@ TraceData sample_trace() {
   TraceData t;
   t.cdsa_version = "0.1.0";
   t.config = {{"native_depth", "48"}, {"trace_file", "cdsa-%h-%p.json"}};
-  t.process = {4242, "node-17", {"python3", "-c", "print(\"\\n\")"}, 1795984067852451555ull, 3, 64, 1, 13000,
-               "NVIDIA H200"};
-  t.modules.push_back({"/usr/bin/python3.11", "a7516ae81afc8457", 0x55d74942f000ull,
+  t.process = {4242,  "node-17",    {"python3", "-c", "print(\"\\n\")"}, 1795984067852451555ull, 3, 64, 1,
+               13000, "NVIDIA H200"};
+  t.modules.push_back({"/usr/bin/python3.11",
+                       "a7516ae81afc8457",
+                       0x55d74942f000ull,
                        {{0x55d74942f000ull, 0x55d74942f760ull}, {0x55d749430000ull, 0x55d749430155ull}}});
   t.modules.push_back({"linux-vdso.so.1", "", 0, {}});
   t.stacks.emplace_back(3, sample_stack(1));
@@ -154,7 +156,8 @@ TEST(TraceReader, EachBadFieldIsNamed) {
       {"range-arity", "[\"0x55d74942f000\",\"0x55d74942f760\"]", "[\"0x55d74942f000\"]", "modules[0].ranges[0]"},
       {"stack-id", "\"id\":3", "\"id\":-3", "stacks[0].id"},
       {"py-line", "\"line\":43", "\"line\":null", "stacks[0].stack.python[0].line"},
-      {"grid", "\"grid\":[4294967295,0,0]", "\"grid\":[4294967296,0,0]", "launches[0].grid[0]: expected an integer in 0..4294967295"},
+      {"grid", "\"grid\":[4294967295,0,0]", "\"grid\":[4294967296,0,0]",
+       "launches[0].grid[0]: expected an integer in 0..4294967295"},
       {"grid-arity", "\"grid\":[4294967295,0,0]", "\"grid\":[1,2]", "launches[0].grid: expected an array of 3"},
       {"kind", "\"kind\":\"graph\"", "\"kind\":\"warp\"", "launches[0].kind"},
       {"captured", "\"captured\":true", "\"captured\":1", "launches[0].captured: expected true or false"},
