@@ -2,12 +2,12 @@
 (tests/unit/cupti_tracer/fake_cupti.c, built as <build>/tests/fake_cuda_home/lib64/libcupti.so.13 and found
 through CUDA_HOME) reports the subscriber slot taken, fails, or accepts the subscription and lets the test play
 CUPTI's part. Whatever CUPTI does, the process keeps its attribution, with one line saying why."""
-import ctypes
+import pathlib
 import textwrap
 
 import pytest
 
-from conftest import BANNER, BUILD, SCRIPTS, py_frame, run_python
+from conftest import BUILD, SCRIPTS, py_frame, run_python
 
 FAKE_HOME = BUILD / "tests" / "fake_cuda_home"
 NLL_KERNEL = "nll_loss_forward_reduce_cuda_kernel_2d"
@@ -236,3 +236,18 @@ def test_injection_alone_with_the_slot_taken_says_nothing_is_recorded(tmp_path):
     assert "slot is taken by ncu (" in lines[0]
     assert "libcdsa.so is not preloaded (LD_PRELOAD), so no launch is recorded" in lines[0], lines[0]
     assert run.reports == 0, run.err
+
+
+REAL_CUPTI_HOME = pathlib.Path("/usr/local/cuda")
+
+
+@pytest.mark.skipif(not (REAL_CUPTI_HOME / "lib64" / "libcupti.so.13").exists(), reason="no real libcupti here")
+def test_real_libcupti_on_the_simulated_driver_falls_back(tmp_path):
+    # The toolkit's own libcupti, loaded and asked for real: against the simulated driver it cannot subscribe
+    # (seen: CUPTI_ERROR_UNKNOWN), and the process keeps its attribution with one line naming the library.
+    run = run_python("nll_loss.py", 10, cwd=tmp_path, env={"CDSA_BACKEND": "cupti", "CUDA_HOME": str(REAL_CUPTI_HOME)})
+    lines = cdsa_lines(run.err)
+    assert len(lines) == 1, run.err
+    assert "cuptiSubscribe failed: " in lines[0] and str(REAL_CUPTI_HOME / "lib64" / "libcupti.so.13") in lines[0], lines[0]
+    assert lines[0].endswith("recording launches through driver interposition instead"), lines[0]
+    assert_attributed(run)
