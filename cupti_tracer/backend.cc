@@ -57,8 +57,7 @@ bool interposition_present() {
 }
 
 const char* fallback_text() {
-  return interposition_present() ? kFallback
-                                 : "and libcdsa.so is not preloaded (LD_PRELOAD), so no launch is recorded";
+  return interposition_present() ? kFallback : "and libcdsa.so is not preloaded (LD_PRELOAD), so no launch is recorded";
 }
 
 void* open_cupti(std::string* path, std::vector<std::string>* searched) {
@@ -154,9 +153,10 @@ void start_once() {
   }
   holder[sizeof holder - 1] = '\0';
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    log_line("CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken%s%s (nsys, ncu, compute-sanitizer and "
-             "torch.profiler hold it); %s",
-             holder[0] ? " by " : "", holder, fallback_text());
+    log_line(
+        "CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken%s%s (nsys, ncu, compute-sanitizer and "
+        "torch.profiler hold it); %s",
+        holder[0] ? " by " : "", holder, fallback_text());
     return;
   }
   if (r != CUPTI_SUCCESS) {
@@ -181,12 +181,13 @@ bool cupti_backend_active() noexcept { return g_active.load(std::memory_order_re
 
 bool cupti_backend_recorded(const LaunchInfo& info) noexcept {
   if (!g_active.load(std::memory_order_relaxed)) return false;
-  bool same = tl_last.set && tl_last.func == info.func && tl_last.graph == info.graph_exec &&
-              tl_last.stream == info.stream;
+  bool same =
+      tl_last.set && tl_last.func == info.func && tl_last.graph == info.graph_exec && tl_last.stream == info.stream;
   tl_last.set = false;
   if (!same)
-    CDSA_NOTICE_ONCE("CDSA_BACKEND=cupti: CUPTI did not report a launch that the driver interposition saw; such "
-                     "launches are recorded through interposition");
+    CDSA_NOTICE_ONCE(
+        "CDSA_BACKEND=cupti: CUPTI did not report a launch that the driver interposition saw; such "
+        "launches are recorded through interposition");
   return same;
 }
 

@@ -26,9 +26,7 @@ bool per_thread_cbid(uint32_t cbid) {
          cbid == kCbLaunchKernelExPtsz;
 }
 
-void set3(unsigned* dst, unsigned x, unsigned y, unsigned z) {
-  dst[0] = x, dst[1] = y, dst[2] = z;
-}
+void set3(unsigned* dst, unsigned x, unsigned y, unsigned z) { dst[0] = x, dst[1] = y, dst[2] = z; }
 
 }  // namespace
 

@@ -25,9 +25,9 @@
 namespace cdsa::cupti {
 
 // The driver-domain callback ids cdsa enables and decodes (see cupti_driver_cbid.h).
-inline constexpr uint32_t kCbLaunch = 115;                  // cuLaunch (legacy)
-inline constexpr uint32_t kCbLaunchGrid = 116;              // cuLaunchGrid (legacy)
-inline constexpr uint32_t kCbLaunchGridAsync = 117;         // cuLaunchGridAsync (legacy)
+inline constexpr uint32_t kCbLaunch = 115;           // cuLaunch (legacy)
+inline constexpr uint32_t kCbLaunchGrid = 116;       // cuLaunchGrid (legacy)
+inline constexpr uint32_t kCbLaunchGridAsync = 117;  // cuLaunchGridAsync (legacy)
 inline constexpr uint32_t kCbLaunchKernel = 307;
 inline constexpr uint32_t kCbLaunchKernelPtsz = 442;
 inline constexpr uint32_t kCbLaunchCooperative = 477;
@@ -37,11 +37,10 @@ inline constexpr uint32_t kCbGraphLaunch = 514;
 inline constexpr uint32_t kCbGraphLaunchPtsz = 515;
 inline constexpr uint32_t kCbLaunchKernelEx = 652;
 inline constexpr uint32_t kCbLaunchKernelExPtsz = 653;
-inline constexpr uint32_t kLaunchCbids[] = {kCbLaunch,          kCbLaunchGrid,        kCbLaunchGridAsync,
-                                            kCbLaunchKernel,    kCbLaunchKernelPtsz,  kCbLaunchCooperative,
-                                            kCbLaunchCooperativePtsz, kCbLaunchCooperativeMultiDevice,
-                                            kCbGraphLaunch,     kCbGraphLaunchPtsz,   kCbLaunchKernelEx,
-                                            kCbLaunchKernelExPtsz};
+inline constexpr uint32_t kLaunchCbids[] = {
+    kCbLaunch,           kCbLaunchGrid,        kCbLaunchGridAsync,       kCbLaunchKernel,
+    kCbLaunchKernelPtsz, kCbLaunchCooperative, kCbLaunchCooperativePtsz, kCbLaunchCooperativeMultiDevice,
+    kCbGraphLaunch,      kCbGraphLaunchPtsz,   kCbLaunchKernelEx,        kCbLaunchKernelExPtsz};
 
 bool is_launch_cbid(uint32_t cbid) noexcept;
 

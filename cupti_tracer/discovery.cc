@@ -11,8 +11,8 @@ namespace cdsa::cupti {
 namespace {
 
 const char* const kNames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-const char* const kCudaLibPrefixes[] = {"libcudart.so", "libtorch", "libc10_cuda", "libcublas", "libnvrtc",
-                                        "libcudnn", "libnvJitLink", "libcupti"};
+const char* const kCudaLibPrefixes[] = {"libcudart.so", "libtorch", "libc10_cuda",  "libcublas",
+                                        "libnvrtc",     "libcudnn", "libnvJitLink", "libcupti"};
 
 bool is_dir(const std::string& p) {
   struct stat st;

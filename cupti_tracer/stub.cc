@@ -14,14 +14,16 @@ bool cupti_backend_recorded(const LaunchInfo&) noexcept { return false; }
 
 void cupti_backend_start() noexcept {
   if (config().enabled && config().backend == Backend::Cupti)
-    CDSA_NOTICE_ONCE("CDSA_BACKEND=cupti: this libcdsa.so was built without CUPTI headers; recording launches "
-                     "through driver interposition instead");
+    CDSA_NOTICE_ONCE(
+        "CDSA_BACKEND=cupti: this libcdsa.so was built without CUPTI headers; recording launches "
+        "through driver interposition instead");
 }
 
 }  // namespace cdsa
 
 extern "C" CDSA_EXPORT int InitializeInjection(void) {
-  CDSA_NOTICE_ONCE("loaded through CUDA_INJECTION64_PATH, but built without CUPTI headers: no launch is recorded "
-                   "unless libcdsa.so is also preloaded");
+  CDSA_NOTICE_ONCE(
+      "loaded through CUDA_INJECTION64_PATH, but built without CUPTI headers: no launch is recorded "
+      "unless libcdsa.so is also preloaded");
   return 1;
 }

@@ -15,12 +15,18 @@ static void check(const char* what, CUresult r) {
 
 static char* read_file(const char* path) {
   FILE* f = fopen(path, "rb");
-  if (!f) { perror(path); exit(2); }
+  if (!f) {
+    perror(path);
+    exit(2);
+  }
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
   char* buf = malloc((size_t)n + 1);
-  if (fread(buf, 1, (size_t)n, f) != (size_t)n) { perror(path); exit(2); }
+  if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    perror(path);
+    exit(2);
+  }
   buf[n] = 0;
   fclose(f);
   return buf;
@@ -33,7 +39,10 @@ __attribute__((noinline)) static void launch_via_driver(CUfunction f, CUstream s
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2) { fprintf(stderr, "usage: driver_api KERNEL.ptx\n"); return 2; }
+  if (argc < 2) {
+    fprintf(stderr, "usage: driver_api KERNEL.ptx\n");
+    return 2;
+  }
   char* ptx = read_file(argv[1]);
   CUdevice dev;
   CUcontext ctx;

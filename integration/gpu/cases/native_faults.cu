@@ -6,14 +6,14 @@
 //   launches N   N tiny launches, timed: prints "elapsed_s <seconds>" (launch-bound cost)
 //   memop-cost   host and GPU time per tiny launch, alone and followed by one cuStreamWriteValue64 into
 //                registered host memory (cdsa's breadcrumb), as the gpu-probe measures it
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <sys/mman.h>
 #include <cassert>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cuda.h>
-#include <cuda_runtime.h>
-#include <sys/mman.h>
 
 __global__ void ok_kernel(int* p) {
   if (p) p[threadIdx.x] += 1;
@@ -39,8 +39,10 @@ static int fault_case(bool assert_mode) {
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   for (int i = 0; i < 5; ++i) ok_kernel<<<1, 32, 0, s>>>(buf);
-  if (assert_mode) launch_bad(s);
-  else launch_illegal(s, buf);
+  if (assert_mode)
+    launch_bad(s);
+  else
+    launch_illegal(s, buf);
   for (int i = 0; i < 14; ++i) ok_kernel<<<1, 32, 0, s>>>(buf);
   cudaError_t e = cudaStreamSynchronize(s);  // SYNC-LINE
   printf("synchronize returned %d %s\n", (int)e, cudaGetErrorName(e));

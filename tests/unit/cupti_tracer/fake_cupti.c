@@ -128,6 +128,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
   cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, shmem, s, params, extra};
   if (report) fake_cupti_emit(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 0, "cuLaunchKernel", "nll_from_cupti", &p, 0);
   CUresult r = fn(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-  if (report) fake_cupti_emit(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, "cuLaunchKernel", "nll_from_cupti", &p, (int)r);
+  if (report)
+    fake_cupti_emit(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, "cuLaunchKernel", "nll_from_cupti", &p, (int)r);
   return r;
 }
