@@ -18,8 +18,9 @@
 //
 // Contract: `cupti_search_dirs`/`cupti_candidates` are pure over their inputs
 // apart from stat(2) calls (existence checks); they allocate (std::string) and
-// run once, at backend start, off the launch path. `current_search_inputs`
-// reads the process (dl_iterate_phdr, getenv). Thread-safe; no CUDA call.
+// run once, at backend start, off the launch path; no CUDA call. `current_search_inputs`
+// reads the process (dl_iterate_phdr, getenv, glob): call it once (the backend does so under
+// a once-flag), not while another thread may setenv.
 #pragma once
 
 #include <string>
