@@ -487,13 +487,19 @@ bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
   return false;
 }
 
+// strerror() may share a buffer between threads; the reader promises to be reentrant.
+std::string errno_text(int e) {
+  char buf[256];
+  return strerror_r(e, buf, sizeof buf);  // GNU strerror_r: returns the text (in buf or static)
+}
+
 }  // namespace
 
 bool read_trace_file(const std::string& path, TraceFile* out, std::string* error) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular files are read.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    *error = strerror(errno);
+    *error = errno_text(errno);
     return false;
   }
   struct stat st {};
@@ -514,7 +520,7 @@ bool read_trace_file(const std::string& path, TraceFile* out, std::string* error
     ssize_t n = read(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      *error = fmt::format("read failed: {}", strerror(errno));
+      *error = fmt::format("read failed: {}", errno_text(errno));
       close(fd);
       return false;
     }
