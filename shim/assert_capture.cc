@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "shim/driver.h"
@@ -12,10 +13,20 @@ namespace cdsa {
 namespace {
 
 constexpr size_t kCapture = 8192;
-// Hot per-call state uses the initial-exec TLS model (no __tls_get_addr call); the buffer stays dynamic.
+// Per-call state uses the initial-exec TLS model (no __tls_get_addr call). libcdsa.so's whole TLS block then
+// lives in static TLS, which a library dlopen'ed later (CUDA_INJECTION64_PATH) gets only a few hundred bytes
+// of: so the buffer is mapped on first use, not a thread_local array.
 [[gnu::tls_model("initial-exec")]] thread_local int tl_depth = 0;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
-thread_local char tl_buf[kCapture];
+[[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
+
+char* capture_buffer() {
+  if (!tl_buf) {
+    void* p = mmap(nullptr, kCapture, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) tl_buf = static_cast<char*>(p);  // one page pair per thread that ever captures, kept
+  }
+  return tl_buf;
+}
 
 }  // namespace
 
@@ -25,10 +36,11 @@ DriverCallScope::DriverCallScope() noexcept {
 DriverCallScope::~DriverCallScope() {
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
   // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
-  if (--tl_depth == 0 && tl_len > 0 && memmem(tl_buf, tl_len, ": block: [", 10)) keep_device_text(std::string(tl_buf, tl_len));
+  if (--tl_depth == 0 && tl_len > 0 && memmem(tl_buf, tl_len, ": block: [", 10))
+    keep_device_text(std::string(tl_buf, tl_len));
 }
 
-std::string captured_driver_stderr() { return std::string(tl_buf, tl_len); }
+std::string captured_driver_stderr() { return tl_buf ? std::string(tl_buf, tl_len) : std::string(); }
 
 void keep_device_text(const std::string& text);
 
@@ -49,7 +61,7 @@ std::string kept_device_text() {
 }
 
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
-  if (tl_depth == 0 || !buf) return;
+  if (tl_depth == 0 || !buf || !capture_buffer()) return;
   size_t room = kCapture - tl_len;
   if (n > room) n = room;
   memcpy(tl_buf + tl_len, buf, n);

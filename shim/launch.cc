@@ -51,7 +51,7 @@ struct StreamCacheEntry {
   int slot = -1;
   uint32_t ctx_id = 0;
 };
-constexpr int kStreamCache = 8;
+constexpr int kStreamCache = 4;  // small: initial-exec TLS is scarce for a dlopen'ed library
 [[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_streams[kStreamCache];
 [[gnu::tls_model("initial-exec")]] thread_local int tl_stream_next = 0;
 
