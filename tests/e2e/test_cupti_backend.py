@@ -195,10 +195,10 @@ INJECTION_SCRIPT = textwrap.dedent('''
 ''')
 
 
-# libcdsa.so uses initial-exec TLS on its launch path (DF_STATIC_TLS, about 8.5 KiB): glibc's default surplus
-# for libraries dlopen'ed after start-up (glibc.rtld.optional_static_tls = 512 bytes) is too small, so loading it
-# without LD_PRELOAD -- as the driver does for CUDA_INJECTION64_PATH -- needs this tunable (docs/backends.md).
-INJECTION_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=65536"}
+# libcdsa.so uses initial-exec TLS on its launch path (DF_STATIC_TLS); it keeps that block under the 512 bytes
+# glibc reserves for libraries dlopen'ed after start-up, so loading it without LD_PRELOAD -- as the driver does
+# for CUDA_INJECTION64_PATH -- needs no tunable (docs/backends.md).
+INJECTION_TLS = {}
 
 
 def injection_script(tmp_path):
