@@ -152,3 +152,18 @@ def test_two_processes_never_share_a_trace_file(tmp_path):
     assert files == ["job-1.json", "job-2.json", "job-3.json", "job.json"]
     pids = {__import__("json").loads((tmp_path / f).read_text())["process"]["pid"] for f in files}
     assert pids == {p.pid for p in procs}
+
+
+def test_libcdsa_links_only_libc_and_keeps_static_tls_small():
+    dyn = subprocess.run(["readelf", "-dW", str(LIBCDSA)], capture_output=True, text=True, check=True).stdout
+    needed = sorted(l.split("[")[1].rstrip("]") for l in dyn.splitlines() if "(NEEDED)" in l)
+    assert set(needed) <= {"libc.so.6", "ld-linux-x86-64.so.2", "libdl.so.2", "libpthread.so.0"}, needed
+    seg = subprocess.run(["readelf", "-lW", str(LIBCDSA)], capture_output=True, text=True, check=True).stdout
+    tls = [l.split() for l in seg.splitlines() if l.strip().startswith("TLS")]
+    memsz = int(tls[0][5], 16) if tls else 0
+    # Initial-exec TLS must fit glibc's surplus for libraries dlopen'ed later (CUDA_INJECTION64_PATH): 512 bytes.
+    assert memsz <= 512, f"libcdsa.so has {memsz} bytes of TLS"
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(LIBCDSA)], capture_output=True, text=True, check=True).stdout
+    exported = {l.split()[-1] for l in syms.splitlines()}
+    assert exported, syms
+    assert all(n.startswith("cu") or n in {"dlsym", "dlvsym", "write", "InitializeInjection"} for n in exported), exported
