@@ -29,11 +29,15 @@ def clean_env(extra=None, preload=True, dll="cdll"):
         env["LD_PRELOAD"] = str(LIBCDSA)
     if extra:
         env.update(extra)
-    # Sanitizer builds: the sanitizer runtime must come first in LD_PRELOAD (tools/test.sh sets it).
+    # Sanitizer builds: the sanitizer runtime comes first in LD_PRELOAD (tools/test.sh sets it), also for runs
+    # without cdsa, since the simulated driver and the test programs are instrumented too.
     first = os.environ.get("E2E_PRELOAD_FIRST")
-    if first and env.get("LD_PRELOAD"):
-        env["LD_PRELOAD"] = first + ":" + env["LD_PRELOAD"]
+    if first:
+        env["LD_PRELOAD"] = first + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     return env
+
+
+SANITIZED = bool(os.environ.get("E2E_PRELOAD_FIRST"))
 
 
 class Run:
