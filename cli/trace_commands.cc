@@ -92,8 +92,9 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
   Progress progress("symbolizing modules", module_paths.size());
   std::map<std::string, std::string> problems;  // module path -> what is wrong with it now
   for_each_native(r, [&](NativeFrameText& f) {
-    symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
+    // Shown before the work: the first frame of a big library is the slow one (libdw reads its DWARF).
     if (done_modules.insert(f.module).second) progress.step(done_modules.size());
+    symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
     if (!o.error.empty()) {
       if (!o.module.empty()) problems.emplace(o.module, o.error);
       return;

@@ -302,12 +302,10 @@ def test_merge_lists_aftermath_ranks_and_skips_bad_files(tmp_path):
     assert "rank 1" in after and "+1.000 s" in after
 
 
-def test_merge_shows_progress_only_on_a_terminal(tmp_path):
-    run_rank(tmp_path, 0, "nll_loss.py", 10)
-    plain = cdsa("merge", tmp_path, cwd=tmp_path)
-    assert plain.stderr == ""
+def stderr_on_a_terminal(*args):
+    """Runs cdsa with stderr on a pseudo-terminal: (process, what the terminal received)."""
     master, slave = pty.openpty()
-    p = subprocess.run([str(CDSA), "merge", str(tmp_path)], stdout=subprocess.PIPE, stderr=slave, timeout=60)
+    p = subprocess.run([str(CDSA), *map(str, args)], stdout=subprocess.PIPE, stderr=slave, timeout=60)
     os.close(slave)
     seen = b""
     try:
@@ -319,9 +317,23 @@ def test_merge_shows_progress_only_on_a_terminal(tmp_path):
     except OSError:
         pass
     os.close(master)
+    return p, seen
+
+
+def test_long_operations_show_progress_only_on_a_terminal(tmp_path):
+    run_rank(tmp_path, 0, "nll_loss.py", 10)
+    plain = cdsa("merge", tmp_path, cwd=tmp_path)
+    assert plain.stderr == ""
+    p, seen = stderr_on_a_terminal("merge", tmp_path)
     assert p.returncode == 0
-    assert b"cdsa: reading trace files 1/1" in seen
+    assert b"cdsa: reading trace files 1/1" in seen and seen.endswith(b"\r\x1b[K")  # the line is erased
     assert p.stdout.decode() == plain.stdout
+    trace = next(tmp_path.glob("cdsa-*.json"))
+    plain = cdsa("report", trace, cwd=tmp_path)
+    assert plain.stderr == ""
+    p, seen = stderr_on_a_terminal("report", trace)
+    assert p.returncode == 0 and p.stdout.decode() == plain.stdout
+    assert b"cdsa: symbolizing modules 1/" in seen and seen.endswith(b"\r\x1b[K")
 
 
 def folded(text):
