@@ -333,6 +333,18 @@ std::string launched_from(const StackText& st, const char* indent) {
   return out;
 }
 
+// For a trace written at exit: "N launches unfinished on stream S[, ...]" when completion marks show work that
+// never finished (a kernel waiting for a peer that died), else "".
+std::string unfinished_at_exit(const TraceData& t) {
+  std::string out;
+  for (const auto& s : t.streams) {
+    if (!s.breadcrumbs || s.landed >= s.launched) continue;
+    uint64_t n = s.launched - s.landed;
+    out += fmt::format("{}{} launch{} unfinished on stream {}", out.empty() ? "" : ", ", n, n == 1 ? "" : "es", s.id);
+  }
+  return out;
+}
+
 int cmd_merge(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 0; i < argc; ++i) {
@@ -393,8 +405,10 @@ int cmd_merge(int argc, char** argv) {
   std::vector<const Entry*> faulted, aftermath, clean;
   for (const auto& e : ok) {
     const TraceData& t = e.tf.data;
-    if (!t.has_fault)
+    if (!t.has_fault && unfinished_at_exit(t).empty())
       clean.push_back(&e);
+    else if (!t.has_fault)
+      aftermath.push_back(&e);  // no error of its own, but work that never finished (e.g. a collective's peer died)
     else if (t.report.attribution == Attribution::Unknown)
       aftermath.push_back(&e);
     else
@@ -448,11 +462,15 @@ int cmd_merge(int argc, char** argv) {
     }
   }
   if (!aftermath.empty()) {
-    out += "\nRanks that only saw the aftermath (an error, but no failing launch of their own):\n";
+    out += "\nRanks that only saw the aftermath (no failing launch of their own):\n";
     for (const Entry* e : aftermath) {
       const TraceData& t = e->tf.data;
-      out += fmt::format("  {:<10} {:>12}  CUDA error {} {} surfaced at {}  {}\n", who(t), delta(t), t.report.code,
-                         t.report.error_name, t.report.surfaced_call, e->path);
+      if (t.has_fault)
+        out += fmt::format("  {:<10} {:>12}  CUDA error {} {} surfaced at {}  {}\n", who(t), delta(t), t.report.code,
+                           t.report.error_name, t.report.surfaced_call, e->path);
+      else
+        out += fmt::format("  {:<10} {:>12}  no error, but exited with {}  {}\n", who(t), "at exit",
+                           unfinished_at_exit(t), e->path);
     }
   }
   if (!clean.empty()) {

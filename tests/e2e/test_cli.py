@@ -294,12 +294,22 @@ def test_merge_lists_aftermath_ranks_and_skips_bad_files(tmp_path):
     data["report"]["fault_time_unix_ns"] += 10 ** 9
     (jobdir / "cdsa-rank1.json").write_text(json.dumps(data))
     (jobdir / "cdsa-broken.json").write_text("{")
+    # A rank with no error that exited with work that never finished (its kernel waited for the dead peer).
+    run_rank(jobdir, 2, "no_fault.py", env={"CDSA_TRACE": "always"})
+    hung = next(f for f in jobdir.glob("*.json") if '"rank":2' in f.read_text())
+    data = json.loads(hung.read_text())
+    assert data["report"] is None and data["streams"][0]["landed"] == data["streams"][0]["launched"]
+    data["streams"][0]["landed"] -= 3
+    hung.write_text(json.dumps(data))
     r = cdsa("merge", jobdir, cwd=tmp_path)
     assert r.returncode == 1
     assert len(r.stderr.splitlines()) == 1 and "cdsa-broken.json" in r.stderr and "(skipped)" in r.stderr
-    assert "2 trace files: 1 faulted, 1 saw only the aftermath, 0 clean, 1 unreadable" in r.stdout
-    after = r.stdout.split("only saw the aftermath")[1]
-    assert "rank 1" in after and "+1.000 s" in after
+    assert "3 trace files: 1 faulted, 2 saw only the aftermath, 0 clean, 1 unreadable" in r.stdout
+    assert r.stdout.split("\n\n")[1].startswith("First fault: rank 0 ")
+    after = r.stdout.split("only saw the aftermath")[1].splitlines()[1:]
+    assert after[0].split()[:3] == ["rank", "1", "+1.000"]
+    assert after[1].split()[:2] == ["rank", "2"]
+    assert f"exited with 3 launches unfinished on stream {data['streams'][0]['id']}" in after[1]
 
 
 def stderr_on_a_terminal(*args):
