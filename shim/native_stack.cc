@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <link.h>
 #include <mutex>
 
@@ -42,6 +43,12 @@ int find_self(dl_phdr_info* info, size_t, void* data) {
 }
 
 void init_once() {
+#if defined(__SANITIZE_THREAD__)
+  // libunwind frees its per-thread trace cache from a TSD destructor that runs after ThreadSanitizer has torn
+  // down the exiting thread, which crashes TSan. TSan builds (tests only) unwind with glibc's backtrace().
+  g_backtrace.store(&backtrace, std::memory_order_release);
+  return;
+#endif
   void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     log_line("libunwind.so.8 could not be loaded (%s): native frames will not be recorded", dlerror());
