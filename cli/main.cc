@@ -32,7 +32,7 @@ void usage(FILE* out) {
   fprintf(out,
           "usage: cdsa run [options] -- CMD [ARGS...]\n"
           "       cdsa report FILE [--json]            the fault report again, from a trace file\n"
-          "       cdsa export --chrome FILE [-o OUT]   launches as a Chrome/Perfetto timeline\n"
+          "       cdsa export --chrome FILE... [-o OUT] launches as a Chrome/Perfetto timeline\n"
           "       cdsa merge DIR|FILES...              multi-rank: which rank faulted first\n"
           "       cdsa flame FILE [--python-only]      launch-site profile as folded stacks\n"
           "       cdsa top FILE [-n N]                 the busiest launch sites\n"

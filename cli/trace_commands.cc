@@ -194,44 +194,8 @@ std::string stack_lines_json(const StackText* st) {
   return out + "]";
 }
 
-int cmd_export(int argc, char** argv) {
-  bool chrome = false;
-  std::string path, out_path;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--chrome")
-      chrome = true;
-    else if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "cdsa export: %s needs a file name\n", a.c_str());
-        return 2;
-      }
-      out_path = argv[++i];
-    } else if (a == "--help" || a == "-h") {
-      printf(
-          "usage: cdsa export --chrome FILE [-o OUT]\n"
-          "Writes the recorded launches as Chrome trace-event JSON (loads in ui.perfetto.dev and\n"
-          "chrome://tracing): one track per stream, one event per launch with its kernel, launch number\n"
-          "and stack, the failing launch marked. Times are when the host launched (cdsa does not see\n"
-          "how long kernels ran). Writes to stdout unless -o is given.\n");
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      fprintf(stderr, "cdsa export: unknown option %s\n", a.c_str());
-      return 2;
-    } else if (path.empty())
-      path = a;
-    else {
-      fprintf(stderr, "cdsa export: one trace file at a time\n");
-      return 2;
-    }
-  }
-  if (!chrome || path.empty()) {
-    fprintf(stderr, "usage: cdsa export --chrome FILE [-o OUT]\n");
-    return 2;
-  }
-  TraceFile tf;
-  if (!load("export", path, &tf)) return 1;
-  const TraceData& t = tf.data;
+// Appends one trace file's processes, tracks and launches. `t0`: the time that becomes 0.
+void chrome_events(const TraceData& t, int pid, uint64_t t0, std::string& out) {
   std::map<uint32_t, const StackText*> stacks;
   for (const auto& [id, st] : t.stacks) stacks[id] = &st;
   std::map<uint64_t, int> track;  // stream id -> track number
@@ -244,16 +208,15 @@ int cmd_export(int argc, char** argv) {
     fault_name = fmt::format("CUDA error {} {}", t.report.code, t.report.error_name);
     for (const auto& c : t.report.candidates) failing.insert(c.launch.seq);
   }
-  uint64_t t0 = UINT64_MAX;
-  for (const auto& l : t.launches) t0 = std::min(t0, l.time_ns);
-  const int pid = t.process.pid;
-  std::string label = t.process.rank >= 0 ? fmt::format("rank {} (pid {} on {})", t.process.rank, pid, t.process.host)
-                                          : fmt::format("pid {} on {}", pid, t.process.host);
-  std::string out =
-      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"cdsa-chrome\",\"source\":" + json_escape(path) +
-      "},\"traceEvents\":[\n";
-  out += fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}", pid,
-                     json_escape("cdsa: " + label));
+  std::string label = t.process.rank >= 0
+                          ? fmt::format("rank {} (pid {} on {})", t.process.rank, t.process.pid, t.process.host)
+                          : fmt::format("pid {} on {}", t.process.pid, t.process.host);
+  out += fmt::format("{}{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+                     out.back() == '\n' ? "" : ",\n", pid, json_escape("cdsa: " + label));
+  if (t.process.rank >= 0)
+    out += fmt::format(
+        ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}", pid,
+        t.process.rank);
   for (const auto& [id, k] : track) {
     std::string name =
         (id >> 63) ? fmt::format("stream <handle {:#x}>", id & ~(1ull << 63)) : fmt::format("stream {}", id);
@@ -266,7 +229,7 @@ int cmd_export(int argc, char** argv) {
     bool failed = failing.count(l.seq) > 0;
     std::string name =
         l.kind == "graph" ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
-    double ts = static_cast<double>(l.time_ns - t0) / 1000.0;
+    double ts = static_cast<double>(l.time_ns - std::min(t0, l.time_ns)) / 1000.0;
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":1,\"args\":{{"
         "\"seq\":{},\"stream_seq\":{},\"stream_id\":{},\"kernel\":{},\"kind\":{},\"grid\":\"{},{},{}\","
@@ -281,6 +244,77 @@ int cmd_export(int argc, char** argv) {
           ",\n{{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"fault\",\"name\":{},\"pid\":{},\"tid\":{},"
           "\"ts\":{:.3f},\"args\":{{\"seq\":{},\"surfaced_at\":{}}}}}",
           json_escape(fault_name), pid, track[l.stream_id], ts, l.seq, json_escape(t.report.surfaced_call));
+  }
+}
+
+int cmd_export(int argc, char** argv) {
+  bool chrome = false;
+  std::vector<std::string> paths;
+  std::string out_path;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--chrome") {
+      chrome = true;
+    } else if (a == "-o" || a == "--output") {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "cdsa export: %s needs a file name\n", a.c_str());
+        return 2;
+      }
+      out_path = argv[++i];
+    } else if (a == "--help" || a == "-h") {
+      printf(
+          "usage: cdsa export --chrome FILE... [-o OUT]\n"
+          "Writes the recorded launches as Chrome trace-event JSON (loads in ui.perfetto.dev and\n"
+          "chrome://tracing): one track per stream, one event per launch with its kernel, launch number\n"
+          "and stack, the failing launch marked. Times are when the host launched (cdsa does not see\n"
+          "how long kernels ran). Several files (the ranks of one job) become one timeline, a process\n"
+          "each; their clocks are aligned when they ran on one host. Writes to stdout unless -o is given.\n");
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      fprintf(stderr, "cdsa export: unknown option %s\n", a.c_str());
+      return 2;
+    } else {
+      paths.push_back(a);
+    }
+  }
+  if (!chrome || paths.empty()) {
+    fprintf(stderr, "usage: cdsa export --chrome FILE... [-o OUT]\n");
+    return 2;
+  }
+  std::vector<TraceFile> files(paths.size());
+  {
+    Progress progress("reading trace files", paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      progress.step(i + 1);
+      std::string error;
+      if (!read_trace_file(paths[i], &files[i], &error)) {
+        progress.finish();
+        fprintf(stderr, "cdsa export: %s: %s\n", paths[i].c_str(), error.c_str());
+        return 1;
+      }
+    }
+  }
+  // Launch times are CLOCK_MONOTONIC: comparable between processes of one host only.
+  bool one_host = true;
+  uint64_t t0_all = UINT64_MAX;
+  for (const auto& f : files) {
+    one_host = one_host && f.data.process.host == files.front().data.process.host;
+    for (const auto& l : f.data.launches) t0_all = std::min(t0_all, l.time_ns);
+  }
+  std::string out = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"cdsa-chrome\",\"sources\":[";
+  for (size_t i = 0; i < paths.size(); ++i) out += (i ? "," : "") + json_escape(paths[i]);
+  out += fmt::format("],\"clocks\":\"{}\"}},\"traceEvents\":[\n",
+                     one_host ? "aligned (one host)" : "each process starts at 0 (several hosts)");
+  std::set<int> pids;
+  for (const auto& f : files) {
+    int pid = f.data.process.pid;
+    while (!pids.insert(pid).second) pid += 1 << 22;  // same pid on two hosts: keep the processes apart
+    uint64_t t0 = t0_all;
+    if (!one_host) {
+      t0 = UINT64_MAX;
+      for (const auto& l : f.data.launches) t0 = std::min(t0, l.time_ns);
+    }
+    chrome_events(f.data, pid, t0, out);
   }
   out += "\n]}\n";
   if (out_path.empty()) return print_stdout(out) ? 0 : 1;

@@ -472,3 +472,29 @@ def test_profile_counts_exactly_under_eight_threads(tmp_path):
     assert data["profile"]["dropped"] == 0
     top = cdsa("top", files[0].name, cwd=tmp_path).stdout
     assert top.splitlines()[0].startswith("32000 launches from ")
+
+
+def test_export_several_ranks_into_one_timeline(tmp_path):
+    run_rank(tmp_path, 1, "embedding.py")
+    run_rank(tmp_path, 0, "many_launches.py")  # runs after rank 1: on one host its launches come later
+    files = sorted(tmp_path.glob("cdsa-*.json"))
+    assert len(files) == 2
+    r = cdsa("export", "--chrome", *[f.name for f in files], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["otherData"]["clocks"] == "aligned (one host)"
+    ev = doc["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert len(procs) == 2
+    by_rank = {}
+    for f in files:
+        data = json.loads(f.read_text())
+        pid = data["process"]["pid"]
+        assert procs[pid].startswith(f"cdsa: rank {data['process']['rank']} (pid {pid} on ")
+        launches = [e for e in ev if e["ph"] == "X" and e["pid"] == pid]
+        assert sorted(e["args"]["seq"] for e in launches) == sorted(l["seq"] for l in data["launches"])
+        assert len([e for e in launches if e["cat"] == "failing-launch"]) == 1
+        by_rank[data["process"]["rank"]] = launches
+    assert max(e["ts"] for e in by_rank[1]) < min(e["ts"] for e in by_rank[0])
+    bad = cdsa("export", "--chrome", files[0].name, "missing.json", cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stdout == "" and bad.stderr.startswith("cdsa export: missing.json: ")
