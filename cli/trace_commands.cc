@@ -96,7 +96,8 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
     if (done_modules.insert(f.module).second) progress.step(done_modules.size());
     symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
     if (!o.error.empty()) {
-      if (!o.module.empty()) problems.emplace(o.module, o.error);
+      // (Objects that are not files, such as linux-vdso.so.1, cannot be re-read: nothing to say about them.)
+      if (!o.module.empty() && o.module[0] == '/') problems.emplace(o.module, o.error);
       return;
     }
     // The same rule as the live report: where code was inlined, the innermost function's line.
