@@ -41,6 +41,7 @@ struct ProcessText {
   int rank = -1, world_size = -1, local_rank = -1;
   int driver_version = 0;
   std::string gpu;
+  int runtime_version = 0;  // cudaRuntimeGetVersion of a shared cudart in the process; 0 when unknown
 };
 
 // Launch-site profile (CDSA_PROFILE=1): launches per (stack, kernel) for the whole run.

@@ -331,6 +331,7 @@ class Walker {
         !i32(*p, "process", "local_rank", &pr.local_rank, -1) ||
         !i32(*p, "process", "driver_version", &pr.driver_version) || !str(*p, "process", "gpu", &pr.gpu))
       return false;
+    if (p->contains("runtime_version") && !i32(*p, "process", "runtime_version", &pr.runtime_version)) return false;
 
     const json* mods = array(doc, "", "modules");
     if (!mods) return false;

@@ -99,8 +99,9 @@ std::string trace_to_json(const TraceData& t) {
   for (size_t i = 0; i < p.argv.size(); ++i) out += (i ? "," : "") + json_escape(p.argv[i]);
   out += fmt::format(
       "],\"start_time_unix_ns\":{},\"rank\":{},\"world_size\":{},\"local_rank\":{},\"driver_version\":{},"
-      "\"gpu\":{}}},\n",
-      p.start_time_unix_ns, p.rank, p.world_size, p.local_rank, p.driver_version, json_escape(p.gpu));
+      "\"runtime_version\":{},\"gpu\":{}}},\n",
+      p.start_time_unix_ns, p.rank, p.world_size, p.local_rank, p.driver_version, p.runtime_version,
+      json_escape(p.gpu));
   out += "\"modules\":[";
   for (size_t i = 0; i < t.modules.size(); ++i) {
     const auto& m = t.modules[i];

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <map>
@@ -153,6 +154,10 @@ ProcessText process_text() {
   if (p.local_rank < 0) p.local_rank = env_int("SLURM_LOCALID");
   const Driver& d = driver();
   if (d.DriverGetVersion) d.DriverGetVersion(&p.driver_version);
+  // A shared cudart (PyTorch's) answers without touching the dead context; a static one is invisible here.
+  using RuntimeVersionFn = int (*)(int*);
+  if (auto rv = reinterpret_cast<RuntimeVersionFn>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")))
+    if (rv(&p.runtime_version) != 0) p.runtime_version = 0;
   CUdevice dev = 0;
   char name[256] = {0};
   if (d.CtxGetDevice && d.DeviceGetName && d.CtxGetDevice(&dev) == CUDA_SUCCESS &&

@@ -51,7 +51,7 @@ TraceData sample_trace() {
   t.cdsa_version = "0.1.0";
   t.config = {{"native_depth", "48"}, {"trace_file", "cdsa-%h-%p.json"}};
   t.process = {4242,  "node-17",    {"python3", "-c", "print(\"\\n\")"}, 1795984067852451555ull, 3, 64, 1,
-               13000, "NVIDIA H200"};
+               13000, "NVIDIA H200", 13000};
   t.modules.push_back({"/usr/bin/python3.11",
                        "a7516ae81afc8457",
                        0x55d74942f000ull,
