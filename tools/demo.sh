@@ -14,4 +14,8 @@ set +e
    "$OLDPWD/build/bin/cdsa" run -- python3 "$OLDPWD/tests/e2e/scripts/nll_loss.py" 10)
 status=$?
 set -e
-echo "== exit status $status (the program's own); trace file: $(ls "$demo"/cdsa-*.json) =="
+trace=$(ls "$demo"/cdsa-*.json)
+echo "== exit status $status (the program's own); trace file: $trace =="
+echo
+echo "== the same report, later, from the file alone: build/bin/cdsa report $trace =="
+build/bin/cdsa report "$trace"

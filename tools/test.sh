@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: the normal build, then AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
-# then ThreadSanitizer (the recorder's and the simulated driver's tests).
+# then ThreadSanitizer (the recorder's and the simulated driver's tests), then 60 s of fuzzing the trace reader.
 # CDSA_TEST_QUICK=1 runs the normal build only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,3 +34,5 @@ unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 export TSAN_OPTIONS="halt_on_error=1"
 BUILD_TARGETS="recorder_test sim_test" \
   build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim"
+
+tests/fuzz/run.sh "${CDSA_FUZZ_SECONDS:-60}"
