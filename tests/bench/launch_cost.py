@@ -27,6 +27,8 @@ PYDEPTH = 24
 
 
 def child(build, n):
+    # One core for the whole child: the launching thread does not migrate (the sim's worker sleeps throughout).
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     lib = ctypes.CDLL(str(build / "tests" / "bench" / "libcdsa_launch_bench.so"))
     out = (ctypes.c_int64 * n)()
 
@@ -73,7 +75,7 @@ def main():
     base = results[0][1]
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"launch cost over the simulated driver: {a.launches} launches x {a.repeats} runs per configuration, "
-          f"{PYDEPTH} Python frames at each launch")
+          f"{PYDEPTH} Python frames at each launch, pinned to one core")
     print(f"machine: {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}")
     print(f"{'configuration':<34} {'median ns':>10} {'p99 ns':>10} {'added (median)':>15}")
     for name, med, p99 in results:
