@@ -36,6 +36,19 @@ bool is_launch_cbid(uint32_t cbid) noexcept {
   return false;
 }
 
+namespace {
+// cuLaunchKernel_params and cuLaunchCooperativeKernel_params share these fields.
+template <typename Params>
+void from_grid_params(const Params& a, LaunchKind kind, LaunchInfo* li) {
+  li->kind = kind;
+  li->func = a.f;
+  li->stream = a.hStream;
+  set3(li->grid, a.gridDimX, a.gridDimY, a.gridDimZ);
+  set3(li->block, a.blockDimX, a.blockDimY, a.blockDimZ);
+  li->shared_mem = a.sharedMemBytes;
+}
+}  // namespace
+
 int decode_launches(uint32_t cbid, const CUpti_CallbackData& data, LaunchInfo* out, int max) noexcept {
   if (!out || max <= 0 || !data.functionParams || !is_launch_cbid(cbid)) return 0;
   const void* p = data.functionParams;
@@ -43,27 +56,13 @@ int decode_launches(uint32_t cbid, const CUpti_CallbackData& data, LaunchInfo* o
   li.per_thread = per_thread_cbid(cbid);
   switch (cbid) {
     case kCbLaunchKernel:
-    case kCbLaunchKernelPtsz: {
-      auto* a = static_cast<const cuLaunchKernel_params*>(p);
-      li.kind = LaunchKind::Kernel;
-      li.func = a->f;
-      li.stream = a->hStream;
-      set3(li.grid, a->gridDimX, a->gridDimY, a->gridDimZ);
-      set3(li.block, a->blockDimX, a->blockDimY, a->blockDimZ);
-      li.shared_mem = a->sharedMemBytes;
+    case kCbLaunchKernelPtsz:
+      from_grid_params(*static_cast<const cuLaunchKernel_params*>(p), LaunchKind::Kernel, &li);
       break;
-    }
     case kCbLaunchCooperative:
-    case kCbLaunchCooperativePtsz: {
-      auto* a = static_cast<const cuLaunchCooperativeKernel_params*>(p);
-      li.kind = LaunchKind::Cooperative;
-      li.func = a->f;
-      li.stream = a->hStream;
-      set3(li.grid, a->gridDimX, a->gridDimY, a->gridDimZ);
-      set3(li.block, a->blockDimX, a->blockDimY, a->blockDimZ);
-      li.shared_mem = a->sharedMemBytes;
+    case kCbLaunchCooperativePtsz:
+      from_grid_params(*static_cast<const cuLaunchCooperativeKernel_params*>(p), LaunchKind::Cooperative, &li);
       break;
-    }
     case kCbLaunchCooperativeMultiDevice: {
       auto* a = static_cast<const cuLaunchCooperativeKernelMultiDevice_params*>(p);
       if (!a->launchParamsList) return 0;
