@@ -14,7 +14,6 @@
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -163,26 +162,10 @@ int cmd_run(int argc, char** argv) {
   setenv("LD_PRELOAD", preload.c_str(), 1);
   for (auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
 
-  pid_t child = fork();
-  if (child < 0) {
-    fprintf(stderr, "cdsa run: fork failed: %s\n", strerror(errno));
-    return 2;
-  }
-  if (child == 0) {
-    execvp(argv[i], argv + i);
-    fprintf(stderr, "cdsa run: cannot run %s: %s\n", argv[i], strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) {
-      fprintf(stderr, "cdsa run: waitpid failed: %s\n", strerror(errno));
-      return 2;
-    }
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  // Become the command: its pid, signals, job control and exit status are the command's own.
+  execvp(argv[i], argv + i);
+  fprintf(stderr, "cdsa run: cannot run %s: %s\n", argv[i], strerror(errno));
+  return 127;
 }
 
 }  // namespace

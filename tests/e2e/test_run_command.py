@@ -48,3 +48,14 @@ def test_help_lists_every_variable(tmp_path):
     assert names, "no variables found in shim/config.cc"
     for name in names:
         assert name in out, name
+
+
+def test_run_becomes_the_command(tmp_path):
+    """cdsa run execs: the command keeps cdsa's pid, and a signal that kills it is seen as such."""
+    e = clean_env(preload=False)
+    p = subprocess.Popen([str(CDSA), "run", "--", "sh", "-c", "echo $$"], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
+                         text=True)
+    out, _ = p.communicate(timeout=60)
+    assert int(out.strip()) == p.pid
+    killed = subprocess.run([str(CDSA), "run", "--", "sh", "-c", "kill -TERM $$"], cwd=tmp_path, env=e, timeout=60)
+    assert killed.returncode == -15
