@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 jobs=$(nproc)
+passed=0
+set -o pipefail
 
 build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limits what is built)
   local dir=$1; shift
@@ -18,11 +20,14 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
   # shellcheck disable=SC2086
   cmake --build "$dir" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
   echo "== $dir: ctest ${ctest_args[*]}"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}" | tee "$dir/ctest.log"
+  local n
+  n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$dir/ctest.log" | tail -1)
+  passed=$((passed + ${n:-0}))
 }
 
 build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo --
-[ "${CDSA_TEST_QUICK:-0}" = 1 ] && exit 0
+if [ "${CDSA_TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
 
 # A preloaded ASan-built libcdsa.so needs the ASan runtime first in LD_PRELOAD.
 export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libasan.so)"
@@ -36,3 +41,5 @@ BUILD_TARGETS="recorder_test sim_test" \
   build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim"
 
 tests/fuzz/run.sh "${CDSA_FUZZ_SECONDS:-60}"
+echo "== all test runs passed (normal, ASan+UBSan, TSan, fuzzing)"
+echo "$passed passed, 0 failed"
