@@ -154,8 +154,8 @@ bool ElfReader::open(const std::string& path, std::string* error) {
   uint64_t phoff, shoff;
   uint32_t phnum, shnum;
   uint16_t phentsize, shentsize;
-  if (is64_) {
-    Elf64_Ehdr eh;
+  // Both ELF classes carry the same header fields, at different widths.
+  auto read_header = [&](auto eh) {
     if (!read_at(0, &eh, sizeof eh)) {
       *error = "truncated ELF file: incomplete ELF header";
       return false;
@@ -167,20 +167,9 @@ bool ElfReader::open(const std::string& path, std::string* error) {
     shnum = eh.e_shnum;
     phentsize = eh.e_phentsize;
     shentsize = eh.e_shentsize;
-  } else {
-    Elf32_Ehdr eh;
-    if (!read_at(0, &eh, sizeof eh)) {
-      *error = "truncated ELF file: incomplete ELF header";
-      return false;
-    }
-    e_type_ = eh.e_type;
-    phoff = eh.e_phoff;
-    shoff = eh.e_shoff;
-    phnum = eh.e_phnum;
-    shnum = eh.e_shnum;
-    phentsize = eh.e_phentsize;
-    shentsize = eh.e_shentsize;
-  }
+    return true;
+  };
+  if (!(is64_ ? read_header(Elf64_Ehdr{}) : read_header(Elf32_Ehdr{}))) return false;
   const size_t want_ph = is64_ ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
   const size_t want_sh = is64_ ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
 
