@@ -5,6 +5,7 @@ against their expectations, with a short table printed last.
 
 Normally started by integration/gpu/run.sh, which enforces the budget and builds libcdsa.so first:
     suite.py --logdir DIR --libcdsa PATH [--rtlib DIR] [--jobs N] [--only 1,11,14] [--skip-cost] [--budget S]
+             [--mirror DIR]
     suite.py --list        the cases (no GPU needed)
     suite.py --dry-run     checks the suite itself (scripts compile, markers exist) and prints the plan
 
@@ -992,8 +993,9 @@ STATUSES = ("PASS", "FAIL", "TIMEOUT", "INFO", "SKIP", "NOT RUN")
 class Results:
     """The verdicts so far; results.json and table.md are rewritten (atomically) after every case."""
 
-    def __init__(self, logdir, cases, facts, start):
+    def __init__(self, logdir, cases, facts, start, mirror=None):
         self.logdir, self.cases, self.facts, self.start = logdir, cases, facts, start
+        self.dirs = [logdir] + ([pathlib.Path(mirror)] if mirror else [])
         self.v = {}  # key -> (status, evidence, secs)
         self.lock = threading.Lock()
         self.note = ""
@@ -1024,10 +1026,14 @@ class Results:
         data = {"facts": f, "wall_s": round(wall, 1), "finished": done, "total": len(self.cases), "note": self.note,
                 "results": {k: {"status": s, "pass": s in ("PASS", "INFO"), "evidence": e, "secs": round(t, 1)}
                             for k, (s, e, t) in self.v.items()}}
-        for name, text in (("table.md", head + "\n\n" + "\n".join(md) + "\n"), ("results.json", json.dumps(data, indent=1))):
-            tmp = self.logdir / f".{name}.{threading.get_ident()}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, self.logdir / name)
+        for d in self.dirs:
+            for name, text in (("table.md", head + "\n\n" + "\n".join(md) + "\n"), ("results.json", json.dumps(data, indent=1))):
+                tmp = d / f".{name}.{threading.get_ident()}.tmp"
+                try:
+                    tmp.write_text(text)
+                    os.replace(tmp, d / name)
+                except OSError as e:  # a full or vanished mirror must not stop the suite
+                    print(f"suite: cannot write {d / name}: {e}", file=sys.stderr)
 
 
 def table(rows):
@@ -1092,6 +1098,7 @@ def main():
     ap.add_argument("--skip-cost", action="store_true")
     ap.add_argument("--budget", type=float, default=WALL_BUDGET_S,
                     help=f"seconds for the whole suite from --start (default {WALL_BUDGET_S}); no run outlives start+budget-{MARGIN_S}")
+    ap.add_argument("--mirror", metavar="DIR", help="also keep results.json and table.md up to date in DIR (e.g. $OUT)")
     ap.add_argument("--start", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--fake-cases", type=float, default=None, metavar="HANG_S", help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true")
@@ -1124,7 +1131,9 @@ def main():
     has_gpu, why = (True, "") if args.fake_cases is not None else gpu_present()
     facts = machine_facts(ctx.python, has_gpu and args.fake_cases is None, ctx.deadline) if args.fake_cases is None else \
         {"date": "-", "commit": "-", "gpu": "fake cases", "torch": "-"}
-    res = Results(ctx.logdir, cases, facts, start)
+    if args.mirror:
+        pathlib.Path(args.mirror).mkdir(parents=True, exist_ok=True)
+    res = Results(ctx.logdir, cases, facts, start, args.mirror)
     res.write()
     print(f"suite: {facts}; budget {args.budget:.0f} s, {ctx.left():.0f} s left for the cases", flush=True)
 
