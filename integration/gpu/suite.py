@@ -356,6 +356,8 @@ def build_natives(ctx):
     limit = max(1.0, min(150.0, ctx.left()))
     procs = {n: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
              for n, a in jobs.items()}
+    with ctx.lock:  # a signal now kills them too
+        ctx.active.update({p.pid: "-" for p in procs.values()})
     log = []
     t_end = time.time() + limit
     for n, p in procs.items():
@@ -369,6 +371,9 @@ def build_natives(ctx):
             ctx.bins[n] = str(out / n)
         else:
             ctx.build_errors[n] = f"nvcc failed (see {ctx.logdir / 'nvcc.log'})"
+    with ctx.lock:
+        for p in procs.values():
+            ctx.active.pop(p.pid, None)
     (ctx.logdir / "nvcc.log").write_text("\n".join(log))
 
 
@@ -789,6 +794,8 @@ def c_assert_print(ctx, key, backend):
     r = ctx.run(key, [ctx.bin("driver_facts"), "assert-thread"], preload=False,
                 env={"LD_PRELOAD": logger, "FACT_LOG": str(log)})
     text = read_log(log)
+    if "main tid" not in r.out:
+        return False, f"driver_facts assert-thread did not run (rc {r.rc}): {short(r.err[-120:], 120)}"
     tids = dict(re.findall(r"^(main|helper) tid (\d+)", r.out, re.M))
     who = {v: k for k, v in tids.items()}
     hits = re.findall(r"^print fn=(\S+) fd=(-?\d+) tid=(\d+)", text, re.M)
@@ -1093,7 +1100,8 @@ def main():
     ap.add_argument("--libcdsa")
     ap.add_argument("--rtlib", default="")
     ap.add_argument("--python", default=os.environ.get("PYTHON", sys.executable))
-    ap.add_argument("--jobs", type=int, default=4, help="functional cases run this many at a time (cost cases run alone)")
+    ap.add_argument("--jobs", type=int, default=6, help="functional cases run this many at a time (cost cases run alone; "
+                    "1 when the GPU's compute mode is exclusive)")
     ap.add_argument("--only", help="comma-separated case numbers or keys, e.g. 1,11a,14/cupti")
     ap.add_argument("--skip-cost", action="store_true")
     ap.add_argument("--budget", type=float, default=WALL_BUDGET_S,
@@ -1135,6 +1143,9 @@ def main():
         pathlib.Path(args.mirror).mkdir(parents=True, exist_ok=True)
     res = Results(ctx.logdir, cases, facts, start, args.mirror)
     res.write()
+    if "exclusive" in facts.get("gpu", "").lower() and args.jobs > 1:
+        print(f"suite: the GPU's compute mode is exclusive ({facts['gpu']}): cases run one at a time", flush=True)
+        args.jobs = 1
     print(f"suite: {facts}; budget {args.budget:.0f} s, {ctx.left():.0f} s left for the cases", flush=True)
 
     def finish(note=""):
