@@ -828,9 +828,11 @@ def c_func_names(ctx, key, backend):
     func = re.search(r"cudaGetFuncBySymbol (\S+)", r.out)
     if not launches:
         return False, f"the logger saw no launch (rc {r.rc}): {short(text[-100:] + r.err[-100:], 120)}"
-    via, h, frc, fname, krc, kname = launches[0]
-    same_k = kern and kern.group(1) == h
-    same_f = func and func.group(1) == h
+    known = {m.group(1) for m in (kern, func) if m}
+    pick = [l for l in launches if l[1] in known or "named_kernel" in l[3] + l[5]] or launches
+    via, h, frc, fname, krc, kname = pick[0]
+    same_k = bool(kern) and kern.group(1) == h
+    same_f = bool(func) and func.group(1) == h
     return INFO, (f"{via} handle {'= cudaGetKernel (a CUkernel)' if same_k else '= cudaGetFuncBySymbol' if same_f else 'unlike cudaGetKernel/FuncBySymbol'}; "
                   f"cuFuncGetName rc {frc} {fname or '-'}; cuKernelGetName rc {krc} {kname or '-'}")
 
