@@ -1173,10 +1173,15 @@ def main():
 
     def on_signal(signum, frame):
         ctx.stopping = True
-        ctx.kill_all()
-        finish(f"stopped by {signal.Signals(signum).name}")
-        sys.stdout.flush()
-        os._exit(124)
+        try:
+            ctx.kill_all()
+        finally:
+            try:
+                finish(f"stopped by {signal.Signals(signum).name}")  # results first, then the printed table
+                sys.stdout.flush()
+            except Exception:  # e.g. a print interrupted mid-write: the files are written already
+                pass
+            os._exit(124)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
