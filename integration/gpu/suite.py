@@ -803,6 +803,9 @@ def c_assert_print(ctx, key, backend):
     for fn, fd, tid in dict.fromkeys(hits):
         facts.append(f"{fn} on fd {fd} by the {who.get(tid, 'other (driver) thread ' + tid)}")
     ev = "assert text printed by: " + ("; ".join(facts) if facts else "no stdio call seen (" + short(text[-120:], 120) + ")")
+    chars = re.findall(r"^chars fn=(\S+) fd=2 n=(\d+) tid=(\d+)", text, re.M)
+    if chars:
+        ev += "; char output on stderr: " + ", ".join(f"{fn} x{n} (last by the {who.get(t, 'thread ' + t)})" for fn, n, t in chars)
     ev += f"; in stderr: {'yes' if 'Assertion' in r.err else 'no'}"
     strace = shutil.which("strace")
     if strace:

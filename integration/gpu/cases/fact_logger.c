@@ -2,6 +2,8 @@
  * named by FACT_LOG (raw syscalls, so it never prints through what it watches):
  *   print fn=F fd=N tid=T text=...   a stdio function (or write) called with text holding "ssert" (the device's
  *                                    assert lines): which function, which fd, which thread
+ *   chars fn=F fd=2 n=N tid=T        at exit: how many characters fputc/putc/_IO_putc wrote to stderr, and the
+ *                                    last thread that did
  *   launch via=NAME handle=H cuFuncGetName=RC:NAME cuKernelGetName=RC:NAME
  *                                    the first 4 distinct handles passed to cuLaunchKernel[Ex][_ptsz] obtained
  *                                    through cuGetProcAddress_v2 or dlsym (how cudart gets them), and what the two
@@ -120,6 +122,38 @@ size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
   note_text("fwrite", stream_fd(f), (const char*)p, size * n);
   return ((size_t (*)(const void*, size_t, size_t, FILE*))next("fwrite"))(p, size, n, f);
 }
+/* Character output cannot be matched against the text: count it per function (fd 2 only) and log the counts at
+ * exit, with the last thread that used it. */
+static atomic_long n_chars[3];
+static atomic_long last_tid[3];
+static const char* const char_fn[3] = {"fputc", "putc", "_IO_putc"};
+static void note_char(int i, FILE* f) {
+  if (stream_fd(f) != 2) return;
+  atomic_fetch_add(&n_chars[i], 1);
+  atomic_store(&last_tid[i], (long)syscall(SYS_gettid));
+}
+int fputc(int c, FILE* f) {
+  note_char(0, f);
+  return ((int (*)(int, FILE*))next("fputc"))(c, f);
+}
+int putc(int c, FILE* f) {
+  note_char(1, f);
+  return ((int (*)(int, FILE*))next("putc"))(c, f);
+}
+int _IO_putc(int c, FILE* f) {
+  note_char(2, f);
+  return ((int (*)(int, FILE*))next("_IO_putc"))(c, f);
+}
+__attribute__((destructor)) static void char_summary(void) {
+  for (int i = 0; i < 3; ++i) {
+    long n = atomic_load(&n_chars[i]);
+    if (!n) continue;
+    char line[128];
+    int k = snprintf(line, sizeof line, "chars fn=%s fd=2 n=%ld tid=%ld\n", char_fn[i], n, atomic_load(&last_tid[i]));
+    if (k > 0) log_raw(line, (size_t)k);
+  }
+}
+
 ssize_t write(int fd, const void* p, size_t n) {
   note_text("write", fd, (const char*)p, n);
   return (ssize_t)syscall(SYS_write, fd, p, n);
