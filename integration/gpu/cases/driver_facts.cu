@@ -81,7 +81,8 @@ static int names() {
   cudaError_t ef = cudaGetFuncBySymbol(&f, (const void*)named_kernel);
   named_kernel<<<1, 32>>>(nullptr);
   cudaError_t es = cudaDeviceSynchronize();
-  printf("cudaGetKernel %p rc %d\ncudaGetFuncBySymbol %p rc %d\nsync %d\n", (void*)k, (int)ek, (void*)f, (int)ef, (int)es);
+  printf("cudaGetKernel %p rc %d\ncudaGetFuncBySymbol %p rc %d\nsync %d\n", (void*)k, (int)ek, (void*)f, (int)ef,
+         (int)es);
   return 0;
 }
 

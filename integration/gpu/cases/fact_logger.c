@@ -120,7 +120,7 @@ int puts(const char* s) {
 }
 size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
   note_text("fwrite", stream_fd(f), (const char*)p, size * n);
-  return ((size_t (*)(const void*, size_t, size_t, FILE*))next("fwrite"))(p, size, n, f);
+  return ((size_t(*)(const void*, size_t, size_t, FILE*))next("fwrite"))(p, size, n, f);
 }
 /* Character output cannot be matched against the text: count it per function (fd 2 only) and log the counts at
  * exit, with the last thread that used it. */
@@ -193,11 +193,11 @@ static void name_handle(const char* via, CUfunction f) {
   if (n > 0) log_raw(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-#define LAUNCH_WRAPPER(name, real, label)                                                                   \
+#define LAUNCH_WRAPPER(name, real, label)                                                                    \
   static CUresult name(CUfunction f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, \
-                       unsigned sm, CUstream s, void** p, void** x) {                                       \
-    name_handle(label, f);                                                                                  \
-    return real(f, a, b, c, d, e, g, sm, s, p, x);                                                          \
+                       unsigned sm, CUstream s, void** p, void** x) {                                        \
+    name_handle(label, f);                                                                                   \
+    return real(f, a, b, c, d, e, g, sm, s, p, x);                                                           \
   }
 LAUNCH_WRAPPER(w_launch, r_launch, "cuLaunchKernel")
 LAUNCH_WRAPPER(w_launch_ptsz, r_launch_ptsz, "cuLaunchKernel_ptsz")
@@ -227,8 +227,7 @@ static void* wrap(const char* name, int ptsz, void* real) {
 
 static CUresult w_gpa(const char* s, void** p, int v, cuuint64_t flags, CUdriverProcAddressQueryResult* st) {
   CUresult r = r_gpa(s, p, v, flags, st);
-  if (r == CUDA_SUCCESS && p && *p && s)
-    *p = wrap(s, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, *p);
+  if (r == CUDA_SUCCESS && p && *p && s) *p = wrap(s, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, *p);
   return r;
 }
 
