@@ -163,7 +163,7 @@ def test_cupti_fallback_table_matches_the_backend_messages():
                 falls_back = "fallback_text()" in m.group(2) or "instead" in literal
                 sample = re.sub(r"%[-0-9.]*[a-z]+", "X", literal).replace("%s", "X")
                 messages.append((sample, falls_back))
-    assert len(messages) >= 7, messages
+    assert len(messages) >= 5, messages
     for sample, falls_back in messages:
         assert suite.is_cupti_fallback("cdsa: " + sample) == falls_back, sample
 
