@@ -1,39 +1,126 @@
 #!/usr/bin/env python3
-"""cdsa on a real GPU: the 21 cases of issue 3, run as fresh processes under LD_PRELOAD=libcdsa.so (unless a
-case says otherwise), checked against their expectations, with a short table printed last.
+"""cdsa on a real GPU: the cases of issue 3 (1-21), the dedicated synchronize case (22) and the driver facts of
+issue 7 (23a-23e), run as fresh processes under LD_PRELOAD=libcdsa.so (unless a case says otherwise), checked
+against their expectations, with a short table printed last.
 
-Normally started by integration/gpu/run.sh, which builds libcdsa.so first:
-    suite.py --logdir DIR --libcdsa PATH [--rtlib DIR] [--jobs N] [--only 1,11,14] [--skip-cost]
+Normally started by integration/gpu/run.sh, which enforces the budget and builds libcdsa.so first:
+    suite.py --logdir DIR --libcdsa PATH [--rtlib DIR] [--jobs N] [--only 1,11,14] [--skip-cost] [--budget S]
+             [--mirror DIR]
     suite.py --list        the cases (no GPU needed)
     suite.py --dry-run     checks the suite itself (scripts compile, markers exist) and prints the plan
 
-Every case writes KEY.cmd / KEY.out / KEY.err (and its trace files under KEY/) into the log directory;
-results.json and table.md hold the results. Exit status: 0 all passed, 1 some case failed, 2 setup error.
+Survives overruns and hangs: every run gets a deadline of (suite start + budget - margin) at the latest, runs in
+its own session and process group, and its whole tree is killed on timeout (and any stragglers when it exits);
+results.json and table.md are rewritten after every case and on SIGTERM/SIGINT, so whatever ends the suite, the
+finished verdicts are on disk. Every case writes KEY.cmd / KEY.out / KEY.err (and its trace files under
+runs/KEY/) into the log directory. Exit status: 0 all passed, 1 some case failed or timed out, 2 setup error or
+no GPU, 124 stopped by a signal (run.sh's budget).
 """
 import argparse
 import concurrent.futures
 import dataclasses
 import datetime
 import json
-import math
 import os
 import pathlib
 import re
 import shlex
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
+import threading
 import time
+import uuid
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CASES = HERE / "cases"
 BANNER = "cdsa: asynchronous CUDA fault"
-FALLBACK = "cdsa: CDSA_BACKEND=cupti"  # the one line the CUPTI backend prints when it does not run
-WALL_BUDGET_S = 480
+WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)
+MARGIN_S = 15  # kept back from the budget for writing results and killing what is left
+RUN_S = 60  # default per-run limit; the compile cases get more (see all_cases)
+RUN_ID_VAR = "GPU_SUITE_RUN_ID"  # set in every run's environment: finds descendants that left the process group
+
+# The CUPTI backend's fallback messages (cupti_tracer/backend.cc and stub.cc): each means "CDSA_BACKEND=cupti did
+# not run". Other lines starting "cdsa: CDSA_BACKEND=cupti:" are informational (e.g. CUPTI missed a launch that
+# interposition recorded) and are no fallback. test_suite_cpu.py checks this table against the backend's sources.
+CUPTI_FALLBACKS = [
+    r"CDSA_BACKEND=cupti: libcupti not found",
+    r"CDSA_BACKEND=cupti: .* lacks cuptiSubscribe/cuptiEnableDomain",
+    r"CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken",
+    r"CDSA_BACKEND=cupti: cuptiSubscribe failed",
+    r"CDSA_BACKEND=cupti: cuptiEnableDomain\(driver API\) failed",
+    r"CDSA_BACKEND=cupti: this libcdsa.so was built without CUPTI headers",
+]
+_FALLBACK_RE = re.compile(r"^cdsa: (?:" + "|".join(CUPTI_FALLBACKS) + ")")
 
 
-# ---------------------------------------------------------------------------------------------- running
+def is_cupti_fallback(line):
+    return bool(_FALLBACK_RE.match(line))
+
+
+# ---------------------------------------------------------------------------------------------- processes
+def proc_state(pid):
+    """(pgid, state) of a live process, None when it is gone. Zombies count as gone: nobody may reap them here."""
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[2])
+
+
+def group_members(pgid):
+    """Live (non-zombie) processes of process group pgid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and proc_state(int(d)) == pgid:
+            out.append(int(d))
+    return out
+
+
+def tagged_processes(run_id):
+    """Live processes whose environment carries RUN_ID_VAR=run_id (descendants that changed group or session)."""
+    needle = f"{RUN_ID_VAR}={run_id}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            env = pathlib.Path(f"/proc/{d}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and proc_state(int(d)) is not None:
+            out.append(int(d))
+    return out
+
+
+def kill_tree(pgid, run_id, grace=2.0):
+    """SIGTERM the process group (and tagged escapees), SIGKILL what is left after `grace` s. Returns how many
+    processes had to be killed."""
+    victims = set(group_members(pgid)) | set(tagged_processes(run_id))
+    if not victims:
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+        for pid in tagged_processes(run_id):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        t_end = time.time() + grace
+        while time.time() < t_end and (group_members(pgid) or tagged_processes(run_id)):
+            time.sleep(0.05)
+        if not group_members(pgid) and not tagged_processes(run_id):
+            break
+    return len(victims)
+
+
 @dataclasses.dataclass
 class Run:
     argv: list
@@ -43,6 +130,8 @@ class Run:
     secs: float
     timed_out: bool
     cwd: pathlib.Path
+    limit: float = 0.0
+    strays: int = 0
 
     @property
     def reports(self):
@@ -66,6 +155,10 @@ class Run:
         k = self.launch_part()
         return r[: len(r) - len(k)] if k else r
 
+    def surfaced_at(self):
+        m = re.search(r"cdsa: surfaced at (\S+)", self.report)
+        return m.group(1) if m else ""
+
     def kernel_line(self):
         for line in self.launch_part().splitlines():
             line = re.sub(r"^\[\d+\] ", "", line)
@@ -77,30 +170,62 @@ class Run:
         return sorted(self.cwd.glob("cdsa-*.json"))
 
     def fallback_lines(self):
-        return [l for l in self.err.splitlines() if l.startswith(FALLBACK)]
+        return [l for l in self.err.splitlines() if is_cupti_fallback(l)]
 
 
 def dedent(text):
     return "\n".join(line.strip() for line in text.splitlines())
 
 
+def cuda_home():
+    """CUDA_HOME, else the toolkit that the nvcc on PATH belongs to, else /usr/local/cuda."""
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return str(pathlib.Path(nvcc).resolve().parent.parent)
+    return "/usr/local/cuda"
+
+
+class Stopped(Exception):
+    """The suite is stopping (signal or budget): the case ends without a verdict of its own."""
+
+
+class Skip(Exception):
+    """A case that cannot run here (missing tool or build): reported as SKIP with the reason."""
+
+
 class Ctx:
-    def __init__(self, args):
+    def __init__(self, args, start):
         self.logdir = pathlib.Path(args.logdir).resolve() if args.logdir else None
         self.libcdsa = args.libcdsa
         self.rtlib = args.rtlib
         self.python = args.python
-        self.cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        self.start = start
+        self.budget = args.budget
+        self.deadline = start + args.budget - min(MARGIN_S, args.budget / 5)
+        self.cuda_home = cuda_home()
         self.arch = os.environ.get("NVCC_ARCH", "sm_90")
         self.nvcc = shutil.which("nvcc") or (f"{self.cuda_home}/bin/nvcc" if os.path.exists(f"{self.cuda_home}/bin/nvcc") else None)
         self.sanitizer = shutil.which("compute-sanitizer") or next(
             (p for p in (f"{self.cuda_home}/bin/compute-sanitizer", f"{self.cuda_home}/compute-sanitizer/compute-sanitizer") if os.path.exists(p)), None)
         self.bins = {}
         self.build_errors = {}
+        self.stopping = False
+        self.lock = threading.Lock()
+        self.active = {}  # pgid -> run id, for the signal handler
+        self.local = threading.local()  # .runs: the Runs of the case this thread is running
+
+    def left(self):
+        return self.deadline - time.time()
 
     def env(self, preload, backend="driver", extra=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
         env["PYTHONUNBUFFERED"] = "1"
+        env["CUDA_HOME"] = self.cuda_home
+        # Inductor: compile in-process (no 16-worker sidecar pool per process, which would also initialise CUDA
+        # with LD_PRELOAD inherited and write to the case's stderr).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         if preload:
             env["LD_PRELOAD"] = self.libcdsa
             if self.rtlib and any(pathlib.Path(self.rtlib).iterdir()):
@@ -111,28 +236,77 @@ class Ctx:
             env.update(extra)
         return env
 
-    def run(self, key, argv, *, preload=True, backend="driver", env=None, timeout=180, tag=""):
+    def run(self, key, argv, *, preload=True, backend="driver", env=None, timeout=RUN_S, tag="", may_time_out=False):
+        """One process, in its own session, stdout/stderr to files (a grandchild holding a pipe cannot block us),
+        limited to min(timeout, time left before the deadline); its whole tree is killed when it ends."""
+        if self.stopping:
+            raise Stopped()
         name = key.replace("/", "_") + (f".{tag}" if tag else "")
         cwd = self.logdir / "runs" / name
         cwd.mkdir(parents=True, exist_ok=True)
         for old in cwd.glob("cdsa-*.json"):
             old.unlink()
+        run_id = uuid.uuid4().hex[:12]
         full_env = self.env(preload, backend, env)
-        shown = {k: v for k, v in full_env.items() if k.startswith(("CDSA_", "LD_", "CUDA_LAUNCH", "TRITON", "CUDA_HOME"))}
+        full_env[RUN_ID_VAR] = run_id
+        shown = {k: v for k, v in full_env.items() if k.startswith(("CDSA_", "LD_", "CUDA_LAUNCH", "TRITON", "CUDA_HOME", "TORCHINDUCTOR"))}
+        limit = max(0.0, min(timeout, self.left()))
         (self.logdir / f"{name}.cmd").write_text(
-            " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items())) + " " + shlex.join(map(str, argv)) + f"\n(cwd {cwd})\n")
+            " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items())) + " " + shlex.join(map(str, argv))
+            + f"\n(cwd {cwd}; limit {limit:.0f} s)\n")
+        out_p, err_p = self.logdir / f"{name}.out", self.logdir / f"{name}.err"
         t0 = time.perf_counter()
-        try:
-            p = subprocess.run([str(a) for a in argv], cwd=cwd, env=full_env, capture_output=True, text=True,
-                               timeout=timeout, errors="replace")
-            r = Run(argv, p.returncode, p.stdout, p.stderr, time.perf_counter() - t0, False, cwd)
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            r = Run(argv, -9, out, err, time.perf_counter() - t0, True, cwd)
-        (self.logdir / f"{name}.out").write_text(r.out)
-        (self.logdir / f"{name}.err").write_text(r.err + (f"\n[suite: timed out after {timeout} s]\n" if r.timed_out else ""))
+        if limit < 2:
+            r = Run(argv, -1, "", "[suite: not started: the suite's time budget is spent]\n", 0.0, True, cwd, limit)
+            err_p.write_text(r.err)
+            out_p.write_text("")
+            self._note(r, may_time_out)
+            return r
+        timed_out = False
+        with open(out_p, "wb") as fo, open(err_p, "wb") as fe:
+            try:
+                p = subprocess.Popen([str(a) for a in argv], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                     stdout=fo, stderr=fe, start_new_session=True)
+            except OSError as e:
+                fe.write(f"[suite: could not start: {e}]\n".encode())
+                r = Run(argv, 127, "", f"[suite: could not start: {e}]\n", 0.0, False, cwd, limit)
+                self._note(r, may_time_out)
+                return r
+            with self.lock:
+                self.active[p.pid] = run_id
+            try:
+                p.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                strays = kill_tree(p.pid, run_id)
+                p.wait()
+                with self.lock:
+                    self.active.pop(p.pid, None)
+        secs = time.perf_counter() - t0
+        if timed_out:
+            with open(err_p, "a") as fe:
+                fe.write(f"\n[suite: timed out after {limit:.0f} s; process tree killed]\n")
+        elif strays:
+            with open(err_p, "a") as fe:
+                fe.write(f"\n[suite: {strays} process(es) of this run outlived it and were killed]\n")
+        r = Run(argv, -9 if timed_out else p.returncode, out_p.read_text(errors="replace"),
+                err_p.read_text(errors="replace"), secs, timed_out, cwd, limit, 0 if timed_out else strays)
+        self._note(r, may_time_out)
+        if self.stopping:
+            raise Stopped()
         return r
+
+    def _note(self, r, may_time_out):
+        runs = getattr(self.local, "runs", None)
+        if runs is not None:
+            runs.append((r, may_time_out))
+
+    def kill_all(self):
+        with self.lock:
+            active = dict(self.active)
+        for pgid, run_id in active.items():
+            kill_tree(pgid, run_id, grace=1.0)
 
     def py(self, script, *args):
         return [self.python, str(CASES / script), *map(str, args)]
@@ -143,35 +317,63 @@ class Ctx:
         return self.bins[name]
 
 
-class Skip(Exception):
-    """A case that cannot run here (missing tool or build): reported as FAIL with the reason."""
+def cudart_libdir(home):
+    for d in ("lib64", "targets/x86_64-linux/lib", "lib"):
+        if (pathlib.Path(home) / d).is_dir() and list((pathlib.Path(home) / d).glob("libcudart.so*")):
+            return str(pathlib.Path(home) / d)
+    return f"{home}/lib64"
+
+
+def native_jobs(ctx, out):
+    """The nvcc builds: native_faults.cu with static cudart (nvcc's default) and -cudart shared (with an rpath to
+    the toolkit's cudart, so it runs whatever the loader path), both -g; the driver-API program and its PTX;
+    driver_facts.cu (issue 7 facts) and the preloaded logger fact_logger.c."""
+    stubs = f"-L{ctx.cuda_home}/lib64/stubs"
+    src = str(CASES / "native_faults.cu")
+    arch = f"-arch={ctx.arch}"
+    return {
+        "nf_static": [ctx.nvcc, "-g", "-O0", arch, src, "-o", str(out / "nf_static"), stubs, "-lcuda"],
+        "nf_shared": [ctx.nvcc, "-g", "-O0", arch, "-cudart", "shared", "-Xlinker", f"-rpath={cudart_libdir(ctx.cuda_home)}",
+                      src, "-o", str(out / "nf_shared"), stubs, "-lcuda"],
+        "driver_api.ptx": [ctx.nvcc, "-ptx", f"-arch={ctx.arch.replace('sm_', 'compute_')}", str(CASES / "assert_kernel.cu"),
+                           "-o", str(out / "driver_api.ptx")],
+        "driver_api": [ctx.nvcc, "-g", "-O0", "-x", "c", str(CASES / "driver_api.c"), "-o", str(out / "driver_api"), stubs, "-lcuda"],
+        "driver_facts": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "driver_facts.cu"), "-o", str(out / "driver_facts"), stubs, "-lcuda"],
+        "fact_logger.so": [ctx.nvcc, "-O1", "-shared", "-Xcompiler", "-fPIC", "-x", "c", str(CASES / "fact_logger.c"),
+                           "-o", str(out / "fact_logger.so"), "-ldl"],
+    }
 
 
 def build_natives(ctx):
-    """nvcc builds of the native cases, in parallel: static cudart (nvcc's default) and -cudart shared, both -g;
-    the driver-API program and its PTX."""
+    """All nvcc builds in parallel, each in its own process group, limited like any run."""
+    jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so")
     if not ctx.nvcc:
-        ctx.build_errors = {n: "nvcc not found" for n in ("nf_static", "nf_shared", "driver_api")}
+        ctx.build_errors = {n: "nvcc not found" for n in jobs_all}
         return
     out = ctx.logdir / "bin"
     out.mkdir(exist_ok=True)
-    stubs = f"-L{ctx.cuda_home}/lib64/stubs"
-    src = str(CASES / "native_faults.cu")
-    jobs = {
-        "nf_static": [ctx.nvcc, "-g", "-O0", f"-arch={ctx.arch}", src, "-o", str(out / "nf_static"), stubs, "-lcuda"],
-        "nf_shared": [ctx.nvcc, "-g", "-O0", f"-arch={ctx.arch}", "-cudart", "shared", src, "-o", str(out / "nf_shared"), stubs, "-lcuda"],
-        "driver_api.ptx": [ctx.nvcc, "-ptx", f"-arch={ctx.arch.replace('sm_', 'compute_')}", str(CASES / "assert_kernel.cu"), "-o", str(out / "driver_api.ptx")],
-        "driver_api": [ctx.nvcc, "-g", "-O0", "-x", "c", str(CASES / "driver_api.c"), "-o", str(out / "driver_api"), stubs, "-lcuda"],
-    }
-    procs = {n: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for n, a in jobs.items()}
+    jobs = native_jobs(ctx, out)
+    limit = max(1.0, min(150.0, ctx.left()))
+    procs = {n: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+             for n, a in jobs.items()}
+    with ctx.lock:  # a signal now kills them too
+        ctx.active.update({p.pid: "-" for p in procs.values()})
     log = []
+    t_end = time.time() + limit
     for n, p in procs.items():
-        text, _ = p.communicate(timeout=300)
+        try:
+            text, _ = p.communicate(timeout=max(0.1, t_end - time.time()))
+        except subprocess.TimeoutExpired:
+            kill_tree(p.pid, "-")
+            text = (p.communicate()[0] or "") + f"\n[suite: nvcc timed out after {limit:.0f} s]"
         log.append(f"$ {shlex.join(jobs[n])}\n{text}")
         if p.returncode == 0:
             ctx.bins[n] = str(out / n)
         else:
             ctx.build_errors[n] = f"nvcc failed (see {ctx.logdir / 'nvcc.log'})"
+    with ctx.lock:
+        for p in procs.values():
+            ctx.active.pop(p.pid, None)
     (ctx.logdir / "nvcc.log").write_text("\n".join(log))
 
 
@@ -204,6 +406,15 @@ def kernel_name(r):
     return k.split("  ")[0][len("kernel "):] if k.startswith("kernel ") else k
 
 
+def surfaced(r):
+    """'surfaced at X' for every verdict that has a report: which driver call returned the fault first."""
+    return f"surfaced at {r.surfaced_at() or '?'}"
+
+
+def not_one_report(r):
+    return f"{r.reports} reports (rc {r.rc}); stderr tail: {short(r.err[-200:])}"
+
+
 def check_named(r, script, marker, kernel, backend="driver"):
     """One report; it names the launch's Python line (File + source text) and a kernel containing `kernel`."""
     if r.timed_out:
@@ -211,13 +422,13 @@ def check_named(r, script, marker, kernel, backend="driver"):
     if backend == "cupti" and r.fallback_lines():
         return False, "CUPTI backend did not run: " + short(r.fallback_lines()[0], 100)
     if r.reports != 1:
-        return False, f"{r.reports} reports (rc {r.rc}); stderr tail: {short(r.err[-200:])}"
+        return False, not_one_report(r)
     part = r.launch_part()
     n, _ = marker_line(CASES / script, marker)
     kname = kernel_name(r)
     ok_k = kernel.lower() in kname.lower()
     ok_l = names_py(part, script, marker)
-    what = f"kernel {short(kname, 48)}; {script}:{n} {'named' if ok_l else 'NOT named'}"
+    what = f"kernel {short(kname, 48)}; {script}:{n} {'named' if ok_l else 'NOT named'}; {surfaced(r)}"
     return ok_k and ok_l, what + ("" if ok_k else f" (expected kernel ~{kernel})")
 
 
@@ -225,7 +436,7 @@ def check_no_report(r, must_out=None):
     if r.timed_out:
         return False, "timed out"
     if r.reports:
-        return False, f"{r.reports} unexpected report(s): {short(r.kernel_line())}"
+        return False, f"{r.reports} unexpected report(s): {short(r.kernel_line())}; {surfaced(r)}"
     if must_out and not re.search(must_out, r.out):
         return False, f"stdout lacks /{must_out}/: {short(r.out[-160:])} {short(r.err[-160:])}"
     m = re.search(must_out, r.out) if must_out else None
@@ -238,14 +449,29 @@ def check_native(r, fn, src, marker, kernel, backend="driver", code=None):
     if backend == "cupti" and r.fallback_lines():
         return False, "CUPTI backend did not run: " + short(r.fallback_lines()[0], 100)
     if r.reports != 1:
-        return False, f"{r.reports} reports (rc {r.rc}); {short(r.err[-200:])}"
+        return False, not_one_report(r)
     part = r.launch_part()
     n, _ = marker_line(CASES / src, marker)
     site = f"{src}:{n}"
     ok = fn in part and site in part and kernel in kernel_name(r)
     if code and f"CUDA error {code}" not in r.report:
         return False, f"expected error {code}: {short(r.report.splitlines()[1] if r.report else '')}"
-    return ok, f"kernel {short(kernel_name(r), 30)}; {fn} {'and' if ok else '/'} {site} {'named' if ok else 'NOT both named'}"
+    return ok, (f"kernel {short(kernel_name(r), 30)}; {fn} {'and' if ok else '/'} {site} "
+                f"{'named' if ok else 'NOT both named'}; {surfaced(r)}")
+
+
+def traceback_block(err):
+    """The Python traceback printed for the uncaught exception: from 'Traceback (most recent call last):' to the
+    end of the exception text (a blank line, a cdsa line or the end of stderr)."""
+    i = err.rfind("Traceback (most recent call last):")
+    if i < 0:
+        return ""
+    lines = []
+    for line in err[i:].splitlines():
+        if lines and (not line.strip() or line.startswith(("cdsa:", "=====", "[suite:"))):
+            break
+        lines.append(line)
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------- cases
@@ -258,6 +484,10 @@ class Case:
     fn: object
     backend: str = "driver"
     cost: bool = False
+    first: bool = False  # run before the others (the torch.compile cases: the slowest, started at once)
+
+
+INFO = "info"  # a case that records facts returns (INFO, evidence)
 
 
 def c_ce(label):
@@ -269,9 +499,9 @@ def c_ce(label):
         if "loss call returned" not in r.out:
             return False, ev + "; stdout changed"
         bare = ctx.run(key, ctx.py("c01_cross_entropy.py", label), preload=False, tag="bare")
-        tb = bare.err[bare.err.find("Traceback (most recent call last)"):]
-        same = bool(tb) and r.err.endswith(tb) and bare.out == r.out and bare.rc == r.rc
-        return same, ev + ("; Python traceback unchanged" if same else "; Python traceback/stdout DIFFERS from bare run")
+        tb, bare_tb = traceback_block(r.err), traceback_block(bare.err)
+        same = bool(bare_tb) and tb == bare_tb
+        return same, ev + ("; Python traceback unchanged" if same else "; Python traceback DIFFERS from the bare run's")
     return run
 
 
@@ -314,45 +544,47 @@ def c_thousand(ctx, key, backend):
 def c_backward(ctx, key, backend):
     r = ctx.run(key, ctx.py("c10_backward_only.py"), backend=backend)
     if r.reports != 1:
-        return False, f"{r.reports} reports (rc {r.rc})"
+        return False, not_one_report(r)
     part = r.launch_part()
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', part)
     fwd, bwd = names_py(part, "c10_backward_only.py", "FORWARD-LINE"), names_py(part, "c10_backward_only.py", "BACKWARD-LINE")
     where = "backward line" if bwd else "forward line" if fwd else f"{len(frames)} Python frames" if frames else "native frames only (autograd thread)"
-    return True, f"kernel {short(kernel_name(r), 40)}; named: {where}"
+    return True, f"kernel {short(kernel_name(r), 40)}; named: {where}; {surfaced(r)}"
 
 
 def c_triton(ctx, key, backend):
-    r = ctx.run(key, ctx.py("c11_triton_assert.py"), backend=backend, env={"TRITON_DEBUG": "1"}, timeout=240)
+    r = ctx.run(key, ctx.py("c11_triton_assert.py"), backend=backend, env={"TRITON_DEBUG": "1"}, timeout=90)
     return check_named(r, "c11_triton_assert.py", "TRITON-CALL", "check_range", backend)
 
 
 def c_compile(ctx, key, backend):
-    r = ctx.run(key, ctx.py("c11_compile_oob.py"), backend=backend, timeout=300)
+    r = ctx.run(key, ctx.py("c11_compile_oob.py"), backend=backend, timeout=150)
     return check_named(r, "c11_compile_oob.py", "COMPILED-CALL", "", backend)
 
 
 def c_graph(ctx, key, backend):
     r = ctx.run(key, ctx.py("c12_graph_replay.py"), backend=backend)
     if r.reports != 1:
-        return False, f"{r.reports} reports (rc {r.rc}); {short(r.err[-160:])}"
+        return False, not_one_report(r)
     part = r.launch_part()
     rep = names_py(part, "c12_graph_replay.py", "REPLAY-LINE")
     cap = names_py(part, "c12_graph_replay.py", "CAPTURE-LINE")
-    return rep and cap, f"{short(r.kernel_line(), 40)}; replay line {'named' if rep else 'NOT named'}, capture line {'named' if cap else 'NOT named'}"
+    return rep and cap, (f"{short(r.kernel_line(), 40)}; replay line {'named' if rep else 'NOT named'}, capture line "
+                         f"{'named' if cap else 'NOT named'}; {surfaced(r)}")
 
 
 def c_side(ctx, key, backend):
     r = ctx.run(key, ctx.py("c13_side_stream.py"), backend=backend)
     if r.reports != 1:
-        return False, f"{r.reports} reports (rc {r.rc})"
+        return False, not_one_report(r)
     part = r.launch_part()
     named = names_py(part, "c13_side_stream.py", "SIDE-LOSS-LINE")
     amb = "cdsa: AMBIGUOUS" in r.report
-    return named, ("ambiguity stated, " if amb else "exact, ") + ("side-stream loss line named" if named else "loss line NOT named") + f"; {short(kernel_name(r), 40)}"
+    return named, (("ambiguity stated, " if amb else "exact, ") + ("side-stream loss line named" if named else "loss line NOT named")
+                   + f"; {short(kernel_name(r), 40)}; {surfaced(r)}")
 
 
-def c_native(binname, backend_note=""):
+def c_native(binname):
     def run(ctx, key, backend):
         r = ctx.run(key, [ctx.bin(binname), "assert"], backend=backend)
         return check_native(r, "launch_bad", "native_faults.cu", "LAUNCH-LINE", "assert_kernel", backend)
@@ -382,16 +614,19 @@ def c_profiler(ctx, key, backend):
     n = int(m.group(1)) if m else -1
     if backend == "cupti":  # informational: who holds the one CUPTI subscriber slot
         fb = r.fallback_lines()
-        return r.rc == 0, f"profiler saw {n} kernel events; cdsa: {short(fb[0][6:], 60) if fb else 'CUPTI backend ran'}"
+        return (INFO if r.rc == 0 else False), f"profiler saw {n} kernel events; cdsa: {short(fb[0][6:], 60) if fb else 'CUPTI backend ran'}"
     return n > 0 and r.reports == 0, f"profiler saw {n} CUDA kernel events under cdsa (rc {r.rc})"
 
 
 def c_fact_breadcrumbs(ctx, key, backend):
+    """Read back from the breadcrumbs, not from kernel names: the report is exact and names launch #6 on its
+    stream and the launch's file:line."""
     ev, ok = [], True
-    for mode, kernel, code in (("assert", "assert_kernel", 710), ("illegal", "illegal_kernel", 700)):
+    for mode, fn, marker, code in (("assert", "launch_bad", "LAUNCH-LINE", 710), ("illegal", "launch_illegal", "ILLEGAL-LINE", 700)):
         r = ctx.run(key, [ctx.bin("nf_static"), mode], tag=mode)
+        n, _ = marker_line(CASES / "native_faults.cu", marker)
         exact = "the failing launch (the first launch on its stream" in r.report
-        right = kernel in kernel_name(r) and "(#6 on its stream)" in r.kernel_line()
+        right = "(#6 on its stream)" in r.kernel_line() and f"native_faults.cu:{n}" in r.launch_part()
         ok &= exact and right and r.reports == 1
         ev.append(f"{code}: {'launch #6 read back' if exact and right else 'WRONG: ' + short(r.kernel_line() or 'no report', 50)}")
     return ok, "; ".join(ev)
@@ -414,7 +649,7 @@ def c_fact_reach(ctx, key, backend):
             except ValueError:
                 n = -2
         ok &= n == 1000
-        ev.append(f"{b.split('_')[1]} cudart: {n}/1000 <<<>>> launches recorded")
+        ev.append(f"{b.split('_')[1]} cudart: {n}/1000 <<<>>> launches recorded" + (f" (rc {r.rc})" if n < 0 else ""))
     return ok, "; ".join(ev)
 
 
@@ -430,51 +665,211 @@ def c_fact_memop(ctx, key, backend):
     return ok, f"per launch host {h0:.2f}->{h1:.2f} us, GPU {g0:.2f}->{g1:.2f} us with a breadcrumb; slot {'right' if ok else 'WRONG'}"
 
 
-def elapsed(r):
-    m = re.search(r"elapsed_s ([\d.]+)", r.out)
-    return float(m.group(1)) if m and r.rc == 0 else None
+# ------------------------------------------------------------------------------ cost: interleaved, with spread
+def values(r, name):
+    m = re.search(rf"{name} ([\d.]+)", r.out)
+    return float(m.group(1)) if m and r.rc == 0 and not r.timed_out else None
 
 
-def ratio_text(name, t, base):
-    return f"{name} {t / base:.2f}x" if t and base else f"{name} n/a"
+def spread_text(name, ratios):
+    """median ratio with its min-max over the interleaved pairs"""
+    ratios = [x for x in ratios if x]
+    if not ratios:
+        return f"{name} n/a", None
+    med = statistics.median(ratios)
+    return f"{name} {med:.3f}x [{min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs]", med
+
+
+def interleaved(ctx, key, argv_for, metrics, pairs=3, variant=("cdsa", True, None), tag=""):
+    """A B A B ...: bare and cdsa processes alternate, so drift (clocks, other load) hits both alike. Returns
+    {metric: [(bare, cdsa), ...]}."""
+    label, pre, env = variant
+    got = {m: [] for m in metrics}
+    for i in range(pairs):
+        a = ctx.run(key, argv_for(), preload=False, tag=f"{tag}bare.{i}")
+        b = ctx.run(key, argv_for(), preload=pre, env=env, tag=f"{tag}{label}.{i}")
+        for m in metrics:
+            got[m].append((values(a, m), values(b, m)))
+    return got
+
+
+def ratios(pairs):
+    return [b / a for a, b in pairs if a and b]
 
 
 def c_cost_launches(ctx, key, backend):
     b = ctx.bin("nf_static")
-    t = {}
-    for label, pre, env in (("none", False, None), ("cdsa", True, None), ("cupti", True, {"CDSA_BACKEND": "cupti"}),
-                            ("CLB=1", False, {"CUDA_LAUNCH_BLOCKING": "1"})):
-        best = None
-        for i in range(2):
-            v = elapsed(ctx.run(key, [b, "launches", 100000], preload=pre, env=env, timeout=120, tag=f"{label}.{i}"))
-            best = v if best is None or (v is not None and v < best) else best
-        t[label] = best
-    base = t["none"]
-    ok = bool(base and t["cdsa"] and t["cdsa"] / base <= 1.5)
-    return ok, f"100k tiny kernels {base * 1e6 / 1e5 if base else 0:.2f} us/launch bare; " + ", ".join(
-        ratio_text(k, t[k], base) for k in ("cdsa", "cupti", "CLB=1")) + " (target cdsa <= 1.5x; cupti: info)"
+    got = interleaved(ctx, key, lambda: [b, "launches", 100000], ["elapsed_s"], pairs=3)["elapsed_s"]
+    bare = [a for a, _ in got if a]
+    text, med = spread_text("cdsa", ratios(got))
+    info = []
+    for label, pre, env in (("cupti", True, {"CDSA_BACKEND": "cupti"}), ("CLB=1", False, {"CUDA_LAUNCH_BLOCKING": "1"})):
+        v = values(ctx.run(key, [b, "launches", 100000], preload=pre, env=env, tag=label), "elapsed_s")
+        info.append(f"{label} {v / statistics.median(bare):.2f}x" if v and bare else f"{label} n/a")
+    ok = med is not None and med <= 1.5
+    per = f"{statistics.median(bare) * 1e6 / 1e5:.2f} us/launch bare" if bare else "no bare timing"
+    return ok, f"100k tiny kernels, {per}; {text}; {', '.join(info)} (target cdsa <= 1.5x; others: info)"
 
 
-def c_cost_mlp(ctx, key, backend):
-    t = {}
-    t["none"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), preload=False, tag="none"))
-    t["cdsa"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), tag="cdsa"))
-    t["cupti"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 5), env={"CDSA_BACKEND": "cupti"}, tag="cupti"))
-    t["CLB=1"] = elapsed(ctx.run(key, ctx.py("c21_mlp.py", 1), preload=False, env={"CUDA_LAUNCH_BLOCKING": "1"}, tag="clb"))
-    # compute-sanitizer is the slowest run of the suite: it gets what is left of the 8-minute budget, at most 180 s.
-    left = int(min(180, WALL_BUDGET_S - 15 - (time.time() - getattr(ctx, "start", time.time()))))
-    if ctx.sanitizer and left < 30:
-        san = "compute-sanitizer skipped (the suite's time budget is spent)"
-    elif ctx.sanitizer:
-        r = ctx.run(key, [ctx.sanitizer, "--tool", "memcheck", *ctx.py("c21_mlp.py", 1)], preload=False, timeout=left, tag="sanitizer")
-        t["sanitizer"] = elapsed(r) if not r.timed_out else None
-        san = ratio_text("compute-sanitizer", t["sanitizer"], t["none"]) if not r.timed_out else f"compute-sanitizer >{left} s (timed out)"
+def mlp_timings(ctx, key):
+    """c21_mlp.py both: one process times a GPU-bound step and a launch-bound step; 3 interleaved pairs."""
+    if getattr(ctx, "mlp", None) is None:
+        ctx.mlp = interleaved(ctx, key, lambda: ctx.py("c21_mlp.py", "both", 3), ["elapsed_s_gpu", "elapsed_s_launch"])
+    return ctx.mlp
+
+
+def c_cost_gpu_bound(ctx, key, backend):
+    got = mlp_timings(ctx, key)["elapsed_s_gpu"]
+    bare = [a for a, _ in got if a]
+    text, med = spread_text("cdsa", ratios(got))
+    ok = med is not None and med <= 1.02
+    per = f"{statistics.median(bare) * 1e3 / 30:.2f} ms/step bare" if bare else "no bare timing"
+    return ok, f"bf16 MLP 8192x4096, 30 steps: {per}; {text} (target cdsa <= 1.02x)"
+
+
+def c_cost_launch_bound(ctx, key, backend):
+    got = mlp_timings(ctx, key)["elapsed_s_launch"]
+    bare = [a for a, _ in got if a]
+    text, med = spread_text("cdsa", ratios(got))
+    base = statistics.median(bare) if bare else None
+    info = []
+    for label, pre, env, reps in (("cupti", True, {"CDSA_BACKEND": "cupti"}, 3), ("CLB=1", False, {"CUDA_LAUNCH_BLOCKING": "1"}, 1)):
+        v = values(ctx.run(key, ctx.py("c21_mlp.py", "launch", reps), preload=pre, env=env, tag=label), "elapsed_s_launch")
+        info.append(f"{label} {v / base:.2f}x" if v and base else f"{label} n/a")
+    # compute-sanitizer is the slowest run of the suite: it gets what is left of the budget, at most 120 s.
+    left = int(min(120, ctx.left() - 10))
+    if not ctx.sanitizer:
+        info.append("compute-sanitizer not found")
+    elif left < 30:
+        info.append("compute-sanitizer skipped (budget spent)")
     else:
-        san = "compute-sanitizer not found"
-    base = t["none"]
-    ok = bool(base and t["cdsa"] and t["cdsa"] / base <= 1.02)
-    return ok, f"200 MLP steps {base * 1e3 if base else 0:.0f} ms bare; " + ", ".join(
-        ratio_text(k, t[k], base) for k in ("cdsa", "cupti", "CLB=1")) + f", {san} (target cdsa <= 1.02x; cupti: info)"
+        r = ctx.run(key, [ctx.sanitizer, "--tool", "memcheck", *ctx.py("c21_mlp.py", "launch", 1)], preload=False,
+                    timeout=left, tag="sanitizer", may_time_out=True)
+        v = values(r, "elapsed_s_launch")
+        info.append(f"compute-sanitizer {v / base:.1f}x" if v and base else f"compute-sanitizer >{left} s (timed out)"
+                    if r.timed_out else f"compute-sanitizer n/a (rc {r.rc})")
+    ok = med is not None and med <= 1.5
+    per = f"{base * 1e3 / 200:.3f} ms/step bare" if base else "no bare timing"
+    return ok, f"small MLP, 200 steps: {per}; {text}; {', '.join(info)} (target cdsa <= 1.5x; others: info)"
+
+
+# ------------------------------------------------------------------------------ 22: synchronize; 23: issue 7 facts
+def c_sync(ctx, key, backend):
+    """The dedicated synchronize case: the fault surfaces at torch.cuda.synchronize(); the report must name the
+    loss line and come before torch's exception (not at exit, after the traceback)."""
+    r = ctx.run(key, ctx.py("c22_sync.py"), backend=backend)
+    ok, ev = check_named(r, "c22_sync.py", "LOSS-LINE", "nll_loss", backend)
+    if r.reports != 1:
+        return ok, ev
+    b, t = r.err.find(BANNER), r.err.find("Traceback (most recent call last)")
+    before = t < 0 or b < t
+    return ok and before and t >= 0, ev + ("; report BEFORE torch's exception" if before and t >= 0 else
+                                           "; no torch exception" if t < 0 else "; report AFTER torch's exception")
+
+
+def c_attr122(ctx, key, backend):
+    r = ctx.run(key, [ctx.bin("driver_facts"), "attr"], preload=False)
+    m = re.search(r"attr 122 (-?\d+) rc (\d+)", r.out)
+    if not m:
+        return False, f"no answer (rc {r.rc}): {short(r.out + r.err, 100)}"
+    m32 = re.search(r"memop32 rc (\d+)", r.out)
+    m64 = re.search(r"memop64 rc (\d+)", r.out)
+    return INFO, (f"CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS (122) = {m.group(1)} (rc {m.group(2)}); "
+                  f"cuStreamWriteValue32 rc {m32.group(1) if m32 else '?'}, cuStreamWriteValue64 rc {m64.group(1) if m64 else '?'}")
+
+
+def read_log(path):
+    try:
+        return pathlib.Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def c_assert_print(ctx, key, backend):
+    """Which thread, fd and libc function print the device's assert text: a preloaded logger of the stdio
+    functions (and write), and strace -f -e trace=write where the image has it."""
+    logger = ctx.bin("fact_logger.so")
+    log = ctx.logdir / "runs" / "fact_print.log"
+    log.unlink(missing_ok=True)
+    r = ctx.run(key, [ctx.bin("driver_facts"), "assert-thread"], preload=False,
+                env={"LD_PRELOAD": logger, "FACT_LOG": str(log)})
+    text = read_log(log)
+    if "main tid" not in r.out:
+        return False, f"driver_facts assert-thread did not run (rc {r.rc}): {short(r.err[-120:], 120)}"
+    tids = dict(re.findall(r"^(main|helper) tid (\d+)", r.out, re.M))
+    who = {v: k for k, v in tids.items()}
+    hits = re.findall(r"^print fn=(\S+) fd=(-?\d+) tid=(\d+)", text, re.M)
+    facts = []
+    for fn, fd, tid in dict.fromkeys(hits):
+        facts.append(f"{fn} on fd {fd} by the {who.get(tid, 'other (driver) thread ' + tid)}")
+    ev = "assert text printed by: " + ("; ".join(facts) if facts else "no stdio call seen (" + short(text[-120:], 120) + ")")
+    chars = re.findall(r"^chars fn=(\S+) fd=2 n=(\d+) tid=(\d+)", text, re.M)
+    if chars:
+        ev += "; char output on stderr: " + ", ".join(f"{fn} x{n} (last by the {who.get(t, 'thread ' + t)})" for fn, n, t in chars)
+    ev += f"; in stderr: {'yes' if 'Assertion' in r.err else 'no'}"
+    strace = shutil.which("strace")
+    if strace:
+        st = ctx.logdir / "runs" / "fact_print.strace"
+        ctx.run(key, [strace, "-f", "-e", "trace=write", "-o", str(st), ctx.bin("driver_facts"), "assert-thread"],
+                preload=False, tag="strace")
+        lines = [l for l in read_log(st).splitlines() if "ssertion" in l]
+        ev += "; strace: " + (short(lines[0], 100) if lines else "no write() holds the text")
+    else:
+        ev += "; strace not on this machine"
+    return INFO, ev
+
+
+def c_func_names(ctx, key, backend):
+    """cuFuncGetName vs cuKernelGetName on the handle a cudart <<<>>> launch passes to cuLaunchKernel."""
+    log = ctx.logdir / "runs" / "fact_names.log"
+    log.unlink(missing_ok=True)
+    r = ctx.run(key, [ctx.bin("driver_facts"), "names"], preload=False,
+                env={"LD_PRELOAD": ctx.bin("fact_logger.so"), "FACT_LOG": str(log)})
+    text = read_log(log)
+    launches = re.findall(r"^launch via=(\S+) handle=(\S+) cuFuncGetName=(-?\d+):(\S*) cuKernelGetName=(-?\d+):(\S*)", text, re.M)
+    kern = re.search(r"cudaGetKernel (\S+)", r.out)
+    func = re.search(r"cudaGetFuncBySymbol (\S+)", r.out)
+    if not launches:
+        return False, f"the logger saw no launch (rc {r.rc}): {short(text[-100:] + r.err[-100:], 120)}"
+    known = {m.group(1) for m in (kern, func) if m}
+    pick = [l for l in launches if l[1] in known or "named_kernel" in l[3] + l[5]] or launches
+    via, h, frc, fname, krc, kname = pick[0]
+    same_k = bool(kern) and kern.group(1) == h
+    same_f = bool(func) and func.group(1) == h
+    return INFO, (f"{via} handle {'= cudaGetKernel (a CUkernel)' if same_k else '= cudaGetFuncBySymbol' if same_f else 'unlike cudaGetKernel/FuncBySymbol'}; "
+                  f"cuFuncGetName rc {frc} {fname or '-'}; cuKernelGetName rc {krc} {kname or '-'}")
+
+
+def c_capture_if(ctx, key, backend):
+    """cuStreamBeginCaptureToGraph into an IF node's body: instantiates and runs with cdsa loaded (bare: info)."""
+    got = {}
+    for label, pre in (("bare", False), ("cdsa", True)):
+        r = ctx.run(key, [ctx.bin("driver_facts"), "capture-if"], preload=pre, tag=label)
+        m = re.search(r"capture-if begin (\d+) end (\d+) instantiate (\d+) launch (\d+) body_ran (-?\d+)", r.out)
+        got[label] = tuple(int(x) for x in m.groups()) if m else None
+        got[label + "_rc"] = r.rc
+    if not got["bare"]:
+        return False, f"bare run printed no result (rc {got['bare_rc']})"
+    if got["bare"][2] != 0 or got["bare"][4] != 1:
+        return INFO, f"fails without cdsa too: {got['bare']} (begin, end, instantiate, launch, body ran)"
+    ok = got["cdsa"] is not None and got["cdsa"][2] == 0 and got["cdsa"][4] == 1
+    return ok, f"with cdsa: begin/end/instantiate/launch rc, body ran = {got['cdsa'] or 'no result (rc %s)' % got['cdsa_rc']}; bare {got['bare']}"
+
+
+def c_exit_nosync(ctx, key, backend):
+    """A program that faults and exits without synchronizing still gets one report (native static cudart, and
+    PyTorch), even when cudart's atexit handlers tear the context down first."""
+    ev, ok = [], True
+    r = ctx.run(key, [ctx.bin("driver_facts"), "exit-nosync"], tag="native")
+    n, _ = marker_line(CASES / "driver_facts.cu", "NOSYNC-LINE")
+    site = f"driver_facts.cu:{n}" in r.launch_part()
+    ok &= r.reports == 1
+    ev.append(f"native: {r.reports} report(s), launch line {'named' if site else 'not named'} (rc {r.rc})")
+    p = ctx.run(key, ctx.py("c23_exit_nosync.py"), tag="torch")
+    line = names_py(p.launch_part(), "c23_exit_nosync.py", "LOSS-LINE")
+    ok &= p.reports == 1
+    ev.append(f"torch: {p.reports} report(s), loss line {'named' if line else 'not named'} (rc {p.rc})")
+    return ok, "; ".join(ev)
 
 
 def all_cases():
@@ -488,11 +883,11 @@ def all_cases():
         Case(7, "7", "logits with inf and nan", "no assert, no report", c_infnan),
         Case(8, "8", "float64 labels", "ordinary dtype error, no report", c_float64),
         Case(9, "9", "bad loss, then 1000 ops before .item()", "still the loss line", c_thousand),
-        Case(10, "10", "fault only in the backward kernel", "one report; says what is named today", c_backward),
-        Case(11, "11a", "Triton tl.device_assert", "the Triton call line named", c_triton),
-        Case(11, "11b", "torch.compile'd function indexing OOB", "the compiled call line named", c_compile),
-        Case(12, "12", "CUDA graph replay faults after index overwrite", "replay line and capture-time line named", c_graph),
-        Case(13, "13", "fault on a side stream, default stream busy", "right line, or candidates + ambiguity", c_side),
+        Case(10, "10", "fault only in the backward kernel, surfaced at .item()", "one report; says what is named today", c_backward),
+        Case(11, "11a", "Triton tl.device_assert, surfaced at .item()", "the Triton call line named", c_triton),
+        Case(11, "11b", "torch.compile'd function indexing OOB", "the compiled call line named", c_compile, first=True),
+        Case(12, "12", "CUDA graph replay faults after index overwrite, surfaced at .item()", "replay line and capture-time line named", c_graph),
+        Case(13, "13", "fault on a side stream, default stream busy, surfaced at .item()", "right line, or candidates + ambiguity", c_side),
         Case(14, "14", "nvcc static cudart <<<>>> assert, -g", "C++ function and file:line named", c_native("nf_static")),
         Case(15, "15", "the same with -cudart shared", "C++ function and file:line named", c_native("nf_shared")),
         Case(16, "16", "driver-API program (cuModuleLoadData+cuLaunchKernel)", "function, file:line, kernel named", c_driver_api),
@@ -500,19 +895,59 @@ def all_cases():
         Case(18, "18", "DataLoader(num_workers=2) epoch, then case 1", "workers unaffected; report correct", c_dataloader),
         Case(19, "19", "torch.profiler CUDA activity, default backend", "profiler still records GPU kernels", c_profiler),
         Case(19, "19/cupti", "torch.profiler under CDSA_BACKEND=cupti (info)", "no crash; who holds the CUPTI slot", c_profiler, "cupti"),
-        Case(20, "20a", "fact: breadcrumbs read back after 710 and 700", "launch #6 of 20 named, exactly", c_fact_breadcrumbs),
+        Case(20, "20a", "fact: breadcrumbs read back after 710 and 700", "launch #6 of 20 and its line, exactly", c_fact_breadcrumbs),
         Case(20, "20b", "fact: which fd carries the device assert text", "stderr", c_fact_fd),
         Case(20, "20c", "fact: <<<>>> of a CUDA 13 program reach the wrappers", "1000/1000, static and shared cudart", c_fact_reach),
         Case(20, "20d", "fact: cost of one breadcrumb between tiny kernels", "measured; slot reads back", c_fact_memop),
-        Case(21, "21a", "cost: 100k tiny kernels, launch-bound", "cdsa <= 1.5x bare; CLB=1 printed", c_cost_launches, cost=True),
-        Case(21, "21b", "cost: 200-step MLP training loop", "cdsa <= 1.02x; CLB, sanitizer printed", c_cost_mlp, cost=True),
+        Case(21, "21a", "cost: 100k tiny kernels, launch-bound", "cdsa <= 1.5x bare (A/B interleaved); CLB=1 printed", c_cost_launches, cost=True),
+        Case(21, "21b", "cost: GPU-bound bf16 MLP training step", "cdsa <= 1.02x bare (A/B interleaved, spread)", c_cost_gpu_bound, cost=True),
+        Case(21, "21c", "cost: launch-bound small MLP training loop", "cdsa <= 1.5x; cupti, CLB, sanitizer printed", c_cost_launch_bound, cost=True),
+        Case(22, "22", "fault surfaced at torch.cuda.synchronize()", "loss line named; report before torch's exception", c_sync),
+        Case(23, "23a", "fact: attribute 122 (64-bit stream memops)", "value recorded (info)", c_attr122),
+        Case(23, "23b", "fact: thread, fd and libc function printing the assert text", "recorded (info)", c_assert_print),
+        Case(23, "23c", "fact: cuFuncGetName vs cuKernelGetName on a cudart launch", "recorded (info)", c_func_names),
+        Case(23, "23d", "cuStreamBeginCaptureToGraph into an IF-node body", "instantiates and runs with cdsa", c_capture_if),
+        Case(23, "23e", "fault, then exit without synchronizing", "one report (native and torch)", c_exit_nosync),
     ]
     # Cases 1, 11 and 14 again under the CUPTI backend (no fallback line allowed).
     for c in list(cs):
         if c.key in ("1", "11a", "11b", "14"):
-            cs.append(Case(c.num, c.key + "/cupti", c.title + " [CUPTI backend]", c.expect + "; CUPTI ran", c.fn, "cupti"))
+            cs.append(Case(c.num, c.key + "/cupti", c.title + " [CUPTI backend]", c.expect + "; CUPTI ran", c.fn, "cupti",
+                           first=c.first))
     order = {c.key: i for i, c in enumerate(cs)}
-    return sorted(cs, key=lambda c: (c.cost, c.num, c.backend != "driver", order[c.key]))
+    return sorted(cs, key=lambda c: (c.cost, not c.first, c.num, c.backend != "driver", order[c.key]))
+
+
+def fake_cases(hang_s):
+    """--fake-cases: the orchestration without a GPU (test_suite_cpu.py): a quick case, a slow one, one whose
+    process tree hangs (a child that ignores SIGTERM, a grandchild in its own session holding stdout), and one
+    after it."""
+    def sleeper(secs, ok=True, timeout=RUN_S):
+        def run(ctx, key, backend):
+            r = ctx.run(key, [sys.executable, "-c", f"import time; time.sleep({secs}); print('slept {secs}')"], preload=False, timeout=timeout)
+            return ok and r.rc == 0, f"slept {secs} s (rc {r.rc})"
+        return run
+
+    hang_src = ("import os, signal, subprocess, sys, time\n"
+                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'], start_new_session=True)\n"
+                "if os.fork() == 0:\n"
+                "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "    time.sleep(1000)\n"
+                "print('tree started', os.getpgrp(), flush=True)\n"
+                "time.sleep(1000)\n")
+
+    def hang(ctx, key, backend):
+        r = ctx.run(key, [sys.executable, "-c", hang_src], preload=False, timeout=hang_s)
+        return r.rc == 0, f"rc {r.rc}: {short(r.out, 60)}"
+
+    return [
+        Case(1, "f1", "fake: quick", "passes", sleeper(0.1)),
+        Case(2, "f2", "fake: slow", "passes after 3 s", sleeper(3)),
+        Case(3, "f3", "fake: hangs with a process tree", "reported as timed out, tree killed", hang),
+        Case(4, "f4", "fake: after the hang", "passes", sleeper(0.1)),
+        Case(5, "f5", "fake: fails", "fails", sleeper(0.1, ok=False)),
+        Case(6, "f6", "fake: longer than the budget", "timed out at the deadline", sleeper(1000, timeout=1000), cost=True),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- self-check
@@ -523,12 +958,15 @@ SCRIPT_MARKERS = {
     "c11_triton_assert.py": ["TRITON-CALL"], "c11_compile_oob.py": ["COMPILED-CALL"],
     "c12_graph_replay.py": ["CAPTURE-LINE", "REPLAY-LINE"], "c13_side_stream.py": ["SIDE-LOSS-LINE"],
     "c18_dataloader.py": ["LOSS-LINE"], "native_faults.cu": ["LAUNCH-LINE", "ILLEGAL-LINE"],
-    "driver_api.c": ["DRIVER-LAUNCH-LINE"],
+    "driver_api.c": ["DRIVER-LAUNCH-LINE"], "c22_sync.py": ["LOSS-LINE", "SYNC-LINE"],
+    "c23_exit_nosync.py": ["LOSS-LINE"], "driver_facts.cu": ["NOSYNC-LINE"],
 }
+# Cases whose subject is not the synchronize wrapper: they must not surface the fault at torch.cuda.synchronize().
+NO_SYNC_BEFORE_SURFACE = ["c10_backward_only.py", "c11_triton_assert.py", "c12_graph_replay.py", "c13_side_stream.py"]
 
 
 def self_check():
-    """Everything the suite can check without a GPU: the case scripts compile, markers exist, the cases cover 1..21."""
+    """Everything the suite can check without a GPU: the case scripts compile, markers exist, the cases cover 1..23."""
     problems = []
     for f in sorted(CASES.glob("*.py")):
         try:
@@ -541,62 +979,145 @@ def self_check():
                 marker_line(CASES / script, m)
             except (AssertionError, OSError) as e:
                 problems.append(str(e))
+    for script in NO_SYNC_BEFORE_SURFACE:
+        first = min(marker_line(CASES / script, m)[0] for m in SCRIPT_MARKERS[script])
+        lines = (CASES / script).read_text().splitlines()
+        if any("torch.cuda.synchronize()" in l for l in lines[first - 1:]):
+            problems.append(f"{script} calls torch.cuda.synchronize() after its faulting launch: surface the fault at "
+                            ".item() (case 22 tests synchronize)")
     referenced = set(re.findall(r'"(c\d\d_\w+\.py|\w+\.cu|\w+\.c)"', pathlib.Path(__file__).read_text()))
     for name in sorted(referenced):
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 22)):
-        problems.append(f"case numbers {nums} do not cover 1..21")
+    if nums != list(range(1, 24)):
+        problems.append(f"case numbers {nums} do not cover 1..23")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")
     return problems
 
 
-# ---------------------------------------------------------------------------------------------- main
+# ---------------------------------------------------------------------------------------------- results
+STATUSES = ("PASS", "FAIL", "TIMEOUT", "INFO", "SKIP", "NOT RUN")
+
+
+class Results:
+    """The verdicts so far; results.json and table.md are rewritten (atomically) after every case."""
+
+    def __init__(self, logdir, cases, facts, start, mirror=None):
+        self.logdir, self.cases, self.facts, self.start = logdir, cases, facts, start
+        self.dirs = [logdir] + ([pathlib.Path(mirror)] if mirror else [])
+        self.v = {}  # key -> (status, evidence, secs)
+        self.lock = threading.Lock()
+        self.note = ""
+
+    def record(self, key, status, evidence, secs=0.0):
+        with self.lock:
+            self.v[key] = (status, evidence, secs)
+            self.write()
+
+    def rows(self):
+        rows = [("case", "expectation", "result", "evidence")]
+        for c in self.cases:
+            status, ev, _ = self.v.get(c.key, ("NOT RUN", self.note or "not reached", 0.0))
+            rows.append((c.key, short(c.expect, 58), status, short(ev, 170)))
+        return rows
+
+    def failed(self):
+        return [c.key for c in self.cases if self.v.get(c.key, ("NOT RUN",))[0] in ("FAIL", "TIMEOUT", "NOT RUN")]
+
+    def write(self):
+        wall = time.time() - self.start
+        md = ["| case | expectation | result | evidence |", "|---|---|---|---|"] + [
+            f"| {r[0]} | {r[1]} | {r[2]} | {r[3].replace('|', '/')} |" for r in self.rows()[1:]]
+        done = sum(1 for c in self.cases if c.key in self.v)
+        f = self.facts
+        head = (f"Run {f.get('date')}, commit {f.get('commit')}, GPU {f.get('gpu')}, torch/CUDA/Python {f.get('torch')}, "
+                f"wall {wall:.0f} s, {done}/{len(self.cases)} cases finished" + (f" ({self.note})" if self.note else ""))
+        data = {"facts": f, "wall_s": round(wall, 1), "finished": done, "total": len(self.cases), "note": self.note,
+                "results": {k: {"status": s, "pass": s in ("PASS", "INFO"), "evidence": e, "secs": round(t, 1)}
+                            for k, (s, e, t) in self.v.items()}}
+        for d in self.dirs:
+            for name, text in (("table.md", head + "\n\n" + "\n".join(md) + "\n"), ("results.json", json.dumps(data, indent=1))):
+                tmp = d / f".{name}.{threading.get_ident()}.tmp"
+                try:
+                    tmp.write_text(text)
+                    os.replace(tmp, d / name)
+                except OSError as e:  # a full or vanished mirror must not stop the suite
+                    print(f"suite: cannot write {d / name}: {e}", file=sys.stderr)
+
+
 def table(rows):
     w = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = []
-    for r in rows:
-        lines.append(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}")
-    return "\n".join(lines)
+    return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}" for r in rows)
 
 
-def machine_facts(python):
+def run_cmd(argv, timeout):
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=max(1, timeout), stdin=subprocess.DEVNULL,
+                           start_new_session=True)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
+
+
+GPU_PROBE = r"""
+import ctypes, sys
+try:
+    cu = ctypes.CDLL("libcuda.so.1")
+except OSError as e:
+    print("no libcuda.so.1:", e); sys.exit(1)
+r = cu.cuInit(0)
+n = ctypes.c_int(0)
+if r == 0:
+    r = cu.cuDeviceGetCount(ctypes.byref(n))
+print("cuInit/cuDeviceGetCount rc", r, "devices", n.value)
+sys.exit(0 if r == 0 and n.value > 0 else 1)
+"""
+
+
+def gpu_present():
+    """(True, '') when libcuda initialises and sees a device, else (False, why): no GPU, every case skips."""
+    rc, out, err = run_cmd([sys.executable, "-c", GPU_PROBE], 30)
+    return rc == 0, short(out + err, 120)
+
+
+def machine_facts(python, with_gpu, deadline):
     facts = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-    try:
-        facts["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        facts["commit"] = "?"
-    try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-        facts["gpu"] = q.stdout.strip().splitlines()[0] if q.stdout.strip() else "?"
-    except (OSError, subprocess.TimeoutExpired):
-        facts["gpu"] = "nvidia-smi not found"
-    try:
-        v = subprocess.run([python, "-c", "import torch, sys; print(torch.__version__, torch.version.cuda, sys.version.split()[0])"],
-                           capture_output=True, text=True, timeout=120)
-        facts["torch"] = v.stdout.strip() or short(v.stderr, 80)
-    except (OSError, subprocess.TimeoutExpired):
-        facts["torch"] = "?"
+    rc, out, _ = run_cmd(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 10)
+    facts["commit"] = out.strip() or "?"
+    if not with_gpu:
+        facts["gpu"], facts["torch"] = "none", "not asked (no GPU)"
+        return facts
+    rc, out, err = run_cmd(["nvidia-smi", "--query-gpu=name,driver_version,compute_mode", "--format=csv,noheader"], 20)
+    facts["gpu"] = out.strip().splitlines()[0] if out.strip() else short(err, 60) or "?"
+    rc, out, err = run_cmd([python, "-c", "import torch, sys; print(torch.__version__, torch.version.cuda, sys.version.split()[0])"],
+                           min(90, deadline - time.time()))
+    facts["torch"] = out.strip() or short(err, 80)
     return facts
 
 
+# ---------------------------------------------------------------------------------------------- main
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--logdir")
     ap.add_argument("--libcdsa")
     ap.add_argument("--rtlib", default="")
     ap.add_argument("--python", default=os.environ.get("PYTHON", sys.executable))
-    ap.add_argument("--jobs", type=int, default=4, help="functional cases run this many at a time (cost cases run alone)")
+    ap.add_argument("--jobs", type=int, default=6, help="functional cases run this many at a time (cost cases run alone; "
+                    "1 when the GPU's compute mode is exclusive)")
     ap.add_argument("--only", help="comma-separated case numbers or keys, e.g. 1,11a,14/cupti")
     ap.add_argument("--skip-cost", action="store_true")
+    ap.add_argument("--budget", type=float, default=WALL_BUDGET_S,
+                    help=f"seconds for the whole suite from --start (default {WALL_BUDGET_S}); no run outlives start+budget-{MARGIN_S}")
+    ap.add_argument("--mirror", metavar="DIR", help="also keep results.json and table.md up to date in DIR (e.g. $OUT)")
     ap.add_argument("--start", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--fake-cases", type=float, default=None, metavar="HANG_S", help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    cases = all_cases()
+    cases = all_cases() if args.fake_cases is None else fake_cases(args.fake_cases)
 
     if args.list:
         for c in cases:
@@ -606,64 +1127,102 @@ def main():
     if args.dry_run:
         problems = self_check()
         for c in cases:
-            print(f"would run {c.key:<10} backend={c.backend:<6} {'(alone, timed)' if c.cost else ''} {c.title}")
+            print(f"would run {c.key:<10} backend={c.backend:<6} {'(alone, timed)' if c.cost else '(first)' if c.first else ''} {c.title}")
         print("suite self-check: " + ("OK" if not problems else "PROBLEMS:\n  " + "\n  ".join(problems)))
         return 1 if problems else 0
 
-    if not args.logdir or not args.libcdsa:
+    if not args.logdir or (not args.libcdsa and args.fake_cases is None):
         ap.error("--logdir and --libcdsa are required (run.sh passes them)")
     start = args.start or time.time()
-    ctx = Ctx(args)
-    ctx.start = start
+    ctx = Ctx(args, start)
     ctx.logdir.mkdir(parents=True, exist_ok=True)
     if args.only:
         want = set(args.only.split(","))
         cases = [c for c in cases if c.key in want or str(c.num) in want]
     if args.skip_cost:
         cases = [c for c in cases if not c.cost]
-    facts = machine_facts(ctx.python)
-    print(f"suite: {facts}", flush=True)
-    build_natives(ctx)
-    print(f"suite: native builds {sorted(ctx.bins)} failed: {ctx.build_errors or 'none'} [{time.time() - start:.0f}s]", flush=True)
+    has_gpu, why = (True, "") if args.fake_cases is not None else gpu_present()
+    facts = machine_facts(ctx.python, has_gpu and args.fake_cases is None, ctx.deadline) if args.fake_cases is None else \
+        {"date": "-", "commit": "-", "gpu": "fake cases", "torch": "-"}
+    if args.mirror:
+        pathlib.Path(args.mirror).mkdir(parents=True, exist_ok=True)
+    res = Results(ctx.logdir, cases, facts, start, args.mirror)
+    res.write()
+    if "exclusive" in facts.get("gpu", "").lower() and args.jobs > 1:
+        print(f"suite: the GPU's compute mode is exclusive ({facts['gpu']}): cases run one at a time", flush=True)
+        args.jobs = 1
+    print(f"suite: {facts}; budget {args.budget:.0f} s, {ctx.left():.0f} s left for the cases", flush=True)
 
-    results = {}
+    def finish(note=""):
+        res.note = note
+        res.write()
+        rows = res.rows()
+        failed = res.failed()
+        wall = time.time() - start
+        print()
+        print(f"cdsa GPU suite: {facts['gpu']}; torch {facts['torch']}; commit {facts['commit']}; logs in {ctx.logdir}")
+        counts = {s: sum(1 for r in rows[1:] if r[2] == s) for s in STATUSES}
+        print(f"{counts['PASS']} passed, {counts['INFO']} info, {counts['FAIL']} failed, {counts['TIMEOUT']} timed out, "
+              f"{counts['SKIP']} skipped, {counts['NOT RUN']} not run, in {wall:.0f} s of a {args.budget:.0f} s budget"
+              + (f" ({note})" if note else "") + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+        print(table(rows), flush=True)
+        return failed
+
+    if not has_gpu:
+        for c in cases:
+            res.record(c.key, "SKIP", f"no GPU: {why}")
+        finish("no GPU")
+        return 2
+
+    def on_signal(signum, frame):
+        ctx.stopping = True
+        try:
+            ctx.kill_all()
+        finally:
+            try:
+                finish(f"stopped by {signal.Signals(signum).name}")  # results first, then the printed table
+                sys.stdout.flush()
+            except Exception:  # e.g. a print interrupted mid-write: the files are written already
+                pass
+            os._exit(124)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    if args.fake_cases is None:
+        build_natives(ctx)
+        print(f"suite: native builds {sorted(ctx.bins)} failed: {ctx.build_errors or 'none'} [{time.time() - start:.0f}s]", flush=True)
 
     def run_one(c):
         t0 = time.time()
-        try:
-            ok, ev = c.fn(ctx, c.key, c.backend)
-        except Skip as e:
-            ok, ev = False, f"could not run: {e}"
-        except Exception as e:  # a broken case must not stop the suite
-            ok, ev = False, f"suite error: {type(e).__name__}: {short(str(e), 70)}"
-        results[c.key] = (ok, ev)
-        print(f"suite: {c.key:<10} {'PASS' if ok else 'FAIL'} ({time.time() - t0:.0f}s) {ev}", flush=True)
+        ctx.local.runs = []
+        if ctx.left() < 2:
+            status, ev = "NOT RUN", "the suite's time budget is spent"
+        else:
+            try:
+                ok, ev = c.fn(ctx, c.key, c.backend)
+                status = "INFO" if ok == INFO else "PASS" if ok else "FAIL"
+            except Skip as e:
+                status, ev = "SKIP", f"could not run: {e}"
+            except Stopped:
+                return
+            except Exception as e:  # a broken case must not stop the suite
+                status, ev = "FAIL", f"suite error: {type(e).__name__}: {short(str(e), 70)}"
+            late = [r for r, may in ctx.local.runs if r.timed_out and not may]
+            if late:
+                r = late[0]
+                status = "TIMEOUT"
+                ev = (f"not started, budget spent; " if r.limit < 2 else f"timed out after {r.limit:.0f} s; ") + ev
+        res.record(c.key, status, ev, time.time() - t0)
+        print(f"suite: {c.key:<10} {status} ({time.time() - t0:.0f}s) {ev}", flush=True)
 
     functional = [c for c in cases if not c.cost]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(run_one, functional))
+        list(pool.map(run_one, functional))  # in order: the 'first' cases (torch.compile) start at once
     for c in cases:
         if c.cost:
             run_one(c)
-
-    wall = time.time() - start
-    rows = [("case", "expectation", "result", "evidence")]
-    for c in cases:
-        ok, ev = results.get(c.key, (False, "not run"))
-        rows.append((c.key, short(c.expect, 58), "PASS" if ok else "FAIL", short(ev, 150)))
-    failed = [c.key for c in cases if not results.get(c.key, (False,))[0]]
-    md = ["| case | expectation | result | evidence |", "|---|---|---|---|"] + [
-        f"| {r[0]} | {r[1]} | {r[2]} | {r[3].replace('|', '/')} |" for r in rows[1:]]
-    (ctx.logdir / "table.md").write_text(
-        f"Run {facts['date']}, commit {facts['commit']}, GPU {facts['gpu']}, torch/CUDA/Python {facts['torch']}, "
-        f"wall {wall:.0f} s\n\n" + "\n".join(md) + "\n")
-    (ctx.logdir / "results.json").write_text(json.dumps(
-        {"facts": facts, "wall_s": wall, "results": {k: {"pass": v[0], "evidence": v[1]} for k, v in results.items()}}, indent=1))
-    print()
-    print(f"cdsa GPU suite: {facts['gpu']}; torch {facts['torch']}; commit {facts['commit']}; logs in {ctx.logdir}")
-    print(f"{len(cases) - len(failed)}/{len(cases)} passed in {wall:.0f} s" + (" (over the 8-minute budget)" if wall > WALL_BUDGET_S else "")
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
-    print(table(rows))
+    failed = finish("budget spent" if ctx.left() < 2 else "")
     return 1 if failed else 0
 
 

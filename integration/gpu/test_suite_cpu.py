@@ -1,16 +1,27 @@
 """CPU-side checks of the GPU suite (integration/gpu), run in CI where there is no GPU: the scripts parse and
-compile, the case list covers issue 3's 21 cases (1, 11 and 14 under both backends), the report checks accept a
-report of the real format and reject a wrong one, and the native cases build with nvcc when it is installed."""
+compile, the case list covers issue 3's 21 cases (1, 11 and 14 under both backends), case 22 and the issue-7
+facts (23a-23e); the report checks accept a report of the real format and reject a wrong one; the CUPTI fallback
+table matches the backend's messages; the native cases build with nvcc when it is installed (with the suite's own
+commands); and the harness survives: fake slow and hanging cases (every finished verdict written, the hang
+reported as timed out, its whole process tree gone, total within the budget), SIGTERM (results written, trees
+killed), run.sh end to end without a GPU on the carried library, and a configure with only the carried prefix."""
+import concurrent.futures
 import importlib.util
+import json
+import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import types
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
 SUITE = HERE / "suite.py"
 
 
@@ -29,21 +40,23 @@ def test_shell_scripts_parse(script):
 
 def test_python_files_compile():
     files = [SUITE, *sorted((HERE / "cases").glob("*.py"))]
-    assert len(files) >= 15
+    assert len(files) >= 17
     for f in files:
-        p = subprocess.run([sys.executable, "-m", "py_compile", str(f)], capture_output=True, text=True)
-        assert p.returncode == 0, f"{f}: {p.stderr}"
+        compile(f.read_text(), str(f), "exec")  # raises SyntaxError with the file and line
 
 
-def test_list_has_the_21_cases_and_both_backends():
+def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 22))
-    keys = {r[1] for r in rows}
-    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
+    rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 24))
+    keys = [r[1] for r in rows]
+    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "21b", "21c"):
         assert k in keys, k
-    assert p.stdout.strip().splitlines()[-1].startswith("21 cases")
+    # the torch.compile cases start first, the cost cases run last
+    assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
+    assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
+    assert p.stdout.strip().splitlines()[-1].startswith("23 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -51,6 +64,17 @@ def test_dry_run_self_check_passes():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "suite self-check: OK" in p.stdout
     assert p.stdout.count("would run") == len(load_suite().all_cases())
+
+
+def test_self_check_rejects_a_synchronize_before_the_subject(tmp_path, monkeypatch):
+    suite = load_suite()
+    cases = tmp_path / "cases"
+    shutil.copytree(suite.CASES, cases)
+    text = (cases / "c12_graph_replay.py").read_text()
+    (cases / "c12_graph_replay.py").write_text(text + "torch.cuda.synchronize()\n")
+    monkeypatch.setattr(suite, "CASES", cases)
+    problems = suite.self_check()
+    assert any("c12_graph_replay.py calls torch.cuda.synchronize()" in p for p in problems), problems
 
 
 def test_run_sh_needs_a_logdir():
@@ -80,7 +104,11 @@ cdsa: the failing launch (the first launch on its stream whose completion never 
 cdsa: trace written to cdsa-h-1.json
 =======================================================================
 Traceback (most recent call last):
+  File "{suite.CASES / script}", line {n + 2}, in <module>
+    print("loss", loss.item())
 RuntimeError: CUDA error: device-side assert triggered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+
 """
 
 
@@ -89,7 +117,7 @@ def test_report_checks_accept_the_real_format_and_reject_a_wrong_line():
     good = fake_run(suite, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"))
     ok, ev = suite.check_named(good, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss")
     assert ok, ev
-    assert "c01_cross_entropy.py:" in ev and "named" in ev
+    assert "c01_cross_entropy.py:" in ev and "named" in ev and "surfaced at cuMemcpyDtoH_v2" in ev
     wrong_line = fake_run(suite, report_text(suite, "c01_cross_entropy.py", "SURFACE-LINE"))
     ok, ev = suite.check_named(wrong_line, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss")
     assert not ok and "NOT named" in ev
@@ -97,13 +125,47 @@ def test_report_checks_accept_the_real_format_and_reject_a_wrong_line():
     assert not suite.check_named(wrong_kernel, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss")[0]
     two = fake_run(suite, good.err + good.err)
     assert not suite.check_named(two, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss")[0]
-    fell_back = fake_run(suite, "cdsa: CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken\n" + good.err)
+    fell_back = fake_run(suite, "cdsa: CDSA_BACKEND=cupti: the one CUPTI subscriber slot is taken; recording launches "
+                                "through driver interposition instead\n" + good.err)
     assert suite.check_named(fell_back, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss", "driver")[0]
     ok, ev = suite.check_named(fell_back, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss", "cupti")
     assert not ok and "CUPTI backend did not run" in ev
+    # the informational notice (CUPTI missed a launch that interposition recorded) is no fallback
+    notice = fake_run(suite, "cdsa: CDSA_BACKEND=cupti: CUPTI did not report a launch that the driver interposition "
+                             "saw; such launches are recorded through interposition\n" + good.err)
+    assert suite.check_named(notice, "c01_cross_entropy.py", "LOSS-LINE", "nll_loss", "cupti")[0]
     ok, ev = suite.check_no_report(fake_run(suite, "", out="loss 0.5 finite\n", rc=0), r"loss \S+ finite")
     assert ok, ev
     assert not suite.check_no_report(good)[0]
+
+
+def test_traceback_block_ignores_what_cdsa_adds():
+    suite = load_suite()
+    err = report_text(suite, "c01_cross_entropy.py", "LOSS-LINE")
+    bare = err[err.find("Traceback"):]
+    block = suite.traceback_block(err)
+    assert block.startswith("Traceback (most recent call last):") and block.endswith("incorrect.")
+    assert block == suite.traceback_block("Loss.cu:250: Assertion failed.\n" + bare + "[other trailing text]\n")
+    assert block != suite.traceback_block(bare.replace("line", "line 9", 1))
+
+
+def test_cupti_fallback_table_matches_the_backend_messages():
+    """Every 'CDSA_BACKEND=cupti:' message of the backend that ends in a fallback is in the suite's table, and the
+    informational ones are not: the table and the backend cannot drift apart unnoticed."""
+    suite = load_suite()
+    sources = [ROOT / "cupti_tracer" / "backend.cc", ROOT / "cupti_tracer" / "stub.cc"]
+    messages = []
+    for src in sources:
+        text = src.read_text()
+        for m in re.finditer(r'(?:log_line|CDSA_NOTICE_ONCE)\(\s*((?:"[^"]*"\s*)+)(.*?)\);', text, re.S):
+            literal = "".join(re.findall(r'"([^"]*)"', m.group(1)))
+            if literal.startswith("CDSA_BACKEND=cupti:"):
+                falls_back = "fallback_text()" in m.group(2) or "instead" in literal
+                sample = re.sub(r"%[-0-9.]*[a-z]+", "X", literal).replace("%s", "X")
+                messages.append((sample, falls_back))
+    assert len(messages) >= 5, messages
+    for sample, falls_back in messages:
+        assert suite.is_cupti_fallback("cdsa: " + sample) == falls_back, sample
 
 
 def test_native_check_wants_function_and_file_line():
@@ -111,6 +173,7 @@ def test_native_check_wants_function_and_file_line():
     n, _ = suite.marker_line(suite.CASES / "native_faults.cu", "LAUNCH-LINE")
     err = f"""==================== cdsa: asynchronous CUDA fault ====================
 cdsa: CUDA error 710 CUDA_ERROR_ASSERT: device-side assert triggered
+cdsa: surfaced at cuStreamSynchronize (thread 1), called from (most recent call last):
 cdsa: the failing launch (the first launch on its stream whose completion never landed):
   kernel assert_kernel(int)  grid (1,1,1) block (32,1,1) shared 0 B  stream 13  launch #6 (#6 on its stream)  thread 1
   Launched from (most recent call last):
@@ -120,6 +183,7 @@ cdsa: the failing launch (the first launch on its stream whose completion never 
 """
     ok, ev = suite.check_native(fake_run(suite, err), "launch_bad", "native_faults.cu", "LAUNCH-LINE", "assert_kernel")
     assert ok, ev
+    assert "surfaced at cuStreamSynchronize" in ev
     ok, _ = suite.check_native(fake_run(suite, err.replace(f":{n}\n", ":1\n")), "launch_bad", "native_faults.cu",
                                "LAUNCH-LINE", "assert_kernel")
     assert not ok
@@ -132,23 +196,26 @@ NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if pathlib.Path("/usr
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_native_cases_build(tmp_path):
-    cases = HERE / "cases"
-    stubs = "-L" + str(pathlib.Path(NVCC).resolve().parent.parent / "lib64" / "stubs")
-    builds = [
-        [NVCC, "-g", "-O0", "-arch=sm_90", str(cases / "native_faults.cu"), "-o", str(tmp_path / "nf_static"), stubs, "-lcuda"],
-        [NVCC, "-g", "-O0", "-arch=sm_90", "-cudart", "shared", str(cases / "native_faults.cu"), "-o", str(tmp_path / "nf_shared"), stubs, "-lcuda"],
-        [NVCC, "-ptx", "-arch=compute_90", str(cases / "assert_kernel.cu"), "-o", str(tmp_path / "k.ptx")],
-        [NVCC, "-g", "-O0", "-x", "c", str(cases / "driver_api.c"), "-o", str(tmp_path / "driver_api"), stubs, "-lcuda"],
-    ]
-    for argv in builds:
-        p = subprocess.run(argv, capture_output=True, text=True)
-        assert p.returncode == 0, " ".join(argv) + "\n" + p.stdout + p.stderr
-    assert "driver_assert_kernel" in (tmp_path / "k.ptx").read_text()
+def test_native_cases_build_with_the_suites_commands(tmp_path):
+    suite = load_suite()
+    home = str(pathlib.Path(NVCC).resolve().parent.parent)
+    ctx = types.SimpleNamespace(nvcc=NVCC, cuda_home=home, arch="sm_90")
+    jobs = suite.native_jobs(ctx, tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        done = dict(zip(jobs, pool.map(lambda a: subprocess.run(a, capture_output=True, text=True), jobs.values())))
+    for name, p in done.items():
+        assert p.returncode == 0, " ".join(jobs[name]) + "\n" + p.stdout + p.stderr
+    assert "driver_assert_kernel" in (tmp_path / "driver_api.ptx").read_text()
+    # -cudart shared finds libcudart.so.13 without LD_LIBRARY_PATH: the toolkit's folder is in its run path
+    dyn = subprocess.run(["readelf", "-d", str(tmp_path / "nf_shared")], capture_output=True, text=True).stdout
+    assert "libcudart.so" in dyn and suite.cudart_libdir(home) in dyn, dyn
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(tmp_path / "fact_logger.so")], capture_output=True, text=True).stdout
+    for s in ("fprintf", "vfprintf", "fwrite", "fputs", "write", "dlsym"):
+        assert re.search(rf" T {s}$", syms, re.M), s
 
 
 def test_every_case_function_runs_to_a_verdict(tmp_path):
-    """Each case's code, fed canned process results, returns (bool, evidence) without raising: a typo in a case
+    """Each case's code, fed canned process results, returns (verdict, evidence) without raising: a typo in a case
     must not first show on the GPU machine, where each minute counts."""
     suite = load_suite()
 
@@ -157,6 +224,9 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
 
         def __init__(self):
             self.calls = []
+
+        def left(self):
+            return 300.0
 
         def py(self, script, *args):
             assert (suite.CASES / script).exists(), script
@@ -170,17 +240,156 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
             cwd = tmp_path / key.replace("/", "_") / kw.get("tag", "")
             cwd.mkdir(parents=True, exist_ok=True)
             (cwd / "cdsa-h-1.json").write_text('{"launches": []}')
-            out = ("elapsed_s 0.5 loss 1.0\nloss 0.5 finite\nloss nan\ndtype error: x\ncontext alive 1.0\n"
-                   "epoch ok\nsecond failed: x\ncuda kernel events: 3\nlaunched\n"
+            out = ("elapsed_s 0.5 loss 1.0\nelapsed_s_gpu 0.3\nelapsed_s_launch 0.2\nloss 0.5 finite\nloss nan\n"
+                   "dtype error: x\ncontext alive 1.0\nepoch ok\nsecond failed: x\ncuda kernel events: 3\nlaunched\n"
                    "memop-cost launch host_us 2.0 gpu_us 1.5\nmemop-cost launch+memop host_us 2.5 gpu_us 1.9\n"
-                   "memop-cost slot 99999 (expect 99999)\n")
+                   "memop-cost slot 99999 (expect 99999)\nattr 122 1 rc 0\nmemop32 rc 0\nmemop64 rc 0\n"
+                   "main tid 10\nhelper tid 11\ncudaGetKernel 0x1 rc 0\n"
+                   "capture-if begin 0 end 0 instantiate 0 launch 0 body_ran 1\n")
             return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
 
     for case in suite.all_cases():
         ctx = FakeCtx()
         verdict = case.fn(ctx, case.key, case.backend)
-        assert isinstance(verdict, tuple) and isinstance(verdict[0], bool) and isinstance(verdict[1], str), case.key
+        assert isinstance(verdict, tuple) and verdict[0] in (True, False, suite.INFO) and isinstance(verdict[1], str), case.key
         assert ctx.calls, f"{case.key} ran nothing"
         if case.backend == "cupti":
             assert all(kw.get("backend") == "cupti" or "CDSA_BACKEND" in (kw.get("env") or {})
                        for _, kw in ctx.calls if kw.get("preload", True)), case.key
+
+
+# ---------------------------------------------------------------------------------------------- the harness
+def live_processes_with(text):
+    """Live (non-zombie) processes whose command line holds `text`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = pathlib.Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = pathlib.Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmd and state not in ("Z", "X"):
+            out.append(int(d))
+    return out
+
+
+def hang_pgid(logdir):
+    m = re.search(r"tree started (\d+)", (logdir / "f3.out").read_text())
+    assert m, (logdir / "f3.out").read_text()
+    return int(m.group(1))
+
+
+def test_fake_slow_and_hanging_cases_within_the_budget(tmp_path):
+    """The issue's 'done when': every finished verdict written, the hung case reported as timed out, its whole
+    process tree gone (the process group and the grandchild that left it), total time within the budget."""
+    suite = load_suite()
+    budget = 12
+    t0 = time.time()
+    p = subprocess.run([sys.executable, str(SUITE), "--logdir", str(tmp_path), "--fake-cases", "2", "--budget", str(budget)],
+                       capture_output=True, text=True, timeout=60)
+    wall = time.time() - t0
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert wall < budget, f"{wall:.1f} s for a {budget} s budget"
+    res = json.loads((tmp_path / "results.json").read_text())
+    status = {k: v["status"] for k, v in res["results"].items()}
+    assert status == {"f1": "PASS", "f2": "PASS", "f3": "TIMEOUT", "f4": "PASS", "f5": "FAIL", "f6": "TIMEOUT"}, status
+    assert "timed out after 2 s" in res["results"]["f3"]["evidence"]
+    assert res["finished"] == res["total"] == 6
+    table = (tmp_path / "table.md").read_text()
+    assert re.search(r"\| f3 \| .* \| TIMEOUT \|", table) and re.search(r"\| f2 \| .* \| PASS \|", table), table
+    assert "process tree killed" in (tmp_path / "f3.err").read_text()
+    assert suite.group_members(hang_pgid(tmp_path)) == []
+    assert live_processes_with("time.sleep(1000)") == []
+
+
+def test_sigterm_writes_the_finished_verdicts_and_kills_the_trees(tmp_path):
+    p = subprocess.Popen([sys.executable, str(SUITE), "--logdir", str(tmp_path), "--fake-cases", "60", "--budget", "120",
+                          "--mirror", str(tmp_path / "mirror")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    results = tmp_path / "mirror" / "results.json"
+    t_end = time.time() + 20
+    while time.time() < t_end:  # until the quick cases and the slow one have finished (the hang goes on)
+        if results.exists() and {"f1", "f2", "f4"} <= set(json.loads(results.read_text())["results"]):
+            break
+        time.sleep(0.1)
+    pgid = hang_pgid(tmp_path)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=20)
+    assert p.returncode == 124, out
+    assert time.time() - t0 < 8
+    res = json.loads(results.read_text())
+    assert res["note"] == "stopped by SIGTERM", res
+    status = {k: v["status"] for k, v in res["results"].items()}
+    assert status["f1"] == status["f2"] == status["f4"] == "PASS" and "f3" not in status, status
+    assert (tmp_path / "results.json").read_text() == results.read_text()
+    assert "| f3 | reported as timed out, tree killed | NOT RUN |" in (tmp_path / "table.md").read_text()
+    assert suite_group_gone(pgid)
+    assert live_processes_with("time.sleep(1000)") == []
+
+
+def suite_group_gone(pgid):
+    return load_suite().group_members(pgid) == []
+
+
+def test_run_sh_without_a_gpu_uses_the_carried_library_when_the_build_fails(tmp_path):
+    """run.sh end to end on a machine without a GPU: the build fails (stand-in cmake and ninja), the carried
+    libcdsa.so is used, every case is skipped with 'no GPU', and results.json and table.md are there."""
+    probe = subprocess.run([sys.executable, "-c", load_suite().GPU_PROBE], capture_output=True, text=True)
+    if probe.returncode == 0:
+        pytest.skip("this machine has a GPU")
+    carry = tmp_path / "carry"
+    (carry / "build" / "lib").mkdir(parents=True)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = tmp_path / "stand_in.c"
+    src.write_text("int cdsa_stand_in(void) { return 1; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(carry / "build" / "lib" / "libcdsa.so")], check=True)
+    (carry / "COMMIT").write_text("0123abc\n")
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    for tool in ("cmake", "ninja"):
+        (fakebin / tool).write_text("#!/bin/sh\necho \"$0: stand-in that fails\" >&2\nexit 1\n")
+        (fakebin / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_")}
+    env.update(PATH=f"{fakebin}:{env['PATH']}", CDSA_CARRY=str(carry), PYTHON=sys.executable)
+    logdir = tmp_path / "logs"
+    t0 = time.time()
+    p = subprocess.run(["bash", str(HERE / "run.sh"), str(logdir), "--budget", "120"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    wall = time.time() - t0
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert wall < 30, wall
+    assert "build failed" in p.stdout and "using the carried libcdsa.so built at 0123abc" in p.stdout, p.stdout
+    res = json.loads((logdir / "results.json").read_text())
+    assert res["total"] == len(load_suite().all_cases()) == res["finished"]
+    assert {v["status"] for v in res["results"].values()} == {"SKIP"}
+    assert all(v["evidence"].startswith("no GPU") for v in res["results"].values())
+    assert (logdir / "table.md").read_text().count("| SKIP |") == res["total"]
+
+
+HAVE_DEV_PACKAGES = all(subprocess.run(["dpkg", "-L", p], capture_output=True).returncode == 0
+                        for p in ("libfmt-dev", "nlohmann-json3-dev", "libgtest-dev", "libdw-dev")) if shutil.which("dpkg") else False
+
+
+@pytest.mark.skipif(not (HAVE_DEV_PACKAGES and shutil.which("cmake") and shutil.which("ninja")),
+                    reason="needs the Debian -dev packages, cmake and ninja")
+def test_the_carried_prefix_alone_configures_cdsa(tmp_path):
+    """prepare_carry.sh --no-build fills the prefix and configures cdsa with every system search path switched
+    off; the same configure without the prefix fails, so it is the prefix that makes it work."""
+    carry = tmp_path / "carry"
+    env = dict(os.environ, CDSA_CARRY=str(carry))
+    p = subprocess.run(["bash", str(HERE / "prepare_carry.sh"), "--no-build"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "configures with the carried prefix alone" in p.stdout
+    assert (carry / "rtlib" / "libunwind.so.8").exists() and (carry / "rtlib" / "libdw.so.1").exists()
+    assert not (carry / "build" / "lib" / "libcdsa.so").exists()
+    bare = subprocess.run(["cmake", "-S", str(ROOT), "-B", str(tmp_path / "b"), "-G", "Ninja",
+                           "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF", "-DCMAKE_FIND_USE_SYSTEM_ENVIRONMENT_PATH=OFF",
+                           "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF", "-DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF",
+                           f"-DCMAKE_MAKE_PROGRAM={shutil.which('ninja')}", f"-DPython3_EXECUTABLE={sys.executable}",
+                           f"-DCMAKE_C_COMPILER={shutil.which('cc')}", f"-DCMAKE_CXX_COMPILER={shutil.which('c++')}"],
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode != 0 and 'provided by "fmt"' in bare.stdout + bare.stderr, bare.stdout + bare.stderr

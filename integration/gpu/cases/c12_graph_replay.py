@@ -14,9 +14,7 @@ g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     out.copy_(x.index_select(0, idx))  # CAPTURE-LINE
 g.replay()
-torch.cuda.synchronize()
-print("first replay ok", flush=True)
+print("first replay ok", out.sum().item(), flush=True)
 idx.fill_(1000)
 g.replay()  # REPLAY-LINE
-torch.cuda.synchronize()
-print("second replay returned?")
+print("second replay returned?", out.sum().item())  # the fault surfaces here (.item())
