@@ -751,12 +751,12 @@ TEST_F(SimTest, GetProcAddress) {
       {"cuMemcpy", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
       {"cuLaunchHostFunc", 0, "cuLaunchHostFunc"},
       {"cuCtxPushCurrent", 0, "cuCtxPushCurrent_v2"},
-      // exact exported names
-      {"cuMemAlloc_v2", 0, "cuMemAlloc_v2"},
-      {"cuLaunchKernel_ptsz", 0, "cuLaunchKernel_ptsz"},
-      {"cuStreamWriteValue32_v2", 0, "cuStreamWriteValue32_v2"},
-      {"cuStreamDestroy_v2", 0, "cuStreamDestroy_v2"},
-      {"cuGetProcAddress_v2", 0, "cuGetProcAddress_v2"},
+      {"cuCtxSynchronize", 0, "cuCtxSynchronize_v2"},
+      {"cuCtxGetDevice", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxGetDevice_v2"},
+      {"cuStreamBeginCaptureToGraph", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamBeginCaptureToGraph_ptsz"},
+      {"cuLibraryGetKernel", 0, "cuLibraryGetKernel"},
+      {"cuKernelGetName", 0, "cuKernelGetName"},
   };
   for (const Case& c : cases) {
     void* fn = nullptr;
@@ -768,12 +768,54 @@ TEST_F(SimTest, GetProcAddress) {
     EXPECT_EQ(fn, want) << c.query << " flags " << c.flags << " should give " << c.exported;
   }
 
-  // Older ABIs.
+  // Older ABIs: the newest signature at or below the version asked for.
   void* fn = nullptr;
-  ASSERT_EQ(cuGetProcAddress("cuGraphInstantiate", &fn, 11080, 0, nullptr), CUDA_SUCCESS);
-  EXPECT_EQ(fn, sym("cuGraphInstantiate_v2"));
-  ASSERT_EQ(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0, nullptr), CUDA_SUCCESS);
-  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
+  const struct {
+    const char* query;
+    int version;
+    cuuint64_t flags;
+    const char* exported;
+  } versioned[] = {
+      {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2"},
+      {"cuCtxSynchronize", 12090, 0, "cuCtxSynchronize"},
+      {"cuCtxSynchronize", 2000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxSynchronize"},
+      {"cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2"},
+      {"cuCtxGetDevice", 12000, 0, "cuCtxGetDevice"},
+      {"cuGraphInstantiate", 10000, 0, "cuGraphInstantiate"},
+      {"cuGraphInstantiate", 11080, 0, "cuGraphInstantiate_v2"},
+      {"cuGraphInstantiate", 12000, 0, "cuGraphInstantiateWithFlags"},
+      {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
+      {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+      {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture"},
+      {"cuStreamBeginCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamBeginCapture_ptsz"},
+      {"cuStreamWriteValue32", 11000, 0, "cuStreamWriteValue32"},
+      {"cuStreamWriteValue32", 11070, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamWriteValue32_v2_ptsz"},
+      {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
+      {"cuLaunchKernel", 6050, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuLaunchKernel"},  // no _ptsz before 7000
+      {"cuLaunchKernel", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
+  };
+  for (const auto& c : versioned) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    ASSERT_EQ(cuGetProcAddress(c.query, &fn, c.version, c.flags, &status), CUDA_SUCCESS) << c.query << " " << c.version;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+    EXPECT_EQ(fn, sym(c.exported)) << c.query << " at " << c.version << " should give " << c.exported;
+  }
+  // Older than the name's first version: not found, and the status says why.
+  for (auto [query, version] : {std::pair{"cuStreamBeginCaptureToGraph", 12020}, std::pair{"cuKernelGetName", 12000},
+                                std::pair{"cuCtxSynchronize", 1000}}) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    fn = sym("cuInit");
+    EXPECT_EQ(cuGetProcAddress(query, &fn, version, 0, &status), CUDA_ERROR_NOT_FOUND) << query;
+    EXPECT_EQ(fn, nullptr) << query;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << query;
+  }
+  // Exported names are not names cudart asks for: not found, as on the real driver.
+  for (const char* exported : {"cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cuCtxSynchronize_v2"}) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    EXPECT_EQ(cuGetProcAddress(exported, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND) << exported;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << exported;
+  }
 
   // Every contract function resolves by its base name.
   const char* contract[] = {"cuInit",
@@ -864,12 +906,10 @@ TEST_F(SimTest, GetProcAddress) {
   EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
 }
 
-// Names of the functions libcuda.so.1 (the sim) exports, read from its .dynsym.
-std::vector<std::string> exported_functions() {
+// Names of the functions an ELF shared library exports, read from its .dynsym.
+std::vector<std::string> exported_functions(const char* path) {
   std::vector<std::string> names;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cuInit), &info) == 0 || info.dli_fname == nullptr) return names;
-  FILE* f = fopen(info.dli_fname, "rb");
+  FILE* f = fopen(path, "rb");
   if (f == nullptr) return names;
   std::vector<char> img;
   char chunk[65536];
@@ -890,19 +930,56 @@ std::vector<std::string> exported_functions() {
   return names;
 }
 
-TEST_F(SimTest, GetProcAddressFindsEveryExport) {
-  std::vector<std::string> names = exported_functions();
-  ASSERT_GT(names.size(), 80u);
-  for (const std::string& name : names) {
-    EXPECT_EQ(name.rfind("cu", 0), 0u) << name << " should not be exported";
-    void* fn = nullptr;
-    EXPECT_EQ(cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS) << name;
-    // Base names that are also exported (cuStreamDestroy) resolve to the newest version instead.
-    bool base_alias =
-        fn != sym(name.c_str()) && (sym((name + "_v2").c_str()) == fn ||
-                                    (name == "cuGraphInstantiate" && fn == sym("cuGraphInstantiateWithFlags")));
-    EXPECT_TRUE(fn == sym(name.c_str()) || base_alias) << name;
+std::string sim_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuInit), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
+// The sim exports exactly the cu* functions of the toolkit's stub libcuda.so
+// (plus the few per-thread twins the stub lacks), and nothing else.
+TEST_F(SimTest, ExportsEveryStubName) {
+  std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
+  ASSERT_GT(stub.size(), 500u) << CDSA_SIM_STUB;
+  std::vector<std::string> mine = exported_functions(sim_path().c_str());
+  std::set<std::string> sim(mine.begin(), mine.end());
+  for (const std::string& name : mine) EXPECT_EQ(name.rfind("cu", 0), 0u) << name << " should not be exported";
+  size_t cu = 0;
+  for (const std::string& name : stub) {
+    if (name.rfind("cu", 0) != 0) continue;
+    ++cu;
+    EXPECT_TRUE(sim.count(name)) << name << " is exported by the stub but not by the sim";
   }
+  EXPECT_LE(sim.size(), cu + 4) << "the sim exports names the stub does not";
+}
+
+// Every base name cuGetProcAddress knows resolves to an exported function of
+// that name's family, with and without the per-thread flag.
+TEST_F(SimTest, GetProcAddressAnswersFromTheTable) {
+  std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
+  int found = 0;
+  for (const std::string& name : stub) {
+    for (cuuint64_t flags : {cuuint64_t{0}, cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
+      void* fn = nullptr;
+      CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+      CUresult r = cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, flags, &status);
+      if (r == CUDA_ERROR_NOT_FOUND) {  // a versioned or per-thread export, not a base name
+        EXPECT_EQ(fn, nullptr);
+        EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << name;
+        continue;
+      }
+      ASSERT_EQ(r, CUDA_SUCCESS) << name;
+      Dl_info info{};
+      ASSERT_NE(dladdr(fn, &info), 0) << name;
+      ASSERT_NE(info.dli_sname, nullptr) << name;
+      std::string got = info.dli_sname;
+      EXPECT_TRUE(got.rfind(name, 0) == 0 || (name == "cuGraphInstantiate" && got == "cuGraphInstantiateWithFlags"))
+          << name << " resolved to " << got;
+      EXPECT_EQ(fn, sym(got.c_str())) << name;
+      found += flags == 0;
+    }
+  }
+  EXPECT_GT(found, 400);  // cudaTypedefs.h of CUDA 13.0 names 447
 }
 
 TEST_F(SimTest, PerThreadDefaultStreams) {
