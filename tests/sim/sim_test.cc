@@ -1141,6 +1141,211 @@ TEST_F(SimTest, ManyThreadsManyStreams) {
   EXPECT_EQ(cuMemFree(counters), CUDA_SUCCESS);
 }
 
+// cudart 12+/13 path: cuLibraryLoadData + cuLibraryGetKernel, the CUkernel
+// launched cast to CUfunction; cuBLASLt's: cuKernelGetFunction.
+TEST_F(SimTest, LibraryKernelsAreTheirOwnHandleKind) {
+  CUlibrary lib = nullptr;
+  static const char image[] = "fatbin";
+  ASSERT_EQ(cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel kern = nullptr, again = nullptr;
+  ASSERT_EQ(cuLibraryGetKernel(&kern, lib, "_Z8fill_f32Pfif"), CUDA_SUCCESS);  // mangled: contains fill_f32
+  ASSERT_EQ(cuLibraryGetKernel(&again, lib, "_Z8fill_f32Pfif"), CUDA_SUCCESS);
+  EXPECT_EQ(kern, again);
+  CUkernel none = nullptr;
+  EXPECT_EQ(cuLibraryGetKernel(&none, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+
+  const char* name = nullptr;
+  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kern)), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuKernelGetName(&name, kern), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z8fill_f32Pfif");
+  EXPECT_EQ(cuKernelGetName(&name, reinterpret_cast<CUkernel>(k.fill)), CUDA_ERROR_INVALID_HANDLE);
+
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 8 * sizeof(float)), CUDA_SUCCESS);
+  auto* fb = reinterpret_cast<float*>(buf);
+  int32_t n = 8;
+  float v = 5.0f;
+  void* args[] = {&buf, &n, &v};
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(fb[i], 5.0f);
+
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 32, cfg.blockDimY = cfg.blockDimZ = 1;
+  v = 6.0f;
+  ASSERT_EQ(cuLaunchKernelEx(&cfg, reinterpret_cast<CUfunction>(kern), args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fb[7], 6.0f);
+
+  // cuKernelGetFunction: a CUfunction that cuFuncGetName names and that launches.
+  CUfunction f = nullptr, f2 = nullptr;
+  ASSERT_EQ(cuKernelGetFunction(&f, kern), CUDA_SUCCESS);
+  ASSERT_EQ(cuKernelGetFunction(&f2, kern), CUDA_SUCCESS);
+  EXPECT_EQ(f, f2);
+  EXPECT_NE(reinterpret_cast<void*>(f), reinterpret_cast<void*>(kern));
+  ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z8fill_f32Pfif");
+  EXPECT_EQ(cuKernelGetName(&name, reinterpret_cast<CUkernel>(f)), CUDA_ERROR_INVALID_HANDLE);
+  v = 7.0f;
+  ASSERT_EQ(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fb[0], 7.0f);
+  EXPECT_EQ(cuKernelGetFunction(&f2, reinterpret_cast<CUkernel>(k.fill)), CUDA_ERROR_INVALID_HANDLE);
+
+  // Unloading the library invalidates its kernels and their functions.
+  ASSERT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuKernelGetName(&name, kern), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+}
+
+// cuModuleLoad and cuLibraryLoadFromFile: any readable file is an image.
+TEST_F(SimTest, LoadFromPath) {
+  char path[] = "/tmp/sim_test_cubin_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "cubin", 5), 5);
+  close(fd);
+  CUmodule mod = nullptr;
+  ASSERT_EQ(cuModuleLoad(&mod, path), CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&f, mod, "sleep_us"), CUDA_SUCCESS);
+  const char* name = nullptr;
+  ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "sleep_us");
+  EXPECT_EQ(cuModuleUnload(mod), CUDA_SUCCESS);
+  CUlibrary lib = nullptr;
+  ASSERT_EQ(cuLibraryLoadFromFile(&lib, path, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  unlink(path);
+  EXPECT_EQ(cuModuleLoad(&mod, path), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoad(&mod, "/tmp"), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuLibraryLoadFromFile(&lib, path, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoad(nullptr, path), CUDA_ERROR_INVALID_VALUE);
+}
+
+// CUDA 13's context-taking forms (cudaDeviceSynchronize = cuCtxSynchronize_v2).
+TEST_F(SimTest, ContextV2EntryPoints) {
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_SUCCESS);  // null: the current context; waits for every stream
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize_v2(ctx), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  CUdevice dev = -1;
+  ASSERT_EQ(cuCtxGetDevice_v2(&dev, ctx), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  dev = -1;
+  ASSERT_EQ(cuCtxGetDevice_v2(&dev, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(cuCtxGetDevice_v2(nullptr, ctx), CUDA_ERROR_INVALID_VALUE);
+  CUctx_st* bogus = reinterpret_cast<CUctx_st*>(&dev);
+  EXPECT_EQ(cuCtxSynchronize_v2(bogus), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxGetDevice_v2(&dev, bogus), CUDA_ERROR_INVALID_CONTEXT);
+  std::thread([&] {  // no current context: null names none
+    EXPECT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxGetDevice_v2(&dev, nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize_v2(ctx), CUDA_SUCCESS);
+  })
+      .join();
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+// cuStreamBeginCaptureToGraph: capture appends to an existing graph; such a
+// graph (like a conditional node's body) rejects memory-operation nodes.
+TEST_F(SimTest, CaptureToGraph) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr buf = 0, flag = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  auto* fb = reinterpret_cast<float*>(buf);
+
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, nullptr, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode dep = nullptr;
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, graph, &dep, nullptr, 1, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(nullptr, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_EQ(cuStreamBeginCaptureToGraph(s, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  ASSERT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_ILLEGAL_STATE);  // still being captured into
+  ASSERT_EQ(k_fill(k, s, fb, 4, 2.5f), CUDA_SUCCESS);
+  CUgraph out = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+  EXPECT_EQ(out, graph);  // the same graph, now holding the captured work
+  EXPECT_EQ(fb[0], 0.0f);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(fb[i], 2.5f);
+
+  // A stream write captured into it: instantiation fails; without it, fine.
+  CUgraph with_memop = nullptr;
+  ASSERT_EQ(cuGraphCreate(&with_memop, 0), CUDA_SUCCESS);
+  using CaptureToGraph =
+      CUresult (*)(CUstream, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t, CUstreamCaptureMode);
+  auto to_graph_ptsz = reinterpret_cast<CaptureToGraph>(sym("cuStreamBeginCaptureToGraph_ptsz"));
+  ASSERT_EQ(to_graph_ptsz(s, with_memop, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, s, fb, 4, 1.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+  CUgraphExec bad = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&bad, with_memop, 0), CUDA_ERROR_NOT_SUPPORTED);
+  using Instantiate5 = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+  EXPECT_EQ(reinterpret_cast<Instantiate5>(sym("cuGraphInstantiate_v2"))(&bad, with_memop, nullptr, nullptr, 0),
+            CUDA_ERROR_NOT_SUPPORTED);
+  // The same work captured the ordinary way instantiates.
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+  CUgraph ordinary = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &ordinary), CUDA_SUCCESS);
+  CUgraphExec good = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&good, ordinary, 0), CUDA_SUCCESS);
+
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(good), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(with_memop), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(ordinary), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, SixtyFourBitMemopsByDefault) {
+  int a = -1;
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 1);  // as on an H200
+}
+
+// A name the sim does not implement answers 801 once initialised.
+TEST_F(SimTest, UnimplementedExportsAnswerNotSupported) {
+  for (const char* name : {"cuArrayCreate", "cuTexRefSetAddress_v2", "cuMemPoolCreate", "cuGetExportTable"}) {
+    auto fn = reinterpret_cast<CUresult (*)()>(sym(name));
+    ASSERT_NE(fn, nullptr) << name;
+    EXPECT_EQ(fn(), CUDA_ERROR_NOT_SUPPORTED) << name;
+  }
+}
+
 // ======================================================================
 // Child-process tests
 // ======================================================================
@@ -1537,6 +1742,133 @@ TEST(SimChildTest, ForkChildUsesSim) {
   EXPECT_EXIT(ForkChildUsesSimChild(), ::testing::ExitedWithCode(0), "");
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
 #endif
+}
+
+// The assert text goes through stdio's stderr, never write(2): with stderr
+// pointed at a memory stream, fd 2 sees nothing. The call that prints it is
+// the first to observe the fault, on whatever thread.
+void AssertTextThroughStdioChild() {
+  Fd2Capture cap;
+  char* mem = nullptr;
+  size_t len = 0;
+  FILE* real_stderr = stderr;
+  stderr = open_memstream(&mem, &len);
+  CHILD_CHECK(stderr != nullptr);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUlibrary lib = nullptr;
+  CHILD_EQ(cuLibraryLoadData(&lib, "fatbin", nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel nll = nullptr;
+  CHILD_EQ(cuLibraryGetKernel(&nll, lib, "nll_loss_forward_reduce_cuda_kernel_2d"), CUDA_SUCCESS);
+  CUdeviceptr out = 0, tgt = 0;
+  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+  const int64_t targets[5] = {0, 1, -100, 7, 9};
+  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  int32_t n = 5, classes = 5;
+  int64_t ignore = -100;
+  void* args[] = {&out, &tgt, &n, &classes, &ignore};
+  CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(nll), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+           CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Another thread's call observes the fault first and prints.
+  std::thread([] {
+    CUcontext c = nullptr;
+    CHILD_EQ(cuCtxGetCurrent(&c), CUDA_ERROR_ASSERT);
+  }).join();
+  fflush(stderr);
+  CHILD_CHECK(std::string(mem, len) == kNllLine);
+  CHILD_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_ASSERT);
+  fflush(stderr);
+  CHILD_CHECK(std::string(mem, len) == kNllLine);  // once
+  fclose(stderr);
+  stderr = real_stderr;
+  free(mem);
+  CHILD_STDERR(cap, "");  // nothing reached fd 2 by write(2)
+  child_exit_ok();
+}
+
+TEST(SimChildTest, AssertTextThroughStdio) {
+  EXPECT_EXIT(AssertTextThroughStdioChild(), ::testing::ExitedWithCode(0), "");
+}
+
+// SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0 and 64-bit writes fail; 32-bit ones work.
+void No64BitMemopsChild() {
+  setenv("SIM_CUDA_NO_64BIT_MEMOPS", "1", 1);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  int a = -1;
+  CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0), CUDA_SUCCESS);
+  CHILD_EQ(a, 0);
+  CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0), CUDA_SUCCESS);
+  CUdeviceptr flag = 0;
+  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue64(nullptr, flag, 5, 0), CUDA_ERROR_NOT_SUPPORTED);
+  using Write64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
+  CHILD_EQ(reinterpret_cast<Write64>(sym("cuStreamWriteValue64_v2_ptsz"))(nullptr, flag, 5, 0),
+           CUDA_ERROR_NOT_SUPPORTED);
+  CHILD_EQ(cuStreamWriteValue32(nullptr, flag, 5, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  CHILD_EQ(load(reinterpret_cast<uint32_t*>(flag)), 5u);
+  child_exit_ok();
+}
+
+TEST(SimChildTest, No64BitMemops) { EXPECT_EXIT(No64BitMemopsChild(), ::testing::ExitedWithCode(0), ""); }
+
+// SIM_CUDA_PROC_LOG=<file>: every cuGetProcAddress request, one line each.
+void ProcAddressLogChild() {
+  char path[] = "/tmp/sim_test_proclog_XXXXXX";
+  int fd = mkstemp(path);
+  CHILD_CHECK(fd >= 0);
+  close(fd);
+  setenv("SIM_CUDA_PROC_LOG", path, 1);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st;
+  CHILD_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st), CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+           CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuKernelGetName", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  FILE* f = fopen(path, "r");
+  CHILD_CHECK(f != nullptr);
+  char buf[1024] = {};
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  unlink(path);
+  std::string want =
+      "cuCtxSynchronize 13000 0 -> 0 0 cuCtxSynchronize_v2\n"
+      "cuLaunchKernel 12000 2 -> 0 0 cuLaunchKernel_ptsz\n"
+      "cuKernelGetName 12000 0 -> 500 2 -\n"
+      "cuNoSuch 13000 0 -> 500 1 -\n";
+  if (std::string(buf, got) != want) {
+    dprintf(g_report_fd, "log:\n%s--- want ---\n%s", buf, want.c_str());
+    _exit(1);
+  }
+  child_exit_ok();
+}
+
+TEST(SimChildTest, ProcAddressLog) { EXPECT_EXIT(ProcAddressLogChild(), ::testing::ExitedWithCode(0), ""); }
+
+// Unimplemented names: NOT_INITIALIZED before cuInit, the sticky error (and
+// its text) after a fault, like any call that can surface one.
+void UnimplementedAfterFaultChild() {
+  Fd2Capture cap;
+  auto array_create = reinterpret_cast<CUresult (*)()>(sym("cuArrayCreate_v2"));
+  CHILD_CHECK(array_create != nullptr);
+  CHILD_EQ(array_create(), CUDA_ERROR_NOT_INITIALIZED);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CHILD_EQ(array_create(), CUDA_ERROR_NOT_SUPPORTED);
+  CHILD_EQ(k_illegal(k, nullptr), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHILD_EQ(array_create(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  auto export_table = reinterpret_cast<CUresult (*)()>(sym("cuGetExportTable"));
+  CHILD_EQ(export_table(), CUDA_ERROR_NOT_SUPPORTED);  // cannot surface a fault
+  child_exit_ok();
+}
+
+TEST(SimChildTest, UnimplementedAfterFault) {
+  EXPECT_EXIT(UnimplementedAfterFaultChild(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
