@@ -3,7 +3,8 @@ run on the simulated driver, which now behaves like the real one (tests/sim/READ
   * cudart 13 launches the CUkernel from cuLibraryGetKernel cast to CUfunction (cuFuncGetName rejects it);
   * cudaDeviceSynchronize is cuCtxSynchronize_v2, obtained from cuGetProcAddress_v2 at version 13000;
   * the device's assert text is printed with fprintf(stderr), by the first call on any thread that sees the fault;
-  * cuStreamBeginCaptureToGraph captures into an existing graph, which rejects memory-operation nodes.
+  * cuStreamBeginCaptureToGraph captures into an existing graph, which rejects memory-operation nodes;
+  * 64-bit stream memory operations may be missing (SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0).
 Tests marked PENDING pass once the shim handles the case; they are strict, so they turn red when it does."""
 import pathlib
 import re
@@ -148,3 +149,17 @@ def test_native_capture_to_graph_replayed_then_attributed(tmp_path):
     part = run.launch_part()
     assert native_site("GRAPH-REPLAY-SITE") in part, part
     assert native_site("GRAPH-CAPTURE-SITE") in part, part
+
+
+# ---- 64-bit stream memory operations are optional (attribute 122); 32-bit ones are not ------------------------------
+
+@pytest.mark.parametrize("no_64bit", [
+    pytest.param("1", marks=PENDING, id="without-64bit-memops"),
+    pytest.param("0", id="with-64bit-memops"),
+])
+def test_breadcrumbs_work_with_or_without_64bit_memops(tmp_path, no_64bit):
+    run = run_python("two_streams.py", cwd=tmp_path, env={"SIM_CUDA_NO_64BIT_MEMOPS": no_64bit})
+    assert run.reports == 1, run.err
+    assert "breadcrumb write failed" not in run.err, run.err
+    assert "breadcrumbs were off" not in run.report, run.report
+    assert py_frame("two_streams.py", "LAUNCH-SITE", "<module>") in run.launch_part()
