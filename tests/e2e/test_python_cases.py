@@ -146,6 +146,9 @@ def test_no_fault_no_output_no_file_same_status(tmp_path):
     assert run.traces() == []
 
 
+# Flaky until then, so not strict: without the text, a second stream with a launch pending at the fault makes it
+# ambiguous (tests/e2e/test_real_driver_cases.py has the deterministic, strict version).
+@pytest.mark.xfail(strict=False, reason="issue 7: shim side pending (assert text via stdio; ambiguous in some runs)")
 def test_eight_threads(tmp_path):
     run = run_python("eight_threads.py", cwd=tmp_path, timeout=600)
     assert run.reports == 1, run.err
