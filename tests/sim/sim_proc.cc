@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+
 #include "sim_internal.h"
 #include "sim_proc_table.h"
 
@@ -34,14 +36,15 @@ void log_request(const char* symbol, int version, cuuint64_t flags, CUresult r, 
 // when asked for and at least as new as the plain one.
 const ProcEntry* lookup(const char* symbol, int version, bool per_thread, CUdriverProcAddressQueryResult& status) {
   const ProcEntry *plain = nullptr, *pt = nullptr;
-  bool known = false;
-  for (size_t i = 0; i < kProcTableSize; ++i) {
-    const ProcEntry& e = kProcTable[i];
-    if (strcmp(e.name, symbol) != 0) continue;
-    known = true;
-    if (e.version > version) continue;
-    const ProcEntry*& best = e.variant == ProcVariant::Plain ? plain : pt;
-    if (best == nullptr || e.version > best->version) best = &e;
+  // The table is sorted by name (strcmp order): the rows of `symbol` are one run.
+  const ProcEntry* end = kProcTable + kProcTableSize;
+  const ProcEntry* first = std::lower_bound(
+      kProcTable, end, symbol, [](const ProcEntry& e, const char* name) { return strcmp(e.name, name) < 0; });
+  bool known = first != end && strcmp(first->name, symbol) == 0;
+  for (const ProcEntry* e = first; e != end && strcmp(e->name, symbol) == 0; ++e) {
+    if (e->version > version) continue;
+    const ProcEntry*& best = e->variant == ProcVariant::Plain ? plain : pt;
+    if (best == nullptr || e->version > best->version) best = e;
   }
   const ProcEntry* e =
       (per_thread && pt != nullptr && (plain == nullptr || pt->version >= plain->version)) ? pt : plain;
