@@ -751,12 +751,12 @@ TEST_F(SimTest, GetProcAddress) {
       {"cuMemcpy", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
       {"cuLaunchHostFunc", 0, "cuLaunchHostFunc"},
       {"cuCtxPushCurrent", 0, "cuCtxPushCurrent_v2"},
-      // exact exported names
-      {"cuMemAlloc_v2", 0, "cuMemAlloc_v2"},
-      {"cuLaunchKernel_ptsz", 0, "cuLaunchKernel_ptsz"},
-      {"cuStreamWriteValue32_v2", 0, "cuStreamWriteValue32_v2"},
-      {"cuStreamDestroy_v2", 0, "cuStreamDestroy_v2"},
-      {"cuGetProcAddress_v2", 0, "cuGetProcAddress_v2"},
+      {"cuCtxSynchronize", 0, "cuCtxSynchronize_v2"},
+      {"cuCtxGetDevice", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxGetDevice_v2"},
+      {"cuStreamBeginCaptureToGraph", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamBeginCaptureToGraph_ptsz"},
+      {"cuLibraryGetKernel", 0, "cuLibraryGetKernel"},
+      {"cuKernelGetName", 0, "cuKernelGetName"},
   };
   for (const Case& c : cases) {
     void* fn = nullptr;
@@ -768,12 +768,54 @@ TEST_F(SimTest, GetProcAddress) {
     EXPECT_EQ(fn, want) << c.query << " flags " << c.flags << " should give " << c.exported;
   }
 
-  // Older ABIs.
+  // Older ABIs: the newest signature at or below the version asked for.
   void* fn = nullptr;
-  ASSERT_EQ(cuGetProcAddress("cuGraphInstantiate", &fn, 11080, 0, nullptr), CUDA_SUCCESS);
-  EXPECT_EQ(fn, sym("cuGraphInstantiate_v2"));
-  ASSERT_EQ(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0, nullptr), CUDA_SUCCESS);
-  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
+  const struct {
+    const char* query;
+    int version;
+    cuuint64_t flags;
+    const char* exported;
+  } versioned[] = {
+      {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2"},
+      {"cuCtxSynchronize", 12090, 0, "cuCtxSynchronize"},
+      {"cuCtxSynchronize", 2000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxSynchronize"},
+      {"cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2"},
+      {"cuCtxGetDevice", 12000, 0, "cuCtxGetDevice"},
+      {"cuGraphInstantiate", 10000, 0, "cuGraphInstantiate"},
+      {"cuGraphInstantiate", 11080, 0, "cuGraphInstantiate_v2"},
+      {"cuGraphInstantiate", 12000, 0, "cuGraphInstantiateWithFlags"},
+      {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
+      {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+      {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture"},
+      {"cuStreamBeginCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamBeginCapture_ptsz"},
+      {"cuStreamWriteValue32", 11000, 0, "cuStreamWriteValue32"},
+      {"cuStreamWriteValue32", 11070, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamWriteValue32_v2_ptsz"},
+      {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
+      {"cuLaunchKernel", 6050, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuLaunchKernel"},  // no _ptsz before 7000
+      {"cuLaunchKernel", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
+  };
+  for (const auto& c : versioned) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    ASSERT_EQ(cuGetProcAddress(c.query, &fn, c.version, c.flags, &status), CUDA_SUCCESS) << c.query << " " << c.version;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+    EXPECT_EQ(fn, sym(c.exported)) << c.query << " at " << c.version << " should give " << c.exported;
+  }
+  // Older than the name's first version: not found, and the status says why.
+  for (auto [query, version] : {std::pair{"cuStreamBeginCaptureToGraph", 12020}, std::pair{"cuKernelGetName", 12000},
+                                std::pair{"cuCtxSynchronize", 1000}}) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    fn = sym("cuInit");
+    EXPECT_EQ(cuGetProcAddress(query, &fn, version, 0, &status), CUDA_ERROR_NOT_FOUND) << query;
+    EXPECT_EQ(fn, nullptr) << query;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << query;
+  }
+  // Exported names are not names cudart asks for: not found, as on the real driver.
+  for (const char* exported : {"cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cuCtxSynchronize_v2"}) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    EXPECT_EQ(cuGetProcAddress(exported, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND) << exported;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << exported;
+  }
 
   // Every contract function resolves by its base name.
   const char* contract[] = {"cuInit",
@@ -864,12 +906,10 @@ TEST_F(SimTest, GetProcAddress) {
   EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
 }
 
-// Names of the functions libcuda.so.1 (the sim) exports, read from its .dynsym.
-std::vector<std::string> exported_functions() {
+// Names of the functions an ELF shared library exports, read from its .dynsym.
+std::vector<std::string> exported_functions(const char* path) {
   std::vector<std::string> names;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cuInit), &info) == 0 || info.dli_fname == nullptr) return names;
-  FILE* f = fopen(info.dli_fname, "rb");
+  FILE* f = fopen(path, "rb");
   if (f == nullptr) return names;
   std::vector<char> img;
   char chunk[65536];
@@ -890,19 +930,56 @@ std::vector<std::string> exported_functions() {
   return names;
 }
 
-TEST_F(SimTest, GetProcAddressFindsEveryExport) {
-  std::vector<std::string> names = exported_functions();
-  ASSERT_GT(names.size(), 80u);
-  for (const std::string& name : names) {
-    EXPECT_EQ(name.rfind("cu", 0), 0u) << name << " should not be exported";
-    void* fn = nullptr;
-    EXPECT_EQ(cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS) << name;
-    // Base names that are also exported (cuStreamDestroy) resolve to the newest version instead.
-    bool base_alias =
-        fn != sym(name.c_str()) && (sym((name + "_v2").c_str()) == fn ||
-                                    (name == "cuGraphInstantiate" && fn == sym("cuGraphInstantiateWithFlags")));
-    EXPECT_TRUE(fn == sym(name.c_str()) || base_alias) << name;
+std::string sim_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuInit), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
+// The sim exports exactly the cu* functions of the toolkit's stub libcuda.so
+// (plus the few per-thread twins the stub lacks), and nothing else.
+TEST_F(SimTest, ExportsEveryStubName) {
+  std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
+  ASSERT_GT(stub.size(), 500u) << CDSA_SIM_STUB;
+  std::vector<std::string> mine = exported_functions(sim_path().c_str());
+  std::set<std::string> sim(mine.begin(), mine.end());
+  for (const std::string& name : mine) EXPECT_EQ(name.rfind("cu", 0), 0u) << name << " should not be exported";
+  size_t cu = 0;
+  for (const std::string& name : stub) {
+    if (name.rfind("cu", 0) != 0) continue;
+    ++cu;
+    EXPECT_TRUE(sim.count(name)) << name << " is exported by the stub but not by the sim";
   }
+  EXPECT_LE(sim.size(), cu + 4) << "the sim exports names the stub does not";
+}
+
+// Every base name cuGetProcAddress knows resolves to an exported function of
+// that name's family, with and without the per-thread flag.
+TEST_F(SimTest, GetProcAddressAnswersFromTheTable) {
+  std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
+  int found = 0;
+  for (const std::string& name : stub) {
+    for (cuuint64_t flags : {cuuint64_t{0}, cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
+      void* fn = nullptr;
+      CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+      CUresult r = cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, flags, &status);
+      if (r == CUDA_ERROR_NOT_FOUND) {  // a versioned or per-thread export, not a base name
+        EXPECT_EQ(fn, nullptr);
+        EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << name;
+        continue;
+      }
+      ASSERT_EQ(r, CUDA_SUCCESS) << name;
+      Dl_info info{};
+      ASSERT_NE(dladdr(fn, &info), 0) << name;
+      ASSERT_NE(info.dli_sname, nullptr) << name;
+      std::string got = info.dli_sname;
+      EXPECT_TRUE(got.rfind(name, 0) == 0 || (name == "cuGraphInstantiate" && got == "cuGraphInstantiateWithFlags"))
+          << name << " resolved to " << got;
+      EXPECT_EQ(fn, sym(got.c_str())) << name;
+      found += flags == 0;
+    }
+  }
+  EXPECT_GT(found, 400);  // cudaTypedefs.h of CUDA 13.0 names 447
 }
 
 TEST_F(SimTest, PerThreadDefaultStreams) {
@@ -1062,6 +1139,211 @@ TEST_F(SimTest, ManyThreadsManyStreams) {
     for (int i = 0; i < kIters; ++i) EXPECT_EQ(load(&c[t * kIters + i]), static_cast<uint32_t>(i + 1));
   EXPECT_EQ(cuStreamDestroy(shared), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree(counters), CUDA_SUCCESS);
+}
+
+// cudart 12+/13 path: cuLibraryLoadData + cuLibraryGetKernel, the CUkernel
+// launched cast to CUfunction; cuBLASLt's: cuKernelGetFunction.
+TEST_F(SimTest, LibraryKernelsAreTheirOwnHandleKind) {
+  CUlibrary lib = nullptr;
+  static const char image[] = "fatbin";
+  ASSERT_EQ(cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel kern = nullptr, again = nullptr;
+  ASSERT_EQ(cuLibraryGetKernel(&kern, lib, "_Z8fill_f32Pfif"), CUDA_SUCCESS);  // mangled: contains fill_f32
+  ASSERT_EQ(cuLibraryGetKernel(&again, lib, "_Z8fill_f32Pfif"), CUDA_SUCCESS);
+  EXPECT_EQ(kern, again);
+  CUkernel none = nullptr;
+  EXPECT_EQ(cuLibraryGetKernel(&none, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+
+  const char* name = nullptr;
+  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kern)), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuKernelGetName(&name, kern), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z8fill_f32Pfif");
+  EXPECT_EQ(cuKernelGetName(&name, reinterpret_cast<CUkernel>(k.fill)), CUDA_ERROR_INVALID_HANDLE);
+
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 8 * sizeof(float)), CUDA_SUCCESS);
+  auto* fb = reinterpret_cast<float*>(buf);
+  int32_t n = 8;
+  float v = 5.0f;
+  void* args[] = {&buf, &n, &v};
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(fb[i], 5.0f);
+
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 32, cfg.blockDimY = cfg.blockDimZ = 1;
+  v = 6.0f;
+  ASSERT_EQ(cuLaunchKernelEx(&cfg, reinterpret_cast<CUfunction>(kern), args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fb[7], 6.0f);
+
+  // cuKernelGetFunction: a CUfunction that cuFuncGetName names and that launches.
+  CUfunction f = nullptr, f2 = nullptr;
+  ASSERT_EQ(cuKernelGetFunction(&f, kern), CUDA_SUCCESS);
+  ASSERT_EQ(cuKernelGetFunction(&f2, kern), CUDA_SUCCESS);
+  EXPECT_EQ(f, f2);
+  EXPECT_NE(reinterpret_cast<void*>(f), reinterpret_cast<void*>(kern));
+  ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z8fill_f32Pfif");
+  EXPECT_EQ(cuKernelGetName(&name, reinterpret_cast<CUkernel>(f)), CUDA_ERROR_INVALID_HANDLE);
+  v = 7.0f;
+  ASSERT_EQ(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fb[0], 7.0f);
+  EXPECT_EQ(cuKernelGetFunction(&f2, reinterpret_cast<CUkernel>(k.fill)), CUDA_ERROR_INVALID_HANDLE);
+
+  // Unloading the library invalidates its kernels and their functions.
+  ASSERT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuKernelGetName(&name, kern), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+}
+
+// cuModuleLoad and cuLibraryLoadFromFile: any readable file is an image.
+TEST_F(SimTest, LoadFromPath) {
+  char path[] = "/tmp/sim_test_cubin_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "cubin", 5), 5);
+  close(fd);
+  CUmodule mod = nullptr;
+  ASSERT_EQ(cuModuleLoad(&mod, path), CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&f, mod, "sleep_us"), CUDA_SUCCESS);
+  const char* name = nullptr;
+  ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "sleep_us");
+  EXPECT_EQ(cuModuleUnload(mod), CUDA_SUCCESS);
+  CUlibrary lib = nullptr;
+  ASSERT_EQ(cuLibraryLoadFromFile(&lib, path, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  unlink(path);
+  EXPECT_EQ(cuModuleLoad(&mod, path), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoad(&mod, "/tmp"), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuLibraryLoadFromFile(&lib, path, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoad(nullptr, path), CUDA_ERROR_INVALID_VALUE);
+}
+
+// CUDA 13's context-taking forms (cudaDeviceSynchronize = cuCtxSynchronize_v2).
+TEST_F(SimTest, ContextV2EntryPoints) {
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_SUCCESS);  // null: the current context; waits for every stream
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize_v2(ctx), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  CUdevice dev = -1;
+  ASSERT_EQ(cuCtxGetDevice_v2(&dev, ctx), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  dev = -1;
+  ASSERT_EQ(cuCtxGetDevice_v2(&dev, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(cuCtxGetDevice_v2(nullptr, ctx), CUDA_ERROR_INVALID_VALUE);
+  CUctx_st* bogus = reinterpret_cast<CUctx_st*>(&dev);
+  EXPECT_EQ(cuCtxSynchronize_v2(bogus), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxGetDevice_v2(&dev, bogus), CUDA_ERROR_INVALID_CONTEXT);
+  std::thread([&] {  // no current context: null names none
+    EXPECT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxGetDevice_v2(&dev, nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize_v2(ctx), CUDA_SUCCESS);
+  })
+      .join();
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+// cuStreamBeginCaptureToGraph: capture appends to an existing graph; such a
+// graph (like a conditional node's body) rejects memory-operation nodes.
+TEST_F(SimTest, CaptureToGraph) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr buf = 0, flag = 0;
+  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  auto* fb = reinterpret_cast<float*>(buf);
+
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, nullptr, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode dep = nullptr;
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, graph, &dep, nullptr, 1, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(nullptr, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_EQ(cuStreamBeginCaptureToGraph(s, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  ASSERT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_ILLEGAL_STATE);  // still being captured into
+  ASSERT_EQ(k_fill(k, s, fb, 4, 2.5f), CUDA_SUCCESS);
+  CUgraph out = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+  EXPECT_EQ(out, graph);  // the same graph, now holding the captured work
+  EXPECT_EQ(fb[0], 0.0f);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(fb[i], 2.5f);
+
+  // A stream write captured into it: instantiation fails; without it, fine.
+  CUgraph with_memop = nullptr;
+  ASSERT_EQ(cuGraphCreate(&with_memop, 0), CUDA_SUCCESS);
+  using CaptureToGraph =
+      CUresult (*)(CUstream, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t, CUstreamCaptureMode);
+  auto to_graph_ptsz = reinterpret_cast<CaptureToGraph>(sym("cuStreamBeginCaptureToGraph_ptsz"));
+  ASSERT_EQ(to_graph_ptsz(s, with_memop, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(k_fill(k, s, fb, 4, 1.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+  CUgraphExec bad = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&bad, with_memop, 0), CUDA_ERROR_NOT_SUPPORTED);
+  using Instantiate5 = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+  EXPECT_EQ(reinterpret_cast<Instantiate5>(sym("cuGraphInstantiate_v2"))(&bad, with_memop, nullptr, nullptr, 0),
+            CUDA_ERROR_NOT_SUPPORTED);
+  // The same work captured the ordinary way instantiates.
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(s, flag, 1, 0), CUDA_SUCCESS);
+  CUgraph ordinary = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &ordinary), CUDA_SUCCESS);
+  CUgraphExec good = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&good, ordinary, 0), CUDA_SUCCESS);
+
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(good), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(with_memop), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(ordinary), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+}
+
+TEST_F(SimTest, SixtyFourBitMemopsByDefault) {
+  int a = -1;
+  ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a, 1);  // as on an H200
+}
+
+// A name the sim does not implement answers 801 once initialised.
+TEST_F(SimTest, UnimplementedExportsAnswerNotSupported) {
+  for (const char* name : {"cuArrayCreate", "cuTexRefSetAddress_v2", "cuMemPoolCreate", "cuGetExportTable"}) {
+    auto fn = reinterpret_cast<CUresult (*)()>(sym(name));
+    ASSERT_NE(fn, nullptr) << name;
+    EXPECT_EQ(fn(), CUDA_ERROR_NOT_SUPPORTED) << name;
+  }
 }
 
 // ======================================================================
@@ -1460,6 +1742,133 @@ TEST(SimChildTest, ForkChildUsesSim) {
   EXPECT_EXIT(ForkChildUsesSimChild(), ::testing::ExitedWithCode(0), "");
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
 #endif
+}
+
+// The assert text goes through stdio's stderr, never write(2): with stderr
+// pointed at a memory stream, fd 2 sees nothing. The call that prints it is
+// the first to observe the fault, on whatever thread.
+void AssertTextThroughStdioChild() {
+  Fd2Capture cap;
+  char* mem = nullptr;
+  size_t len = 0;
+  FILE* real_stderr = stderr;
+  stderr = open_memstream(&mem, &len);
+  CHILD_CHECK(stderr != nullptr);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUlibrary lib = nullptr;
+  CHILD_EQ(cuLibraryLoadData(&lib, "fatbin", nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel nll = nullptr;
+  CHILD_EQ(cuLibraryGetKernel(&nll, lib, "nll_loss_forward_reduce_cuda_kernel_2d"), CUDA_SUCCESS);
+  CUdeviceptr out = 0, tgt = 0;
+  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
+  const int64_t targets[5] = {0, 1, -100, 7, 9};
+  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  int32_t n = 5, classes = 5;
+  int64_t ignore = -100;
+  void* args[] = {&out, &tgt, &n, &classes, &ignore};
+  CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(nll), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+           CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Another thread's call observes the fault first and prints.
+  std::thread([] {
+    CUcontext c = nullptr;
+    CHILD_EQ(cuCtxGetCurrent(&c), CUDA_ERROR_ASSERT);
+  }).join();
+  fflush(stderr);
+  CHILD_CHECK(std::string(mem, len) == kNllLine);
+  CHILD_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_ASSERT);
+  fflush(stderr);
+  CHILD_CHECK(std::string(mem, len) == kNllLine);  // once
+  fclose(stderr);
+  stderr = real_stderr;
+  free(mem);
+  CHILD_STDERR(cap, "");  // nothing reached fd 2 by write(2)
+  child_exit_ok();
+}
+
+TEST(SimChildTest, AssertTextThroughStdio) {
+  EXPECT_EXIT(AssertTextThroughStdioChild(), ::testing::ExitedWithCode(0), "");
+}
+
+// SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0 and 64-bit writes fail; 32-bit ones work.
+void No64BitMemopsChild() {
+  setenv("SIM_CUDA_NO_64BIT_MEMOPS", "1", 1);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  int a = -1;
+  CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0), CUDA_SUCCESS);
+  CHILD_EQ(a, 0);
+  CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0), CUDA_SUCCESS);
+  CUdeviceptr flag = 0;
+  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue64(nullptr, flag, 5, 0), CUDA_ERROR_NOT_SUPPORTED);
+  using Write64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
+  CHILD_EQ(reinterpret_cast<Write64>(sym("cuStreamWriteValue64_v2_ptsz"))(nullptr, flag, 5, 0),
+           CUDA_ERROR_NOT_SUPPORTED);
+  CHILD_EQ(cuStreamWriteValue32(nullptr, flag, 5, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  CHILD_EQ(load(reinterpret_cast<uint32_t*>(flag)), 5u);
+  child_exit_ok();
+}
+
+TEST(SimChildTest, No64BitMemops) { EXPECT_EXIT(No64BitMemopsChild(), ::testing::ExitedWithCode(0), ""); }
+
+// SIM_CUDA_PROC_LOG=<file>: every cuGetProcAddress request, one line each.
+void ProcAddressLogChild() {
+  char path[] = "/tmp/sim_test_proclog_XXXXXX";
+  int fd = mkstemp(path);
+  CHILD_CHECK(fd >= 0);
+  close(fd);
+  setenv("SIM_CUDA_PROC_LOG", path, 1);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st;
+  CHILD_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st), CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+           CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuKernelGetName", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  FILE* f = fopen(path, "r");
+  CHILD_CHECK(f != nullptr);
+  char buf[1024] = {};
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  unlink(path);
+  std::string want =
+      "cuCtxSynchronize 13000 0 -> 0 0 cuCtxSynchronize_v2\n"
+      "cuLaunchKernel 12000 2 -> 0 0 cuLaunchKernel_ptsz\n"
+      "cuKernelGetName 12000 0 -> 500 2 -\n"
+      "cuNoSuch 13000 0 -> 500 1 -\n";
+  if (std::string(buf, got) != want) {
+    dprintf(g_report_fd, "log:\n%s--- want ---\n%s", buf, want.c_str());
+    _exit(1);
+  }
+  child_exit_ok();
+}
+
+TEST(SimChildTest, ProcAddressLog) { EXPECT_EXIT(ProcAddressLogChild(), ::testing::ExitedWithCode(0), ""); }
+
+// Unimplemented names: NOT_INITIALIZED before cuInit, the sticky error (and
+// its text) after a fault, like any call that can surface one.
+void UnimplementedAfterFaultChild() {
+  Fd2Capture cap;
+  auto array_create = reinterpret_cast<CUresult (*)()>(sym("cuArrayCreate_v2"));
+  CHILD_CHECK(array_create != nullptr);
+  CHILD_EQ(array_create(), CUDA_ERROR_NOT_INITIALIZED);
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CHILD_EQ(array_create(), CUDA_ERROR_NOT_SUPPORTED);
+  CHILD_EQ(k_illegal(k, nullptr), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHILD_EQ(array_create(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  auto export_table = reinterpret_cast<CUresult (*)()>(sym("cuGetExportTable"));
+  CHILD_EQ(export_table(), CUDA_ERROR_NOT_SUPPORTED);  // cannot surface a fault
+  child_exit_ok();
+}
+
+TEST(SimChildTest, UnimplementedAfterFault) {
+  EXPECT_EXIT(UnimplementedAfterFaultChild(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -194,6 +194,113 @@ int case_no_sync() {
   return 0;
 }
 
+// ---- cases: the paths the real CUDA 13 runtime takes ----
+// cudart 12+/13 loads with cuLibraryLoadData and launches the CUkernel from
+// cuLibraryGetKernel cast to CUfunction; cuBLASLt takes cuKernelGetFunction and
+// cuLaunchKernelEx. cudaDeviceSynchronize is the cuCtxSynchronize that
+// cuGetProcAddress_v2 returns at version 13000 (cuCtxSynchronize_v2).
+CUkernel library_kernel(const char* name) {
+  static CUlibrary lib = nullptr;
+  if (lib == nullptr)
+    check(cuLibraryLoadData(&lib, "fatbin", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  CUkernel k;
+  check(cuLibraryGetKernel(&k, lib, name), name);
+  return k;
+}
+
+CUresult synchronize_v2() {
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  check(cuGetProcAddress_v2("cuCtxSynchronize", &pfn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+        "cuGetProcAddress_v2(cuCtxSynchronize, 13000)");
+  return reinterpret_cast<CUresult (*)(CUcontext)>(pfn)(nullptr);  // SYNC-V2-SITE
+}
+
+__attribute__((noinline)) void launch_kernel_handle(CUkernel k, NllArgs& a) {
+  auto f = reinterpret_cast<CUfunction>(k);                                         // as cudart 13 passes it
+  CUresult r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a.get(), nullptr);  // KERNEL-SITE
+  check(r, "cuLaunchKernel(CUkernel)");
+}
+
+CUlaunchConfig one_block() {
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 32, cfg.blockDimY = cfg.blockDimZ = 1;
+  return cfg;
+}
+
+__attribute__((noinline)) void launch_kernel_handle_ex(CUkernel k, NllArgs& a) {
+  CUlaunchConfig cfg = one_block();
+  CUresult r = cuLaunchKernelEx(&cfg, reinterpret_cast<CUfunction>(k), a.get(), nullptr);  // KERNEL-EX-SITE
+  check(r, "cuLaunchKernelEx(CUkernel)");
+}
+
+__attribute__((noinline)) void launch_kernel_function(CUkernel k, NllArgs& a) {
+  CUfunction f;
+  check(cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+  CUlaunchConfig cfg = one_block();
+  CUresult r = cuLaunchKernelEx(&cfg, f, a.get(), nullptr);  // FUNCTION-SITE
+  check(r, "cuLaunchKernelEx(cuKernelGetFunction)");
+}
+
+// how: launch | launch-ex | get-function. Faults unless target is -100.
+int case_cukernel(const char* how, int64_t target) {
+  init();
+  NllArgs a = nll_args(target);
+  CUkernel k = library_kernel("_Z38nll_loss_forward_reduce_cuda_kernel_2dPfPKliil");
+  std::string h = how;
+  if (h == "launch")
+    launch_kernel_handle(k, a);
+  else if (h == "launch-ex")
+    launch_kernel_handle_ex(k, a);
+  else
+    launch_kernel_function(k, a);
+  CUresult r = synchronize_v2();
+  if (r != CUDA_SUCCESS) check(r, "cuCtxSynchronize_v2");  // the program's own error, after the report
+  printf("synchronize_v2: ok\n");
+  return 0;
+}
+
+// Capture into an existing graph (cuStreamBeginCaptureToGraph, as cudart,
+// JAX/XLA and PyTorch's conditional nodes do), replay it, then replay it after
+// its input went bad.
+__attribute__((noinline)) void capture_into(CUgraph graph, CUstream s, NllArgs& a) {
+  CUresult r = cuStreamBeginCaptureToGraph(s, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  check(r, "cuStreamBeginCaptureToGraph");
+  CUfunction f = fn("nll_loss_forward_reduce_cuda_kernel_2d");
+  r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr);  // GRAPH-CAPTURE-SITE
+  check(r, "cuLaunchKernel (capture)");
+  CUgraph out;
+  check(cuStreamEndCapture(s, &out), "cuStreamEndCapture");
+}
+
+__attribute__((noinline)) void replay(CUgraphExec exec, CUstream s) {
+  check(cuGraphLaunch(exec, s), "cuGraphLaunch");  // GRAPH-REPLAY-SITE
+  asm volatile("" ::: "memory");
+}
+
+int case_capture_to_graph() {
+  init();
+  CUstream s;
+  check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  NllArgs a = nll_args(5);
+  CUgraph graph;
+  check(cuGraphCreate(&graph, 0), "cuGraphCreate");
+  capture_into(graph, s, a);
+  CUgraphExec exec;
+  check(cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  check(cuGraphLaunch(exec, s), "cuGraphLaunch (first)");
+  check(cuStreamSynchronize(s), "cuStreamSynchronize (first)");
+  printf("first replay ok\n");
+  fflush(stdout);
+  int64_t bad[4] = {3, 7, 10, 1};
+  check(cuMemcpyHtoD(a.target, bad, sizeof bad), "cuMemcpyHtoD");
+  replay(exec, s);
+  CUresult r = synchronize_v2();
+  printf("synchronize_v2: %d\n", static_cast<int>(r));
+  return r == CUDA_SUCCESS ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +309,11 @@ int main(int argc, char** argv) {
   if (c == "routes") return case_routes(argc > 2 ? argv[2] : nullptr);
   if (c == "exceptions-fork") return case_exceptions_and_fork();
   if (c == "no-sync") return case_no_sync();
-  fprintf(stderr, "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync\n", argv[0]);
+  if (c == "cukernel" && argc > 2) return case_cukernel(argv[2], argc > 3 ? atoll(argv[3]) : 10);
+  if (c == "capture-to-graph") return case_capture_to_graph();
+  fprintf(stderr,
+          "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync"
+          " | cukernel launch|launch-ex|get-function [TARGET] | capture-to-graph\n",
+          argv[0]);
   return 2;
 }

@@ -98,3 +98,63 @@ def synchronize():
 
 def stream_synchronize(s):
     check("cuStreamSynchronize", lib.cuStreamSynchronize(s))
+
+
+# ---- the paths the real CUDA 13 runtime takes -------------------------------------------------------------------
+
+_library = None
+
+
+def library_kernel(name):
+    """A CUkernel, as cudart 12+/13 gets it: cuLibraryLoadData + cuLibraryGetKernel. cudart launches it cast to
+    CUfunction, so pass it to launch() as is."""
+    global _library
+    if _library is None:
+        _library = ptr()
+        check("cuLibraryLoadData", lib.cuLibraryLoadData(ctypes.byref(_library), b"fatbin", None, None, 0, None, None, 0))
+    k = ptr()
+    check("cuLibraryGetKernel", lib.cuLibraryGetKernel(ctypes.byref(k), _library, name.encode()))
+    return k
+
+
+def proc_address(name, version, flags=0):
+    """What cuGetProcAddress_v2 returns for (name, version, flags), as an int address."""
+    fn = ptr()
+    status = ctypes.c_int()
+    check(f"cuGetProcAddress_v2({name}, {version})",
+          lib.cuGetProcAddress_v2(name.encode(), ctypes.byref(fn), version, ctypes.c_uint64(flags), ctypes.byref(status)))
+    return fn.value
+
+
+def synchronize_v2():
+    """cudaDeviceSynchronize in CUDA 13: the cuCtxSynchronize that cuGetProcAddress_v2 gives at 13000, i.e.
+    cuCtxSynchronize_v2(CUcontext), called with NULL (the current context)."""
+    fn = ctypes.CFUNCTYPE(CUresult, ptr)(proc_address("cuCtxSynchronize", 13000))
+    check("cuCtxSynchronize_v2", fn(None))
+
+
+def graph_create():
+    g = ptr()
+    check("cuGraphCreate", lib.cuGraphCreate(ctypes.byref(g), 0))
+    return g
+
+
+def begin_capture_to_graph(s, graph, mode=0):
+    """cuStreamBeginCaptureToGraph(s, graph, no dependencies, mode): capture into an existing graph."""
+    check("cuStreamBeginCaptureToGraph", lib.cuStreamBeginCaptureToGraph(s, graph, None, None, ctypes.c_size_t(0), mode))
+
+
+def end_capture(s):
+    g = ptr()
+    check("cuStreamEndCapture", lib.cuStreamEndCapture(s, ctypes.byref(g)))
+    return g
+
+
+def instantiate(graph):
+    exe = ptr()
+    check("cuGraphInstantiateWithFlags", lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)))
+    return exe
+
+
+def graph_launch(exe, s):
+    check("cuGraphLaunch", lib.cuGraphLaunch(exe, s))

@@ -1,0 +1,40 @@
+"""Eight threads, each launching on its own busy stream; one launch faults. Every stream still has launches pending
+when the fault surfaces, so only the device's assert text singles out the failing one."""
+import ctypes
+import threading
+
+import simcuda as cu
+
+ctx, mod = cu.init()
+nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+fill = cu.function(mod, "fill_f32")
+sleep = cu.function(mod, "sleep_us")
+target = cu.to_device([3, 7, 10, 1], ctypes.c_int64)
+N = 2000
+FAULTY = 5
+
+
+def worker(k, barrier):
+    cu.set_current(ctx)
+    s = cu.stream()
+    buf = cu.alloc(4 * 64)
+    out = cu.alloc(4)
+    barrier.wait()
+    cu.launch(sleep, [ctypes.c_int64(100000)], stream=s)  # every stream busy for 100 ms
+    for i in range(N):
+        try:
+            if k == FAULTY and i == 10:
+                cu.launch(nll, cu.nll_args(out, target, 4, 10), stream=s)  # LAUNCH-SITE
+            else:
+                cu.launch(fill, [ctypes.c_uint64(buf), ctypes.c_int32(64), ctypes.c_float(i)], stream=s)
+        except cu.CudaError:
+            return  # the context died: stop, as a real program would
+
+
+barrier = threading.Barrier(8)
+threads = [threading.Thread(target=worker, args=(k, barrier)) for k in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+cu.synchronize()  # SURFACE-SITE

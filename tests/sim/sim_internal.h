@@ -1,0 +1,244 @@
+// cdsa simulated CUDA driver (tests only): what the sim's source files share.
+//
+// build/lib/sim/libcuda.so.1 is a test double for the NVIDIA driver library,
+// built from the real CUDA 13 cuda.h signatures. There is no GPU: "device
+// memory" is host memory and every stream runs its work in order on its own
+// std::thread. README.md holds the contract; each source file holds one area:
+//   sim_state.cc    state, sticky errors and the fault text, error table, cuInit, exit, fork
+//   sim_streams.cc  streams and their workers, events, stream memory operations
+//   sim_kernels.cc  the named kernels and the launch entry points
+//   sim_context.cc  device, attributes, contexts
+//   sim_memory.cc   allocations, registrations, copies, memsets
+//   sim_graphs.cc   stream capture (also into an existing graph) and graphs
+//   sim_modules.cc  modules, libraries, functions, CUkernel handles
+//   sim_proc.cc     cuGetProcAddress over the generated entry-point table, and
+//                   the answer of every exported name the sim does not implement
+//   gen_entry_points.py  generates that table (and the exports) at build time
+//                   from the toolkit's cudaTypedefs.h, cuda.h and stub libcuda.so
+//
+// IMPLEMENTATION NOTES
+//  One global mutex guards all state; a worker releases it while it runs a
+//  kernel or a copy. Internal calls never go through exported symbols and
+//  the library is linked with -Bsymbolic, so a preloaded interposer never
+//  sees the sim calling itself and cuGetProcAddress returns the sim's own
+//  functions. Internal names live in namespace sim (hidden visibility).
+#ifndef CDSA_TESTS_SIM_SIM_INTERNAL_H
+#define CDSA_TESTS_SIM_SIM_INTERNAL_H
+
+#define __CUDA_API_VERSION_INTERNAL 1  // declares every exported variant
+#include <cuda.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#define SIM_API extern "C" __attribute__((visibility("default")))
+
+// Not declared by cuda.h in internal mode (it is a static inline in
+// per-thread builds); exported anyway so both names resolve.
+extern "C" CUresult cuGetProcAddress_v2_ptsz(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult* symbolStatus);
+
+struct CUctx_st {
+  int unused;
+};
+
+namespace sim {
+
+enum class KernelId { NllLoss, IndexSelect, IllegalAddress, SleepUs, FillF32 };
+
+struct KernelDesc {
+  const char* name;
+  KernelId id;
+  int nparams;
+  size_t sizes[5];
+  size_t offsets[5];  // natural alignment, as in a CU_LAUNCH_PARAM_BUFFER
+  size_t total;
+};
+
+constexpr size_t kMaxArgBytes = 64;
+
+constexpr int kNumKernels = 5;
+extern const KernelDesc kKernels[kNumKernels];
+
+struct Stream;
+using StreamP = std::shared_ptr<Stream>;
+
+struct Item {
+  enum Kind : uint8_t { Kernel, Write32, Write64, Copy, Memset8, Memset32, HostFn, WaitEvent } kind = Kernel;
+  const KernelDesc* k = nullptr;
+  unsigned char args[kMaxArgBytes] = {};
+  uint64_t addr = 0, value = 0;  // memops
+  void* dst = nullptr;           // copies and memsets (n bytes / n elements of `value`)
+  const void* src = nullptr;
+  size_t n = 0;
+  CUhostFn fn = nullptr;  // host functions: fn(dst)
+  StreamP wait_stream;    // cross-stream wait: until wait_stream->done >= wait_seq
+  uint64_t wait_seq = 0;
+
+  template <class T>
+  T arg(int i) const {
+    T v;
+    memcpy(&v, args + k->offsets[i], sizeof(T));
+    return v;
+  }
+};
+
+struct GraphData {
+  std::vector<Item> nodes;
+  // Filled by cuStreamBeginCaptureToGraph: treated like a conditional node's
+  // body, which may not hold memory-operation nodes (checked at instantiation).
+  bool captured_to_graph = false;
+};
+
+struct Stream : std::enable_shared_from_this<Stream> {
+  enum Kind { Legacy, PerThread, Created } kind;
+  uint64_t id;
+  unsigned flags = 0;
+  std::deque<Item> q;
+  uint64_t submitted = 0;  // items ever enqueued
+  uint64_t done = 0;       // items finished or discarded (in order)
+  std::condition_variable cv;
+  std::thread worker;
+  bool started = false;
+  bool stop = false;
+  // capture
+  bool capturing = false;
+  CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id capture_thread;
+  GraphData* capture = nullptr;              // where captured work goes
+  std::unique_ptr<GraphData> capture_owned;  // a new graph (cuStreamBeginCapture), else null
+  CUgraph capture_target = nullptr;          // the existing graph (cuStreamBeginCaptureToGraph)
+
+  Stream(Kind k, uint64_t i) : kind(k), id(i) {}
+};
+
+struct Event {
+  StreamP s;  // null until recorded
+  uint64_t seq = 0;
+  unsigned flags = 0;
+};
+
+struct Function {
+  const KernelDesc* k;
+  std::string name;
+};
+
+struct Module {
+  std::unordered_map<std::string, std::unique_ptr<Function>> functions;
+};
+
+// A CUkernel (cuLibraryGetKernel): its own handle kind, not a CUfunction.
+// cuLaunchKernel[Ex] accept it cast to CUfunction, as cudart 12+/13 pass it.
+struct Kernel {
+  const KernelDesc* k;
+  std::string name;
+  std::unique_ptr<Function> function;  // cuKernelGetFunction's, made on first use
+};
+
+struct Library {
+  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;
+};
+
+struct GraphExec {
+  std::vector<Item> nodes;
+};
+
+struct Sim {
+  std::mutex mu;
+  std::condition_variable progress;     // any item finished, fault, shutdown
+  std::condition_variable shutdown_cv;  // interrupts sleep_us at exit
+  std::atomic<bool> initialized{false};
+  std::atomic<int> sticky{0};
+  bool dead = false;                     // a fault happened (guarded by mu)
+  bool shutdown = false;                 // library destructor ran (guarded by mu)
+  std::vector<std::string> fault_lines;  // written once, before sticky
+  std::once_flag report_once;
+
+  uint64_t next_stream_id = 1000;
+  StreamP legacy = std::make_shared<Stream>(Stream::Legacy, 1);
+  std::unordered_map<CUstream, StreamP> streams;  // created streams
+  std::vector<StreamP> per_thread;                // never destroyed
+  int capturing = 0;                              // streams capturing now
+
+  std::unordered_map<CUevent, std::unique_ptr<Event>> events;
+  std::map<uintptr_t, size_t> allocs;      // cuMemAlloc: base -> bytes
+  std::map<uintptr_t, size_t> registered;  // cuMemHostRegister: base -> bytes
+  std::unordered_map<CUmodule, std::unique_ptr<Module>> modules;
+  std::unordered_set<const Function*> functions;
+  std::unordered_map<CUlibrary, std::unique_ptr<Library>> libraries;
+  std::unordered_set<const Kernel*> kernels;
+  std::unordered_map<CUgraph, std::unique_ptr<GraphData>> graphs;
+  std::unordered_map<CUgraphExec, std::unique_ptr<GraphExec>> execs;
+  int primary_refs = 0;
+  CUctx_st primary{0};
+};
+
+using Lock = std::unique_lock<std::mutex>;
+
+// Never destroyed: other libraries' exit handlers may call in at any time.
+Sim& S();
+extern thread_local CUcontext t_current;
+extern thread_local Stream* t_per_thread;
+
+// ---- state (sim_state.cc)
+CUresult sticky_result();     // the sticky error, if any; the first caller prints the text. Not under S().mu.
+CUresult enter();             // initialised, then sticky
+CUresult enter_ctx();         // enter(), then a current context
+CUresult finish(CUresult r);  // cleanup calls: sticky over r
+void set_fault_locked(CUresult code, std::vector<std::string> lines);
+void stop_worker(Lock& lk, Stream& s);
+
+// ---- streams (sim_streams.cc)
+void worker_main(StreamP sp);
+StreamP per_thread_locked();
+CUresult resolve_locked(CUstream h, bool ptsz, StreamP& out);  // ptsz: a _ptsz/_ptds entry point
+CUresult enqueue_locked(Stream& s, Item&& it);
+CUresult submit_locked(Stream& s, Item&& it);  // queues, or appends to the stream's capture
+void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq);
+void wait_stream_locked(Lock& lk, const StreamP& s);
+std::vector<std::pair<StreamP, uint64_t>> all_streams_locked();
+void wait_all_locked(Lock& lk);  // all work submitted so far on every stream
+
+// ---- kernels (sim_kernels.cc)
+struct Fault {
+  CUresult code = CUDA_SUCCESS;
+  std::vector<std::string> lines;
+};
+Fault run_kernel(const Item& it);  // any kernel but sleep_us; no lock held
+
+// ---- memory (sim_memory.cc)
+bool in_range(const std::map<uintptr_t, size_t>& m, uintptr_t p, size_t n);
+bool memop_target_ok_locked(uintptr_t p, size_t n);
+void fill_memory(void* dst, uint64_t value, size_t n, bool is32);
+
+// ---- context (sim_context.cc)
+bool no_64bit_memops();  // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0, 64-bit memops fail
+
+// ---- modules (sim_modules.cc)
+const KernelDesc* find_kernel_desc(const char* name);  // exact, else the longest contained kernel name
+const KernelDesc* launchable_locked(CUfunction f);     // a CUfunction, or a CUkernel cast to one; else null
+
+// ---- graphs (sim_graphs.cc)
+void end_capture_locked(Stream& s);  // drops a capture (cuStreamDestroy)
+
+}  // namespace sim
+
+#endif  // CDSA_TESTS_SIM_SIM_INTERNAL_H

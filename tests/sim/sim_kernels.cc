@@ -1,0 +1,179 @@
+// cdsa simulated CUDA driver (tests only): the named kernels, what they do, and the launch entry points.
+// See README.md for the contract and sim_internal.h for the shared state.
+
+#include "sim_internal.h"
+
+namespace sim {
+
+// ---------------------------------------------------------------- kernels
+
+const KernelDesc kKernels[kNumKernels] = {
+    {"nll_loss_forward_reduce_cuda_kernel_2d", KernelId::NllLoss, 5, {8, 8, 4, 4, 8}, {0, 8, 16, 20, 24}, 32},
+    {"indexSelectSmallIndex", KernelId::IndexSelect, 4, {8, 8, 4, 4}, {0, 8, 16, 20}, 24},
+    {"illegal_address", KernelId::IllegalAddress, 0, {}, {}, 0},
+    {"sleep_us", KernelId::SleepUs, 1, {8}, {0}, 8},
+    {"fill_f32", KernelId::FillF32, 3, {8, 4, 4}, {0, 8, 12}, 16},
+};
+
+// ---------------------------------------------------------------- execution
+
+std::string assert_line(const char* where, const char* kernel, long long thread, const char* expr) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s: %s: block: [0,0,0], thread: [%lld,0,0] Assertion `%s` failed.", where, kernel, thread,
+           expr);
+  return buf;
+}
+
+// Runs a kernel other than sleep_us (no lock held).
+Fault run_kernel(const Item& it) {
+  Fault f;
+  switch (it.k->id) {
+    case KernelId::NllLoss: {
+      auto* out = reinterpret_cast<float*>(it.arg<CUdeviceptr>(0));
+      auto* target = reinterpret_cast<const int64_t*>(it.arg<CUdeviceptr>(1));
+      int32_t n = it.arg<int32_t>(2), n_classes = it.arg<int32_t>(3);
+      int64_t ignore_index = it.arg<int64_t>(4);
+      if (n > 0 && target == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+      int64_t valid = 0;
+      for (int32_t i = 0; i < n; ++i) {
+        int64_t t = target[i];
+        if (t == ignore_index) continue;
+        if (t < 0 || t >= n_classes) {
+          f.code = CUDA_ERROR_ASSERT;
+          f.lines.push_back(
+              assert_line("Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", i, "t >= 0 && t < n_classes"));
+          return f;
+        }
+        ++valid;
+      }
+      if (out == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+      out[0] = static_cast<float>(valid);
+      return f;
+    }
+    case KernelId::IndexSelect: {
+      auto* out = reinterpret_cast<float*>(it.arg<CUdeviceptr>(0));
+      auto* index = reinterpret_cast<const int64_t*>(it.arg<CUdeviceptr>(1));
+      int32_t n = it.arg<int32_t>(2), src_size = it.arg<int32_t>(3);
+      if (n > 0 && index == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+      for (int32_t i = 0; i < n; ++i) {
+        if (index[i] < 0 || index[i] >= src_size)
+          f.lines.push_back(assert_line("Indexing.cu:1231", "indexSelectSmallIndex", i, "srcIndex < srcSelectDimSize"));
+      }
+      if (!f.lines.empty()) {
+        f.code = CUDA_ERROR_ASSERT;
+        return f;
+      }
+      if (n > 0 && out == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+      for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(index[i]);
+      return f;
+    }
+    case KernelId::IllegalAddress:
+      return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+    case KernelId::FillF32: {
+      auto* p = reinterpret_cast<float*>(it.arg<CUdeviceptr>(0));
+      int32_t n = it.arg<int32_t>(1);
+      float v = it.arg<float>(2);
+      if (n > 0 && p == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
+      for (int32_t i = 0; i < n; ++i) p[i] = v;
+      return f;
+    }
+    case KernelId::SleepUs:
+      break;  // handled by the worker
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------- launches
+
+CUresult pack_args(const KernelDesc& k, void** params, void** extra, Item& it) {
+  if (k.nparams == 0) return CUDA_SUCCESS;
+  if (params != nullptr) {
+    for (int i = 0; i < k.nparams; ++i) {
+      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      memcpy(it.args + k.offsets[i], params[i], k.sizes[i]);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (extra != nullptr) {
+    void* buf = nullptr;
+    size_t* size = nullptr;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+        buf = extra[i + 1];
+      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+        size = static_cast<size_t*>(extra[i + 1]);
+      else
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (buf == nullptr || size == nullptr || *size < k.total) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(it.args, buf, k.total);
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream h,
+                void** params, void** extra, bool ptsz) {
+  CUresult r = enter_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  const KernelDesc* desc = launchable_locked(f);  // a CUfunction, or a CUkernel cast to one
+  if (desc == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Item it;
+  it.kind = Item::Kernel;
+  it.k = desc;
+  if ((r = pack_args(*desc, params, extra, it)) != CUDA_SUCCESS) return r;
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  return submit_locked(*s, std::move(it));
+}
+
+CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool ptsz) {
+  if (c == nullptr) {
+    CUresult r = enter_ctx();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, params,
+                extra, ptsz);
+}
+
+}  // namespace sim
+
+using namespace sim;
+
+// ---- launches
+
+SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
+}
+SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
+}
+SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  return launch_ex(config, f, kernelParams, extra, false);
+}
+SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  return launch_ex(config, f, kernelParams, extra, true);
+}
+SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                           unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                           unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                           void** kernelParams) {
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
+                false);
+}
+SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                                unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                                void** kernelParams) {
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr, true);
+}

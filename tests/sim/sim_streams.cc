@@ -1,0 +1,495 @@
+// cdsa simulated CUDA driver (tests only): Streams and their workers, events, stream memory operations, host functions.
+// See README.md for the contract and sim_internal.h for the shared state.
+
+#include "sim_internal.h"
+
+namespace sim {
+
+// ---------------------------------------------------------------- streams
+
+void worker_main(StreamP sp);
+
+StreamP per_thread_locked() {
+  Sim& g = S();
+  if (t_per_thread == nullptr) {
+    auto s = std::make_shared<Stream>(Stream::PerThread, g.next_stream_id++);
+    g.per_thread.push_back(s);
+    t_per_thread = s.get();
+    return s;
+  }
+  return t_per_thread->shared_from_this();
+}
+
+// Resolves a stream handle; `ptsz` says the entry point is a _ptsz/_ptds one.
+CUresult resolve_locked(CUstream h, bool ptsz, StreamP& out) {
+  Sim& g = S();
+  if (h == nullptr) h = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  if (h == CU_STREAM_LEGACY) {
+    out = g.legacy;
+    return CUDA_SUCCESS;
+  }
+  if (h == CU_STREAM_PER_THREAD) {
+    out = per_thread_locked();
+    return CUDA_SUCCESS;
+  }
+  auto it = g.streams.find(h);
+  if (it == g.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  out = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult enqueue_locked(Stream& s, Item&& it) {
+  Sim& g = S();
+  if (g.shutdown) {  // workers are gone: discard
+    ++s.submitted;
+    ++s.done;
+    return CUDA_SUCCESS;
+  }
+  if (!s.started) {
+    try {
+      s.worker = std::thread(worker_main, s.shared_from_this());
+    } catch (...) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s.started = true;
+  }
+  ++s.submitted;
+  s.q.push_back(std::move(it));
+  s.cv.notify_one();
+  return CUDA_SUCCESS;
+}
+
+// Queues on the stream, or appends to its capture.
+CUresult submit_locked(Stream& s, Item&& it) {
+  if (s.capturing) {
+    s.capture->nodes.push_back(std::move(it));
+    return CUDA_SUCCESS;
+  }
+  return enqueue_locked(s, std::move(it));
+}
+
+void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq) {
+  S().progress.wait(lk, [&] { return s->done >= seq; });
+}
+
+void wait_stream_locked(Lock& lk, const StreamP& s) { wait_stream_locked(lk, s, s->submitted); }
+
+std::vector<std::pair<StreamP, uint64_t>> all_streams_locked() {
+  Sim& g = S();
+  std::vector<std::pair<StreamP, uint64_t>> v;
+  v.reserve(g.streams.size() + g.per_thread.size() + 1);
+  v.emplace_back(g.legacy, g.legacy->submitted);
+  for (auto& [h, s] : g.streams) v.emplace_back(s, s->submitted);
+  for (auto& s : g.per_thread) v.emplace_back(s, s->submitted);
+  return v;
+}
+
+// Waits for all work submitted so far on every stream.
+void wait_all_locked(Lock& lk) {
+  for (auto& [s, seq] : all_streams_locked()) wait_stream_locked(lk, s, seq);
+}
+
+// Copies, memsets and host functions (no lock held).
+void run_plain(const Item& it) {
+  switch (it.kind) {
+    case Item::Copy:
+      memcpy(it.dst, it.src, it.n);
+      return;
+    case Item::Memset8:
+      fill_memory(it.dst, it.value, it.n, false);
+      return;
+    case Item::Memset32:
+      fill_memory(it.dst, it.value, it.n, true);
+      return;
+    case Item::HostFn:
+      it.fn(it.dst);
+      return;
+    default:
+      return;
+  }
+}
+
+// Runs one item; called with the lock held, may release it meanwhile.
+void run_item_locked(Lock& lk, Item& it) {
+  Sim& g = S();
+  switch (it.kind) {
+    case Item::WaitEvent:
+      g.progress.wait(lk, [&] { return it.wait_stream->done >= it.wait_seq || g.dead || g.shutdown; });
+      return;
+    case Item::Write32:
+    case Item::Write64: {
+      size_t n = it.kind == Item::Write32 ? 4 : 8;
+      if (!memop_target_ok_locked(it.addr, n)) {  // unregistered since
+        set_fault_locked(CUDA_ERROR_ILLEGAL_ADDRESS, {});
+        return;
+      }
+      if (n == 4)
+        __atomic_store_n(reinterpret_cast<uint32_t*>(it.addr), static_cast<uint32_t>(it.value), __ATOMIC_RELEASE);
+      else
+        __atomic_store_n(reinterpret_cast<uint64_t*>(it.addr), it.value, __ATOMIC_RELEASE);
+      return;
+    }
+    case Item::Copy:
+    case Item::Memset8:
+    case Item::Memset32:
+    case Item::HostFn:
+      lk.unlock();
+      run_plain(it);
+      lk.lock();
+      return;
+    case Item::Kernel: {
+      if (it.k->id == KernelId::SleepUs) {
+        int64_t us = it.arg<int64_t>(0);
+        if (us > 0) {
+          auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+          g.shutdown_cv.wait_until(lk, deadline, [&] { return g.shutdown; });
+        }
+        return;
+      }
+      lk.unlock();
+      Fault f = run_kernel(it);
+      lk.lock();
+      if (f.code != CUDA_SUCCESS) set_fault_locked(f.code, std::move(f.lines));
+      return;
+    }
+  }
+}
+
+void worker_main(StreamP sp) {
+  Sim& g = S();
+  Stream& s = *sp;
+  Lock lk(g.mu);
+  for (;;) {
+    s.cv.wait(lk, [&] { return !s.q.empty() || s.stop; });
+    if (s.q.empty()) break;      // stop requested and nothing left
+    if (g.dead || g.shutdown) {  // dead context / exiting: discard
+      s.done += s.q.size();
+      s.q.clear();
+      g.progress.notify_all();
+      continue;
+    }
+    Item it = std::move(s.q.front());
+    s.q.pop_front();
+    run_item_locked(lk, it);
+    ++s.done;
+    g.progress.notify_all();
+  }
+}
+
+// ---------------------------------------------------------------- streams API
+
+CUresult stream_sync(CUstream h, bool ptsz) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  Sim& g = S();
+  CUresult r;
+  {
+    Lock lk(g.mu);
+    StreamP s;
+    r = resolve_locked(h, ptsz, s);
+    if (r == CUDA_SUCCESS && s->capturing) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (r == CUDA_SUCCESS) wait_stream_locked(lk, s);
+  }
+  return finish(r);
+}
+
+CUresult stream_query(CUstream h, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  Sim& g = S();
+  {
+    Lock lk(g.mu);
+    StreamP s;
+    if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+    if (s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    r = s->done < s->submitted ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    if (!g.dead) return r;
+  }
+  return sticky_result();  // the fault happened while we looked
+}
+
+CUresult stream_get_id(CUstream h, unsigned long long* id, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lk(S().mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_is_capturing(CUstream h, CUstreamCaptureStatus* st, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (st == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lk(S().mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  *st = s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  auto e = g.events.find(ev);
+  if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
+  const Event& E = *e->second;
+  if (!E.s || E.s == s) return CUDA_SUCCESS;  // nothing to wait for / stream order suffices
+  if (E.s->done >= E.seq) return CUDA_SUCCESS;
+  Item it;
+  it.kind = Item::WaitEvent;
+  it.wait_stream = E.s;
+  it.wait_seq = E.seq;
+  return enqueue_locked(*s, std::move(it));
+}
+
+CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  auto e = g.events.find(ev);
+  if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
+  e->second->s = s;
+  e->second->seq = s->submitted;
+  return CUDA_SUCCESS;
+}
+
+CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, unsigned flags, bool is64, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (flags & ~static_cast<unsigned>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) return CUDA_ERROR_INVALID_VALUE;
+  if (is64 && no_64bit_memops()) return CUDA_ERROR_NOT_SUPPORTED;
+  size_t n = is64 ? 8 : 4;
+  if (addr == 0 || addr % n != 0) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  if (!memop_target_ok_locked(addr, n)) return CUDA_ERROR_INVALID_VALUE;
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  Item it;
+  it.kind = is64 ? Item::Write64 : Item::Write32;
+  it.addr = addr;
+  it.value = value;
+  return submit_locked(*s, std::move(it));
+}
+
+CUresult launch_host_func(CUstream h, CUhostFn fn, void* data, bool ptsz) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  Item it;
+  it.kind = Item::HostFn;
+  it.fn = fn;
+  it.dst = data;
+  return submit_locked(*s, std::move(it));
+}
+
+}  // namespace sim
+
+using namespace sim;
+
+// ---- streams
+
+namespace {
+CUresult stream_create(CUstream* ph, unsigned flags) {
+  CUresult r = enter_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (ph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  auto s = std::make_shared<Stream>(Stream::Created, g.next_stream_id++);
+  s->flags = flags;
+  auto h = reinterpret_cast<CUstream>(s.get());
+  g.streams.emplace(h, std::move(s));
+  *ph = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_destroy(CUstream h) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  Sim& g = S();
+  {
+    Lock lk(g.mu);
+    auto it = g.streams.find(h);
+    if (h == nullptr || it == g.streams.end()) {
+      lk.unlock();
+      return finish(CUDA_ERROR_INVALID_HANDLE);
+    }
+    StreamP s = it->second;
+    g.streams.erase(it);
+    if (s->capturing) end_capture_locked(*s);
+    wait_stream_locked(lk, s);
+    stop_worker(lk, *s);
+  }
+  return finish(CUDA_SUCCESS);
+}
+}  // namespace
+
+SIM_API CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) { return stream_create(phStream, Flags); }
+
+SIM_API CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  return stream_create(phStream, flags);
+}
+
+SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
+SIM_API CUresult cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
+
+SIM_API CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, false); }
+SIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, true); }
+
+SIM_API CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
+SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, true); }
+
+SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
+  return stream_get_id(hStream, streamId, false);
+}
+SIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long* streamId) {
+  return stream_get_id(hStream, streamId, true);
+}
+
+SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(hStream, captureStatus, false);
+}
+SIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(hStream, captureStatus, true);
+}
+
+SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(hStream, hEvent, Flags, false);
+}
+SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+// ---- stream memory operations
+
+SIM_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, false, false);
+}
+SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, false, true);
+}
+SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, false, false);
+}
+SIM_API CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, false, true);
+}
+SIM_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, true, false);
+}
+SIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, true, true);
+}
+SIM_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, true, false);
+}
+SIM_API CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return memop(stream, addr, value, flags, true, true);
+}
+
+// ---- events
+
+SIM_API CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  CUresult r = enter_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (Flags & ~0xFu) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  auto e = std::make_unique<Event>();
+  e->flags = Flags;
+  auto h = reinterpret_cast<CUevent>(e.get());
+  g.events.emplace(h, std::move(e));
+  *phEvent = h;
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }
+SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, true); }
+SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
+  return event_record(hEvent, hStream, flags, false);
+}
+SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags) {
+  return event_record(hEvent, hStream, flags, true);
+}
+
+SIM_API CUresult cuEventQuery(CUevent hEvent) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  Sim& g = S();
+  {
+    Lock lk(g.mu);
+    auto e = g.events.find(hEvent);
+    if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const Event& E = *e->second;
+    r = (E.s && E.s->done < E.seq) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    if (!g.dead) return r;
+  }
+  return sticky_result();  // the fault happened while we looked
+}
+
+SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  Sim& g = S();
+  CUresult r = CUDA_SUCCESS;
+  {
+    Lock lk(g.mu);
+    auto e = g.events.find(hEvent);
+    if (e == g.events.end()) {
+      r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (e->second->s) {
+      StreamP s = e->second->s;
+      uint64_t seq = e->second->seq;
+      wait_stream_locked(lk, s, seq);
+    }
+  }
+  return finish(r);
+}
+
+namespace {
+CUresult event_destroy(CUevent h) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  std::unique_ptr<Event> victim;
+  CUresult r = CUDA_SUCCESS;
+  {
+    Lock lk(S().mu);
+    auto e = S().events.find(h);
+    if (e == S().events.end()) {
+      r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+      victim = std::move(e->second);
+      S().events.erase(e);
+    }
+  }
+  victim.reset();
+  return finish(r);
+}
+}  // namespace
+
+SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) { return event_destroy(hEvent); }
+SIM_API CUresult cuEventDestroy(CUevent hEvent) { return event_destroy(hEvent); }
+
+SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, false);
+}
+SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, true);
+}

@@ -1,0 +1,91 @@
+"""Unit test of gen_entry_points.py: the table it derives from the toolkit, and one clear message per bad input.
+Run by ctest (label sim) as: python3 -m pytest tests/sim/test_gen_entry_points.py (CDSA_CUDA_ROOT may point
+elsewhere than /usr/local/cuda)."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+GEN = HERE / "gen_entry_points.py"
+CUDA = pathlib.Path(os.environ.get("CDSA_CUDA_ROOT", "/usr/local/cuda"))
+TYPEDEFS = CUDA / "include" / "cudaTypedefs.h"
+CUDA_H = CUDA / "include" / "cuda.h"
+STUB = pathlib.Path(os.environ.get("CDSA_SIM_STUB", CUDA / "lib64" / "stubs" / "libcuda.so"))
+
+
+def gen(tmp_path, typedefs=TYPEDEFS, cuda_h=CUDA_H, stub=STUB):
+    out = tmp_path / "gen.cc"
+    p = subprocess.run([sys.executable, str(GEN), "--typedefs", str(typedefs), "--cuda-h", str(cuda_h),
+                        "--stub", str(stub), "--out", str(out)], capture_output=True, text=True)
+    return p, (out.read_text() if out.exists() else "")
+
+
+def rows(text):
+    return {(n, int(v), k): s for n, v, k, s in
+            re.findall(r'\{"(\w+)", (\d+), ProcVariant::(\w+), "(\w+)", reinterpret_cast', text)}
+
+
+def test_the_toolkit_table(tmp_path):
+    p, text = gen(tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    r = rows(text)
+    assert len(r) == len(set(re.findall(r"\(CUDAAPI \*PFN_(cu\w+?_v\d+(?:_ptsz|_ptds)?)\)", TYPEDEFS.read_text()))) + 1
+    assert r[("cuCtxSynchronize", 2000, "Plain")] == "cuCtxSynchronize"
+    assert r[("cuCtxSynchronize", 13000, "Plain")] == "cuCtxSynchronize_v2"
+    assert r[("cuMemAlloc", 3020, "Plain")] == "cuMemAlloc_v2"
+    assert r[("cuMemcpyHtoD", 7000, "Ptds")] == "cuMemcpyHtoD_v2_ptds"
+    assert r[("cuLaunchKernel", 7000, "Ptsz")] == "cuLaunchKernel_ptsz"
+    assert r[("cuGraphInstantiate", 11000, "Plain")] == "cuGraphInstantiate_v2"
+    assert r[("cuGraphInstantiate", 12000, "Plain")] == "cuGraphInstantiateWithFlags"
+    assert r[("cuStreamBeginCaptureToGraph", 12030, "Ptsz")] == "cuStreamBeginCaptureToGraph_ptsz"
+    # Every symbol gets a weak definition; every stub name is listed.
+    weak = set(re.findall(r"^SIM_WEAK\((\w+)\)$", text, re.M))
+    assert set(r.values()) <= weak
+    assert "cuGetExportTable" in weak and "cuCtxSynchronize_v2" in weak
+
+
+def test_a_row_the_stub_does_not_export(tmp_path):
+    td = tmp_path / "typedefs.h"
+    td.write_text("typedef CUresult (CUDAAPI *PFN_cuNoSuchCall_v13000)(void);\n")
+    p, _ = gen(tmp_path, typedefs=td)
+    assert p.returncode != 0
+    assert p.stderr.strip() == f"gen_entry_points.py: PFN_cuNoSuchCall_v13000 maps to cuNoSuchCall, which {STUB} " \
+                               "does not export"
+
+
+def test_a_per_thread_row_without_a_plain_one(tmp_path):
+    td = tmp_path / "typedefs.h"
+    td.write_text("typedef CUresult (CUDAAPI *PFN_cuLaunchKernel_v7000_ptsz)(void);\n")
+    p, _ = gen(tmp_path, typedefs=td)
+    assert p.returncode != 0
+    assert p.stderr.strip() == "gen_entry_points.py: PFN_cuLaunchKernel_v7000_ptsz has no plain version at or " \
+                               "before 7000"
+
+
+def test_no_typedefs(tmp_path):
+    td = tmp_path / "typedefs.h"
+    td.write_text("/* nothing */\n")
+    p, _ = gen(tmp_path, typedefs=td)
+    assert p.returncode != 0
+    assert p.stderr.strip() == f"gen_entry_points.py: no PFN_cu*_v<version> typedefs in {td}"
+
+
+@pytest.mark.parametrize("content,message", [(None, "cannot read {}: No such file or directory"),
+                                             (b"not an ELF file", "{} is not a 64-bit little-endian ELF file")])
+def test_bad_stub(tmp_path, content, message):
+    stub = tmp_path / "libcuda.so"
+    if content is not None:
+        stub.write_bytes(content)
+    p, _ = gen(tmp_path, stub=stub)
+    assert p.returncode != 0
+    assert p.stderr.strip() == "gen_entry_points.py: " + message.format(stub)
+
+
+def test_missing_header(tmp_path):
+    p, _ = gen(tmp_path, cuda_h=tmp_path / "cuda.h")
+    assert p.returncode != 0
+    assert p.stderr.strip() == f"gen_entry_points.py: cannot read {tmp_path / 'cuda.h'}: No such file or directory"
