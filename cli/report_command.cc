@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/trace_common.h"
+#include "report/frames.h"
 #include "symbolizer/native_symbolizer.h"
 
 namespace cdsa::cli {
@@ -32,14 +33,7 @@ void for_each_native(FaultReport& r, const std::function<void(NativeFrameText&)>
 // in the process). A module that changed or vanished since the run is named in a note.
 void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
   std::vector<symbolizer::Module> map;
-  for (const auto& m : modules) {
-    symbolizer::Module mod;
-    mod.path = m.path;
-    mod.bias = m.bias;
-    mod.build_id = m.build_id;
-    for (const auto& [a, b] : m.ranges) mod.segments.push_back({a, b, 0, 0});
-    map.push_back(std::move(mod));
-  }
+  for (const auto& m : modules) map.push_back(module_from_text(m));
   symbolizer::OfflineSymbolizer sym(std::move(map));
   std::set<std::string> module_paths;
   for_each_native(r, [&](NativeFrameText& f) { module_paths.insert(f.module); });
@@ -55,17 +49,16 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
       if (!o.module.empty() && o.module[0] == '/') problems.emplace(o.module, o.error);
       return;
     }
-    // The same rule as the live report: where code was inlined, the innermost function's line.
-    std::string file = o.inlined.empty() ? o.file : o.inlined.front().file;
-    int line = o.inlined.empty() ? o.line : o.inlined.front().line;
-    if (f.function.empty()) f.function = o.function;
-    if (f.file.empty() && !file.empty()) {
-      f.file = file;
-      f.line = line;
+    // The live report's rule (report/frames.h); names recorded at the fault stay, gaps are filled.
+    NativeFrameText now = frame_text(f.pc, o);
+    if (f.function.empty()) f.function = now.function;
+    if (f.file.empty() && !now.file.empty()) {
+      f.file = now.file;
+      f.line = now.line;
     }
     if (f.module.empty()) {
-      f.module = o.module;
-      f.module_offset = o.module_offset;
+      f.module = now.module;
+      f.module_offset = now.module_offset;
     }
   });
   progress.finish();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <type_traits>
 
 #include "shim/log.h"
 
@@ -155,17 +156,10 @@ std::string text_Text(const char* v) { return v; }
 
 // The names a Choice field accepts; none for other kinds.
 template <class T>
-std::vector<std::string> choice_names(const T&) {
-  return {};
-}
-std::vector<std::string> choice_names(TraceMode v) {
+std::vector<std::string> choice_names(const T& v) {
   std::vector<std::string> out;
-  for (const auto& c : choices(v)) out.push_back(c.name);
-  return out;
-}
-std::vector<std::string> choice_names(Backend v) {
-  std::vector<std::string> out;
-  for (const auto& c : choices(v)) out.push_back(c.name);
+  if constexpr (std::is_enum_v<T>)
+    for (const auto& c : choices(v)) out.push_back(c.name);
   return out;
 }
 

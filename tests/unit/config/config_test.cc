@@ -9,12 +9,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "shim/config.h"
+
+extern char** environ;
 
 namespace cdsa {
 namespace {
@@ -169,6 +172,11 @@ TEST(Config, TraceConfigObjectKeepsItsKeys) {
 
 // load_config() keeps the problems; report_config_problems_once() prints them on its first call only.
 TEST(Config, ProblemsArePrintedOnceWhenAsked) {
+  // Only this test's variables (the harness may set its own, e.g. CDSA_TEST_QUICK).
+  std::vector<std::string> others;
+  for (char** e = environ; *e; ++e)
+    if (!strncmp(*e, "CDSA_", 5)) others.emplace_back(*e, strcspn(*e, "="));
+  for (const auto& name : others) unsetenv(name.c_str());
   setenv("CDSA_NATIVE_DEPTH", "abc", 1);
   setenv("CDSA_NOPE", "1", 1);
   char path[] = "/tmp/config_test_stderr_XXXXXX";
