@@ -29,10 +29,7 @@ int cmd_flame(int argc, char** argv) {
                  "root first: native frames (outermost first), then Python frames, then the kernel. Feed it to\n"
                  "flamegraph.pl or speedscope.\n",
                  {{"--python-only", false, store(python_only, true)}},
-                 [&](const char* a) {
-                   path = a;
-                   return kGoOn;
-                 }};
+                 keep_last(path)};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
   if (path.empty()) {
     fprintf(stderr, "usage: cdsa flame FILE [--python-only]\n");

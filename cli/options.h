@@ -48,6 +48,14 @@ inline std::function<bool(const char*)> store(bool& target, bool value) {
   };
 }
 
+// A `positional` that keeps the last argument in `target`.
+inline std::function<int(const char*)> keep_last(std::string& target) {
+  return [&target](const char* arg) {
+    target = arg;
+    return kGoOn;
+  };
+}
+
 // Returns kGoOn when the command should go on (`*next`, if given, is the index of the first
 // argument not consumed: the command to run), else the exit status to return.
 int parse_command_line(const CommandLine& cl, int argc, char** argv, int* next = nullptr);

@@ -28,10 +28,7 @@ int cmd_top(int argc, char** argv) {
                      return errno == 0 && !*end && limit >= 1;
                    },
                    "a positive number"}},
-                 [&](const char* a) {
-                   path = a;
-                   return kGoOn;
-                 }};
+                 keep_last(path)};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
   if (path.empty()) {
     fprintf(stderr, "usage: cdsa top FILE [-n N]\n");

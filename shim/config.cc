@@ -196,8 +196,8 @@ void keep_problem(void*, const char* message) noexcept {
     ++g_problems_dropped;
     return;
   }
-  memcpy(g_problems + g_problems_len, message, n);
-  g_problems_len += n;
+  for (size_t i = 0; i < n; ++i)  // one line each, whatever the value held
+    g_problems[g_problems_len++] = message[i] == '\n' ? ' ' : message[i];
   g_problems[g_problems_len++] = '\n';
 }
 

@@ -179,6 +179,7 @@ TEST(Config, ProblemsArePrintedOnceWhenAsked) {
   for (const auto& name : others) unsetenv(name.c_str());
   setenv("CDSA_NATIVE_DEPTH", "abc", 1);
   setenv("CDSA_NOPE", "1", 1);
+  setenv("CDSA_BACKEND", "a\nb", 1);  // still one line
   char path[] = "/tmp/config_test_stderr_XXXXXX";
   int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
@@ -193,6 +194,7 @@ TEST(Config, ProblemsArePrintedOnceWhenAsked) {
   close(saved);
   unsetenv("CDSA_NATIVE_DEPTH");
   unsetenv("CDSA_NOPE");
+  unsetenv("CDSA_BACKEND");
   EXPECT_EQ(after_load, 0) << "load_config printed";
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -203,7 +205,8 @@ TEST(Config, ProblemsArePrintedOnceWhenAsked) {
     lines.push_back(text.substr(i, j - i));
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines,
-            (std::vector<std::string>{"cdsa: CDSA_NATIVE_DEPTH=abc: expected an integer in 0..256; using the default",
+            (std::vector<std::string>{"cdsa: CDSA_BACKEND=a b: expected driver or cupti; using driver",
+                                      "cdsa: CDSA_NATIVE_DEPTH=abc: expected an integer in 0..256; using the default",
                                       "cdsa: CDSA_NOPE: unknown variable, ignored (`cdsa run --help` lists them)"}));
   EXPECT_EQ(config().native_depth, 48);
 }
