@@ -25,6 +25,7 @@ struct Command {
   int (*run)(int argc, char** argv);
 };
 
+// A new command: one line here, its declaration in cli/commands.h, its file in cli/CMakeLists.txt.
 const Command kCommands[] = {
     {"run", "[options] -- CMD [ARGS...]", "", cmd_run},
     {"report", "FILE [--json]", "the fault report again, from a trace file", cmd_report},

@@ -7,9 +7,10 @@
 //
 // Example:
 //   bool json = false;
-//   CommandLine cl{"report", help, {{"--json", false, store(json, true)}},
-//                  [&](const char* a) { path = a; return kGoOn; }};
-//   if (int rc = parse_command_line(cl, argc, argv); rc >= 0) return rc;
+//   std::string path;
+//   CommandLine cl{"report", help, {{"--json", false, store(json, true)}}, keep_last(path)};
+//   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
+//   // `cdsa report t.json --json`: json == true, path == "t.json"; `--bogus`: message, rc 2
 #pragma once
 
 #include <functional>
