@@ -1,5 +1,9 @@
-// The cdsa CLI's commands. Each returns the process exit status: 0 success,
-// 1 the input was bad (one message naming it), 2 usage error.
+// The cdsa CLI's commands, one file each (cli/<name>_command.cc), dispatched by the
+// table in cli/main.cc over one option parser (cli/options.h).
+//
+// Contract: each takes the arguments after its name and returns the process exit
+// status: 0 success, 1 the input was bad (one message naming it), 2 usage error.
+// `cdsa run` does not return when it starts the command (it execs it).
 #pragma once
 
 #include <string>
@@ -8,8 +12,17 @@ namespace cdsa::cli {
 
 int main_entry(int argc, char** argv);
 
-// report, export, merge, flame, top (cli/trace_commands.cc): argv holds the
-// arguments after the command name. Returns -1 when `name` is none of them.
-int trace_command(const std::string& name, int argc, char** argv);
+// `cdsa --help`: every command's synopsis, then the run options and the CDSA_* variables.
+std::string usage_text();
+
+int cmd_run(int argc, char** argv);     // cli/run_command.cc
+int cmd_report(int argc, char** argv);  // cli/report_command.cc
+int cmd_export(int argc, char** argv);  // cli/export_command.cc
+int cmd_merge(int argc, char** argv);   // cli/merge_command.cc
+int cmd_flame(int argc, char** argv);   // cli/flame_command.cc
+int cmd_top(int argc, char** argv);     // cli/top_command.cc
+
+// `cdsa run`'s options and the variables they set (from shim/config_vars.def), for usage_text().
+std::string run_options_help();
 
 }  // namespace cdsa::cli

@@ -1,59 +1,89 @@
 #include "shim/config.h"
 
+#include <sys/auxv.h>
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sys/auxv.h>
+#include <iterator>
+#include <type_traits>
 
 #include "shim/log.h"
 
 extern char** environ;
 
 namespace cdsa {
-
-const ConfigVarDoc kConfigVars[] = {
-    {"CDSA_DISABLE", "1: load but record nothing (every hook passes through)"},
-    {"CDSA_NATIVE_DEPTH", "native frames recorded per launch, 0..256 (default 48)"},
-    {"CDSA_PYTHON_DEPTH", "Python frames recorded per launch, 0..256 (default 24)"},
-    {"CDSA_RING_SIZE", "launch records kept, 1024..16777216, rounded up to a power of two (default 65536)"},
-    {"CDSA_STACK_TABLE", "distinct launch stacks kept, 256..1048576 (default 16384)"},
-    {"CDSA_BREADCRUMBS", "0: no stream-ordered completion marks (attribution then lists candidates only)"},
-    {"CDSA_TRACE", "fault (default): write a trace file on a fault; always: also at normal exit; off: never"},
-    {"CDSA_TRACE_FILE", "trace file name pattern, %h host, %p pid, %r rank, %t start time (default cdsa-%h-%p.json)"},
-    {"CDSA_BACKEND", "driver (default): driver-level interposition; cupti: CUPTI callbacks"},
-    {"CDSA_EXIT_PROBE_MS", "at exit, wait up to this long for pending kernels to surface a fault, 0..600000 (default 2000)"},
-    {"CDSA_QUIET", "1: do not print the report on stderr (the trace file is still written)"},
-    {"CDSA_PROFILE", "1: count launches per (stack, kernel) for the whole run; the trace file gets them at exit"},
-};
-const size_t kConfigVarCount = sizeof kConfigVars / sizeof kConfigVars[0];
-
 namespace {
 
-Config g_config;
+// ---- the names of each enum's values (the Choice kind) ----
 
-bool parse_int(const char* name, const char* value, long lo, long hi, long* out) {
+template <class E>
+struct Choice {
+  const char* name;
+  E value;
+  bool listed;  // named in messages and help (false: an accepted alias)
+};
+constexpr Choice<TraceMode> kTraceChoices[] = {{"fault", TraceMode::OnFault, true},
+                                               {"always", TraceMode::Always, true},
+                                               {"off", TraceMode::Off, true},
+                                               {"0", TraceMode::Off, false}};
+constexpr Choice<Backend> kBackendChoices[] = {{"driver", Backend::Driver, true}, {"cupti", Backend::Cupti, true}};
+
+template <class E>
+struct Choices {
+  const Choice<E>* b;
+  const Choice<E>* e;
+  const Choice<E>* begin() const { return b; }
+  const Choice<E>* end() const { return e; }
+};
+Choices<TraceMode> choices(TraceMode) { return {std::begin(kTraceChoices), std::end(kTraceChoices)}; }
+Choices<Backend> choices(Backend) { return {std::begin(kBackendChoices), std::end(kBackendChoices)}; }
+
+template <class E>
+const char* choice_name(E v) {
+  for (const auto& c : choices(v))
+    if (c.value == v) return c.name;
+  return "?";
+}
+
+// ---- problems: one message each, handed to the caller's function ----
+
+struct Problems {
+  ConfigProblemFn fn;
+  void* ctx;
+  void operator()(const char* fmt, ...) const __attribute__((format(printf, 2, 3))) {
+    if (!fn) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fn(ctx, buf);
+  }
+};
+
+// ---- one parser per kind: set `field` from `value`, or say why not and leave the default ----
+
+bool parse_long(const char* name, const char* value, long lo, long hi, long* out, const Problems& problem) {
   errno = 0;
   char* end = nullptr;
   long v = strtol(value, &end, 10);
   if (errno != 0 || end == value || *end != '\0' || v < lo || v > hi) {
-    log_line("%s=%s: expected an integer in %ld..%ld; using the default", name, value, lo, hi);
+    problem("%s=%s: expected an integer in %ld..%ld; using the default", name, value, lo, hi);
     return false;
   }
   *out = v;
   return true;
 }
 
-bool parse_bool(const char* name, const char* value, bool* out) {
-  if (!strcmp(value, "1") || !strcmp(value, "yes") || !strcmp(value, "on") || !strcmp(value, "true")) {
-    *out = true;
-    return true;
-  }
-  if (!strcmp(value, "0") || !strcmp(value, "no") || !strcmp(value, "off") || !strcmp(value, "false") ||
-      !*value) {
-    *out = false;
-    return true;
-  }
-  log_line("%s=%s: expected 0 or 1; using the default", name, value);
+bool parse_flag(const char* name, const char* value, bool* out, const Problems& problem) {
+  for (const char* yes : {"1", "yes", "on", "true"})
+    if (!strcmp(value, yes)) return *out = true, true;
+  for (const char* no : {"0", "no", "off", "false", ""})
+    if (!strcmp(value, no)) return *out = false, true;
+  problem("%s=%s: expected 0 or 1; using the default", name, value);
   return false;
 }
 
@@ -63,71 +93,197 @@ uint32_t round_up_pow2(uint32_t v) {
   return p;
 }
 
-void apply(Config& c, const char* name, const char* value) {
+template <class D>
+void set_Int(int& f, const char* name, const char* value, long lo, long hi, D, const Problems& problem) {
   long v = 0;
-  if (!strcmp(name, "CDSA_DISABLE")) {
-    bool b = false;
-    if (parse_bool(name, value, &b)) c.enabled = !b;
-  } else if (!strcmp(name, "CDSA_NATIVE_DEPTH")) {
-    if (parse_int(name, value, 0, 256, &v)) c.native_depth = static_cast<int>(v);
-  } else if (!strcmp(name, "CDSA_PYTHON_DEPTH")) {
-    if (parse_int(name, value, 0, 256, &v)) c.python_depth = static_cast<int>(v);
-  } else if (!strcmp(name, "CDSA_RING_SIZE")) {
-    if (parse_int(name, value, 1024, 1 << 24, &v)) c.ring_size = round_up_pow2(static_cast<uint32_t>(v));
-  } else if (!strcmp(name, "CDSA_STACK_TABLE")) {
-    if (parse_int(name, value, 256, 1 << 20, &v)) c.stack_table_size = static_cast<uint32_t>(v);
-  } else if (!strcmp(name, "CDSA_BREADCRUMBS")) {
-    parse_bool(name, value, &c.breadcrumbs);
-  } else if (!strcmp(name, "CDSA_TRACE")) {
-    if (!strcmp(value, "fault")) c.trace = TraceMode::OnFault;
-    else if (!strcmp(value, "always")) c.trace = TraceMode::Always;
-    else if (!strcmp(value, "off") || !strcmp(value, "0")) c.trace = TraceMode::Off;
-    else log_line("CDSA_TRACE=%s: expected fault, always or off; using fault", value);
-  } else if (!strcmp(name, "CDSA_TRACE_FILE")) {
-    if (!*value || strlen(value) >= sizeof c.trace_pattern)
-      log_line("CDSA_TRACE_FILE: expected a non-empty name pattern shorter than %zu bytes; using %s",
-               sizeof c.trace_pattern, c.trace_pattern);
-    else
-      strcpy(c.trace_pattern, value);
-  } else if (!strcmp(name, "CDSA_BACKEND")) {
-    if (!strcmp(value, "driver")) c.backend = Backend::Driver;
-    else if (!strcmp(value, "cupti")) c.backend = Backend::Cupti;
-    else log_line("CDSA_BACKEND=%s: expected driver or cupti; using driver", value);
-  } else if (!strcmp(name, "CDSA_EXIT_PROBE_MS")) {
-    if (parse_int(name, value, 0, 600000, &v)) c.exit_probe_ms = static_cast<int>(v);
-  } else if (!strcmp(name, "CDSA_QUIET")) {
-    parse_bool(name, value, &c.quiet);
-  } else if (!strcmp(name, "CDSA_PROFILE")) {
-    parse_bool(name, value, &c.profile);
-  } else {
-    log_line("%s: unknown variable, ignored (`cdsa run --help` lists them)", name);
+  if (parse_long(name, value, lo, hi, &v, problem)) f = static_cast<int>(v);
+}
+template <class D>
+void set_Count(uint32_t& f, const char* name, const char* value, long lo, long hi, D, const Problems& problem) {
+  long v = 0;
+  if (parse_long(name, value, lo, hi, &v, problem)) f = static_cast<uint32_t>(v);
+}
+template <class D>
+void set_Pow2(uint32_t& f, const char* name, const char* value, long lo, long hi, D, const Problems& problem) {
+  long v = 0;
+  if (parse_long(name, value, lo, hi, &v, problem)) f = round_up_pow2(static_cast<uint32_t>(v));
+}
+template <class D>
+void set_Flag(bool& f, const char* name, const char* value, long, long, D, const Problems& problem) {
+  parse_flag(name, value, &f, problem);
+}
+template <class D>
+void set_NotFlag(bool& f, const char* name, const char* value, long, long, D, const Problems& problem) {
+  bool b = false;
+  if (parse_flag(name, value, &b, problem)) f = !b;
+}
+template <class E>
+void set_Choice(E& f, const char* name, const char* value, long, long, E def, const Problems& problem) {
+  for (const auto& c : choices(f))
+    if (!strcmp(value, c.name)) return void(f = c.value);
+  char expected[256] = "";
+  size_t listed = 0, n = 0;
+  for (const auto& c : choices(f)) listed += c.listed;
+  for (const auto& c : choices(f)) {
+    if (!c.listed) continue;
+    size_t len = strlen(expected);
+    snprintf(expected + len, sizeof expected - len, "%s%s", n == 0 ? "" : n + 1 == listed ? " or " : ", ", c.name);
+    ++n;
   }
+  problem("%s=%s: expected %s; using %s", name, value, expected, choice_name(def));
+}
+template <size_t N, class D>
+void set_Text(char (&f)[N], const char* name, const char* value, long lo, long, D def, const Problems& problem) {
+  size_t len = strlen(value);
+  if (len < static_cast<size_t>(lo) || len >= N)
+    problem("%s: expected a non-empty name pattern shorter than %zu bytes; using %s", name, N, def);
+  else
+    memcpy(f, value, len + 1);
 }
 
+// ---- the value of each kind as text (the trace's config object, the defaults in help) ----
+
+std::string text_Int(int v) { return std::to_string(v); }
+std::string text_Count(uint32_t v) { return std::to_string(v); }
+std::string text_Pow2(uint32_t v) { return std::to_string(v); }
+std::string text_Flag(bool v) { return v ? "1" : "0"; }
+std::string text_NotFlag(bool v) { return v ? "0" : "1"; }
+template <class E>
+std::string text_Choice(E v) {
+  return choice_name(v);
+}
+std::string text_Text(const char* v) { return v; }
+
+// The names a Choice field accepts; none for other kinds.
+template <class T>
+std::vector<std::string> choice_names(const T& v) {
+  std::vector<std::string> out;
+  if constexpr (std::is_enum_v<T>)
+    for (const auto& c : choices(v)) out.push_back(c.name);
+  return out;
+}
+
+std::string fmt_range(long lo, long hi) { return ", " + std::to_string(lo) + ".." + std::to_string(hi); }
+
+// What help adds after the description, before "(default ...)".
+std::string range_text(const char* kind, long lo, long hi) {
+  if (!strcmp(kind, "Int") || !strcmp(kind, "Count")) return fmt_range(lo, hi);
+  if (!strcmp(kind, "Pow2")) return fmt_range(lo, hi) + ", rounded up to a power of two";
+  return "";
+}
+
+void apply(Config& c, const char* var, size_t len, const char* value, const Problems& problem) {
+#define CDSA_VAR(name, field, kind, def, lo, hi, run, key, help) \
+  if (len == sizeof(#name) - 1 && !memcmp(var, #name, len)) {    \
+    set_##kind(c.field, #name, value, lo, hi, def, problem);     \
+    return;                                                      \
+  }
+#include "shim/config_vars.def"
+#undef CDSA_VAR
+  problem("%.*s: unknown variable, ignored (`cdsa run --help` lists them)", static_cast<int>(len), var);
+}
+
+// What load_config() found, printed by report_config_problems_once(): lines in a fixed buffer (no allocation in
+// the constructor), written once before any other thread can exist and only read afterwards.
+char g_problems[8192];
+size_t g_problems_len = 0;
+unsigned g_problems_dropped = 0;
+std::atomic<bool> g_problems_reported{false};
+
+void keep_problem(void*, const char* message) noexcept {
+  size_t n = strlen(message);
+  if (g_problems_len + n + 1 > sizeof g_problems) {
+    ++g_problems_dropped;
+    return;
+  }
+  for (size_t i = 0; i < n; ++i)  // one line each, whatever the value held
+    g_problems[g_problems_len++] = message[i] == '\n' ? ' ' : message[i];
+  g_problems[g_problems_len++] = '\n';
+}
+
+Config g_config;
+
 }  // namespace
+
+Config parse_config(const char* const* envp, bool secure, ConfigProblemFn fn, void* ctx) noexcept {
+  Config c;
+  if (secure) {
+    c.secure = true;
+    c.trace = TraceMode::Off;
+    return c;
+  }
+  Problems problem{fn, ctx};
+  for (const char* const* e = envp; e && *e; ++e) {
+    if (strncmp(*e, "CDSA_", 5) != 0) continue;
+    const char* eq = strchr(*e, '=');
+    if (!eq) continue;
+    apply(c, *e, static_cast<size_t>(eq - *e), eq + 1, problem);
+  }
+  return c;
+}
 
 const Config& config() noexcept { return g_config; }
 
 void load_config() noexcept {
-  Config c;
-  if (getauxval(AT_SECURE)) {
-    c.secure = true;
-    c.trace = TraceMode::Off;
-    g_config = c;
-    return;
+  g_problems_len = 0;
+  g_problems_dropped = 0;
+  g_config = parse_config(environ, getauxval(AT_SECURE) != 0, keep_problem, nullptr);
+}
+
+void report_config_problems_once() noexcept {
+  if (g_problems_reported.exchange(true, std::memory_order_acq_rel)) return;
+  for (size_t i = 0; i < g_problems_len;) {
+    const char* line = g_problems + i;
+    size_t n = static_cast<size_t>(static_cast<const char*>(memchr(line, '\n', g_problems_len - i)) - line);
+    log_line("%.*s", static_cast<int>(n), line);
+    i += n + 1;
   }
-  for (char** e = environ; e && *e; ++e) {
-    if (strncmp(*e, "CDSA_", 5) != 0) continue;
-    const char* eq = strchr(*e, '=');
-    if (!eq) continue;
-    char name[64];
-    size_t len = static_cast<size_t>(eq - *e);
-    if (len >= sizeof name) len = sizeof name - 1;
-    memcpy(name, *e, len);
-    name[len] = '\0';
-    apply(c, name, eq + 1);
+  if (g_problems_dropped) log_line("%u more configuration problems not shown", g_problems_dropped);
+}
+
+std::vector<std::string> config_problems(const char* const* envp) {
+  std::vector<std::string> out;
+  parse_config(
+      envp, false,
+      [](void* ctx, const char* message) noexcept {
+        static_cast<std::vector<std::string>*>(ctx)->emplace_back(message);
+      },
+      &out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> config_fields(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+#define CDSA_VAR(name, field, kind, def, lo, hi, run, key, help) \
+  if (*key) out.emplace_back(key, text_##kind(c.field));
+#include "shim/config_vars.def"
+#undef CDSA_VAR
+  return out;
+}
+
+std::vector<ConfigVar> config_vars() {
+  const Config d;
+  std::vector<ConfigVar> out;
+#define CDSA_VAR(VAR, FIELD, KIND, DEF, LO, HI, RUN, KEY, DOC)                                   \
+  {                                                                                              \
+    ConfigVar v;                                                                                 \
+    v.name = #VAR;                                                                               \
+    std::string option = RUN;                                                                    \
+    size_t space = option.find(' ');                                                             \
+    v.run_option = option.substr(0, space);                                                      \
+    v.run_meta = space == std::string::npos ? "" : option.substr(space + 1);                     \
+    v.default_text = text_##KIND(d.FIELD);                                                       \
+    v.run_value = v.default_text == "1" ? "0" : "1";                                             \
+    v.help = std::string(DOC) + range_text(#KIND, LO, HI) + " (default " + v.default_text + ")"; \
+    v.kind = #KIND;                                                                              \
+    v.lo = LO;                                                                                   \
+    v.hi = HI;                                                                                   \
+    v.choices = choice_names(d.FIELD);                                                           \
+    out.push_back(std::move(v));                                                                 \
   }
-  g_config = c;
+#include "shim/config_vars.def"
+#undef CDSA_VAR
+  return out;
 }
 
 }  // namespace cdsa

@@ -166,19 +166,7 @@ ProcessText process_text() {
   return p;
 }
 
-std::vector<std::pair<std::string, std::string>> config_text() {
-  const Config& c = config();
-  return {{"native_depth", std::to_string(c.native_depth)},
-          {"python_depth", std::to_string(c.python_depth)},
-          {"ring_size", std::to_string(c.ring_size)},
-          {"stack_table_size", std::to_string(c.stack_table_size)},
-          {"breadcrumbs", c.breadcrumbs ? "1" : "0"},
-          {"trace", c.trace == TraceMode::Always ? "always" : c.trace == TraceMode::Off ? "off" : "fault"},
-          {"trace_file", c.trace_pattern},
-          {"backend", c.backend == Backend::Cupti ? "cupti" : "driver"},
-          {"exit_probe_ms", std::to_string(c.exit_probe_ms)},
-          {"profile", c.profile ? "1" : "0"}};
-}
+std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
 struct StreamView {
   int slot;

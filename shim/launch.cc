@@ -93,6 +93,7 @@ CUstream effective_stream(CUstream s, bool per_thread) {
 }
 
 void start(const void* hint) {
+  report_config_problems_once();  // the process uses CUDA: now its CDSA_* problems matter
   if (!config().enabled) return;
   driver_init(hint);
   if (!driver_ready() || !recorder_init()) return;

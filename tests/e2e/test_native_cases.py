@@ -109,11 +109,6 @@ def test_unwritable_trace_directory_one_message_and_runs_on(tmp_path):
     assert run.rc == 3
 
 
-def test_unknown_variable_named(tmp_path):
-    run = run_program(["/bin/true"], cwd=tmp_path, env={"CDSA_NATIV_DEPTH": "8"})
-    assert run.err == "cdsa: CDSA_NATIV_DEPTH: unknown variable, ignored (`cdsa run --help` lists them)\n"
-
-
 @pytest.mark.parametrize("order", ["cdsa-first", "other-first"])
 def test_other_preload_resolving_rtld_next_still_works(tmp_path, order):
     libs = [str(LIBCDSA), str(OTHER)] if order == "cdsa-first" else [str(OTHER), str(LIBCDSA)]

@@ -1,0 +1,113 @@
+// cdsa report FILE [--json] [--no-resymbolize]: the report the live process printed, from the file alone.
+#include <fmt/format.h>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/progress.h"
+#include "cli/trace_common.h"
+#include "report/frames.h"
+#include "symbolizer/native_symbolizer.h"
+
+namespace cdsa::cli {
+namespace {
+
+// Every native frame the report shows.
+void for_each_native(FaultReport& r, const std::function<void(NativeFrameText&)>& fn) {
+  for (auto& f : r.surfaced_stack.native) fn(f);
+  for (auto& c : r.candidates) {
+    for (auto& f : c.stack.native) fn(f);
+    for (auto& g : c.graph_nodes)
+      for (auto& f : g.stack.native) fn(f);
+  }
+}
+
+// Re-symbolizes the report's native frames from the files now on disk, checked against the recorded
+// build-ids. The names recorded at the fault were resolved in the live process against the right
+// binaries, so they stay; the offline pass fills in what the live pass could not find (e.g. no libdw
+// in the process). A module that changed or vanished since the run is named in a note.
+void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
+  std::vector<symbolizer::Module> map;
+  for (const auto& m : modules) map.push_back(module_from_text(m));
+  symbolizer::OfflineSymbolizer sym(std::move(map));
+  std::set<std::string> module_paths;
+  for_each_native(r, [&](NativeFrameText& f) { module_paths.insert(f.module); });
+  std::set<std::string> done_modules;
+  Progress progress("symbolizing modules", module_paths.size());
+  std::map<std::string, std::string> problems;  // module path -> what is wrong with it now
+  for_each_native(r, [&](NativeFrameText& f) {
+    // Shown before the work: the first frame of a big library is the slow one (libdw reads its DWARF).
+    if (done_modules.insert(f.module).second) progress.step(done_modules.size());
+    symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
+    if (!o.error.empty()) {
+      // (Objects that are not files, such as linux-vdso.so.1, cannot be re-read: nothing to say about them.)
+      if (!o.module.empty() && o.module[0] == '/') problems.emplace(o.module, o.error);
+      return;
+    }
+    // The live report's rule (report/frames.h); names recorded at the fault stay, gaps are filled.
+    NativeFrameText now = frame_text(f.pc, o);
+    if (f.function.empty()) f.function = now.function;
+    if (f.file.empty() && !now.file.empty()) {
+      f.file = now.file;
+      f.line = now.line;
+    }
+    if (f.module.empty()) {
+      f.module = now.module;
+      f.module_offset = now.module_offset;
+    }
+  });
+  progress.finish();
+  for (const auto& [path, what] : problems)
+    r.notes.push_back(
+        fmt::format("{}: {}; its frames show the names recorded at the time of the fault", base_name(path), what));
+}
+
+}  // namespace
+
+int cmd_report(int argc, char** argv) {
+  bool as_json = false, resym = true;
+  std::string path;
+  CommandLine cl{"report",
+                 "usage: cdsa report FILE [--json] [--no-resymbolize]\n"
+                 "Prints the report the live process printed, from the trace file alone. Native frames are\n"
+                 "checked against the recorded build-ids and re-symbolized offline where the run lacked names.\n"
+                 "--json prints the report object instead (null when the run had no fault).\n",
+                 {{"--json", false, store(as_json, true)}, {"--no-resymbolize", false, store(resym, false)}},
+                 [&](const char* a) {
+                   if (path.empty()) {
+                     path = a;
+                     return kGoOn;
+                   }
+                   fprintf(stderr, "cdsa report: one trace file at a time (got %s and %s)\n", path.c_str(), a);
+                   return 2;
+                 }};
+  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
+  if (path.empty()) {
+    fprintf(stderr, "usage: cdsa report FILE [--json]\n");
+    return 2;
+  }
+  TraceFile tf;
+  if (!load("report", path, &tf)) return 1;
+  TraceData& t = tf.data;
+  if (!t.has_fault) {
+    if (as_json) return print_stdout("null\n") ? 0 : 1;
+    std::string out = fmt::format("cdsa: {}: no fault in this run (trace written at {}); {} launch record{} kept", path,
+                                  t.reason, t.launches.size(), t.launches.size() == 1 ? "" : "s");
+    if (t.has_profile)
+      out += fmt::format(", launch-site profile of {} sites (cdsa top / cdsa flame)", t.profile.sites.size());
+    out += "\n";
+    return print_stdout(out) ? 0 : 1;
+  }
+  FaultReport& r = t.report;
+  if (resym) resymbolize(r, t.modules);
+  r.trace_path = path;
+  std::string out = as_json ? report_to_json(r) + "\n" : format_report_text(r);
+  return print_stdout(out) ? 0 : 1;
+}
+
+}  // namespace cdsa::cli

@@ -1,0 +1,39 @@
+// What the trace-reading commands (report, export, merge, flame, top) share: loading a
+// trace file with one message, writing output whole, and one-line frame wording.
+//
+// Contract: single-threaded CLI code; every failure prints one line naming the file
+// ("cdsa CMD: FILE: what is wrong") and returns false.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "report/trace.h"
+#include "report/trace_reader.h"
+
+namespace cdsa::cli {
+
+// Loads FILE or prints "cdsa CMD: FILE: what is wrong".
+bool load(const char* cmd, const std::string& path, TraceFile* tf);
+// Loads FILE and insists on a launch-site profile (flame, top).
+bool load_profile(const char* cmd, const std::string& path, TraceFile* tf);
+
+// Writes all of `s` to `fd` (retrying on EINTR and short writes).
+bool write_all(int fd, const std::string& s);
+// Writes `s` to stdout after whatever stdio holds.
+bool print_stdout(const std::string& s);
+
+std::string base_name(const std::string& path);
+
+// "file:line in function"; "function (module+0x1f) at file:line".
+std::string frame_line(const PyFrameText& f);
+std::string frame_line(const NativeFrameText& f);
+
+// The innermost Python frame (the user's line), else the innermost named native frame.
+std::string site_of(const StackText& st);
+
+// The trace's stacks by id.
+std::map<uint32_t, const StackText*> stacks_by_id(const TraceData& t);
+
+}  // namespace cdsa::cli
