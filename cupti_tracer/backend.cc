@@ -14,9 +14,11 @@
 #include "shim/driver.h"
 #include "shim/fault.h"
 #include "shim/launch.h"
+#include "shim/lifecycle.h"
 #include "shim/log.h"
 #include "shim/native_stack.h"
 #include "shim/recorder.h"
+#include "shim/reentrancy.h"
 
 #define CDSA_EXPORT __attribute__((visibility("default")))
 
@@ -173,6 +175,12 @@ void start_once() {
     return;
   }
   g_active.store(true, std::memory_order_release);
+  set_launch_filter(cupti_backend_recorded);
+}
+
+// After entry.cc's constructor(101) has read the configuration: start with cdsa when CDSA_BACKEND=cupti.
+__attribute__((constructor(102))) void register_backend() {
+  if (config().enabled && config().backend == Backend::Cupti) on_started(cupti_backend_start);
 }
 
 }  // namespace

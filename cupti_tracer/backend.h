@@ -3,10 +3,17 @@
 // callbacks instead of the interposition wrappers, and sticky faults are seen
 // in the API-exit return value of every driver call.
 //
+// It sits on top of the core and plugs into the seams the core owns; shim/
+// never names this directory:
+// - shim/lifecycle.h `on_started`: registered from this file's constructor
+//   (after entry.cc's constructor(101) has read the configuration) when
+//   CDSA_BACKEND=cupti, so `cupti_backend_start` runs once cdsa has started.
+// - shim/launch.h `set_launch_filter`: set to `cupti_backend_recorded` once the
+//   subscription is live.
+//
 // Contract:
-// - `cupti_backend_start()` is called once cdsa has started (launch.cc's
-//   start(), on the first wrapped driver call) and by InitializeInjection. It
-//   does nothing unless the CUPTI backend was asked for; otherwise, once per
+// - `cupti_backend_start()` runs as the start hook and from InitializeInjection.
+//   It does nothing unless the CUPTI backend was asked for; otherwise, once per
 //   process, it dlopens libcupti (RTLD_LOCAL; never a link dependency; search
 //   order in discovery.h), subscribes and enables the driver-API domain. On any
 //   failure — libcupti not found, the one subscriber slot taken (nsys, ncu,
@@ -14,12 +21,13 @@
 //   line saying so (naming the slot's holder when CUPTI reports it) and leaves
 //   the driver interposition recording: the process never loses attribution.
 //   Thread-safe and idempotent; it allocates and may take milliseconds.
-// - `cupti_backend_recorded(info)` is asked by record_launch for each launch the
-//   interposition wrappers report (launch path: no lock, no allocation). It says
-//   whether the CUPTI callback of this very call, on this thread, already
-//   recorded it; then the wrapper's record is dropped, so each launch is recorded
-//   once. When CUPTI did not report a launch the wrappers saw, the wrapper records
-//   it and one line says so: attribution never depends on CUPTI alone.
+// - `cupti_backend_recorded(info)` is the launch filter: record_launch asks it
+//   for each launch the interposition wrappers report (launch path: no lock, no
+//   allocation). It says whether the CUPTI callback of this very call, on this
+//   thread, already recorded it; then the wrapper's record is dropped, so each
+//   launch is recorded once. When CUPTI did not report a launch the wrappers saw,
+//   the wrapper records it and one line says so: attribution never depends on
+//   CUPTI alone.
 // - `cupti_backend_active()`: the subscription is live (one relaxed atomic load).
 // - The callback calls prepare_launch at API enter and record_launch at API
 //   exit of successful launches (cdsa's own driver calls, made under InCdsa,

@@ -3,6 +3,7 @@
 #include "cupti_tracer/backend.h"
 
 #include "shim/config.h"
+#include "shim/lifecycle.h"
 #include "shim/log.h"
 
 #define CDSA_EXPORT __attribute__((visibility("default")))
@@ -18,6 +19,13 @@ void cupti_backend_start() noexcept {
         "CDSA_BACKEND=cupti: this libcdsa.so was built without CUPTI headers; recording launches "
         "through driver interposition instead");
 }
+
+namespace {
+// After entry.cc's constructor(101) has read the configuration: say it once cdsa has started.
+__attribute__((constructor(102))) void register_backend() {
+  if (config().enabled && config().backend == Backend::Cupti) on_started(cupti_backend_start);
+}
+}  // namespace
 
 }  // namespace cdsa
 

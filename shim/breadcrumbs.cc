@@ -1,8 +1,8 @@
 #include "shim/breadcrumbs.h"
 
+#include <sys/mman.h>
 #include <atomic>
 #include <mutex>
-#include <sys/mman.h>
 
 #include "shim/config.h"
 #include "shim/driver.h"
@@ -21,7 +21,7 @@ size_t g_bytes = 0;
 
 }  // namespace
 
-bool breadcrumbs_init() noexcept {
+bool breadcrumbs_init(const InCdsa&) noexcept {
   int s = g_state.load(std::memory_order_acquire);
   if (s != kUntried) return s == kActive;
   std::lock_guard<std::mutex> lock(g_init_mutex);
@@ -71,7 +71,7 @@ bool breadcrumbs_init() noexcept {
 
 bool breadcrumbs_active() noexcept { return g_state.load(std::memory_order_acquire) == kActive; }
 
-CUresult enqueue_breadcrumb(CUstream stream, int slot, uint64_t stream_seq) noexcept {
+CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept {
   if (slot < 0 || g_state.load(std::memory_order_relaxed) != kActive) return CUDA_SUCCESS;
   CUresult r = driver().StreamWriteValue64(stream, g_dptr + static_cast<CUdeviceptr>(slot) * sizeof(uint64_t),
                                            stream_seq, CU_STREAM_WRITE_VALUE_DEFAULT);

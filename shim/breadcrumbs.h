@@ -10,18 +10,21 @@
 // Contract: `breadcrumbs_init` maps and registers the slots (needs a current
 // context; call on the launch path, it runs its body once and retries after a
 // failure caused by stream capture). `enqueue_breadcrumb` is lock-free and
-// allocation-free. Slots: one per StreamTable entry.
+// allocation-free. Slots: one per StreamTable entry. Both make driver calls of
+// cdsa's own, so they run under the reentrancy guard (shim/reentrancy.h).
 #pragma once
 
 #include <cuda.h>
 #include <cstdint>
 
+#include "shim/reentrancy.h"
+
 namespace cdsa {
 
-bool breadcrumbs_init() noexcept;
+bool breadcrumbs_init(const InCdsa&) noexcept;
 bool breadcrumbs_active() noexcept;
 // Enqueues the mark; returns the driver's result (CUDA_SUCCESS when disabled).
-CUresult enqueue_breadcrumb(CUstream stream, int slot, uint64_t stream_seq) noexcept;
+CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
 uint64_t breadcrumb_landed(int slot) noexcept;
 
 }  // namespace cdsa

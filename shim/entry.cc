@@ -1,6 +1,6 @@
 // libcdsa.so's constructor: read the configuration, find libc's own dlsym, and
 // nothing else. No CUDA call, no thread, no file until the process itself uses
-// CUDA (the first wrapped driver call starts cdsa: see launch.cc).
+// CUDA (the first wrapped driver call starts cdsa: see lifecycle.h).
 #include "shim/config.h"
 #include "shim/driver.h"
 #include "shim/interpose.h"

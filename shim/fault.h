@@ -1,9 +1,10 @@
 // Surfacing and reporting a sticky kernel fault, once per process.
 //
 // Contract: `on_sticky_fault` may be called from any thread, any number of
-// times; the first call captures the surfacing stack, attributes the fault from
-// the breadcrumbs and the launch ring, prints the report on stderr and writes
-// the trace file; later calls return at once. It allocates and may take
+// times; the first call captures the surfacing stack, takes a snapshot of the
+// breadcrumbs and the launch ring (fault_snapshot.h), attributes the fault
+// (attribution.h), builds the report (report_builder.h), prints it on stderr
+// and writes the trace file; later calls return at once. It allocates and may take
 // milliseconds (symbolization): it runs only when the process is already
 // failing. `fault_handling_init` registers the exit probe (atexit), which
 // finds a fault that no call surfaced, and writes the CDSA_TRACE=always file.

@@ -18,10 +18,13 @@
 #include "shim/config.h"
 #include "shim/driver.h"
 #include "shim/fault.h"
+#include "shim/graph_capture.h"
 #include "shim/interpose.h"
 #include "shim/launch.h"
+#include "shim/lifecycle.h"
 #include "shim/log.h"
 #include "shim/native_stack.h"
+#include "shim/reentrancy.h"
 
 #define CDSA_EXPORT __attribute__((visibility("default")))
 

@@ -1,15 +1,21 @@
-// What a wrapped launch does: record it, mark its completion, and hand sticky
-// faults to the fault handler. Shared by the driver-interposition hooks and the
-// CUPTI backend, so both feed the same recorder.
+// The launch path: what a wrapped launch does. Records it, marks its
+// completion, and keeps the device's text when the mark meets a fault. Shared
+// by the driver-interposition hooks and the CUPTI backend, so both feed the
+// same recorder.
 //
-// Contract: called on the launching thread right after the real launch
-// returned CUDA_SUCCESS. Lock-free and allocation-free after warm-up (except
-// launches made while a stream captures a graph, which take a mutex).
+// Contract: `record_launch` is called on the launching thread right after the
+// real launch returned CUDA_SUCCESS. Lock-free and allocation-free after
+// warm-up (shim/lifecycle.h), except a launch made while its stream captures a
+// graph, which is handed to shim/graph_capture.h (a mutex). It calls nothing
+// above it: a front end that must see each launch sets the launch filter.
+//
+//   LaunchInfo li;
+//   li.func = f; li.stream = s; li.grid[0] = 128; li.block[0] = 256;
+//   if (real_cuLaunchKernel(...) == CUDA_SUCCESS) record_launch(li);
 #pragma once
 
 #include <cuda.h>
 #include <cstdint>
-#include <vector>
 
 #include "shim/recorder.h"
 
@@ -26,32 +32,21 @@ struct LaunchInfo {
   unsigned shared_mem = 0;
 };
 
-// Warm-up on the first CUDA call: driver table, recorder, exit probe. `hint` is
-// any real driver function pointer. Returns false when cdsa is disabled.
-bool ensure_started(const void* hint) noexcept;
 // Before a launch, while the context is surely alive: sets up breadcrumbs and
 // caches the kernel's name (cheap after the first time for each).
 void prepare_launch(CUfunction func) noexcept;
-// Who reports a launch. While the CUPTI backend is active (cupti_tracer/backend.h)
-// a launch the interposition wrappers report is dropped when the CUPTI callback
-// of the same call already recorded it: each launch is recorded once.
+// Who reports a launch: the interposition wrappers, or the CUPTI callback.
 enum class LaunchSource : uint8_t { Interposer, Cupti };
 // Records a successful launch (enqueues its breadcrumb when not capturing).
 void record_launch(const LaunchInfo& info, LaunchSource source = LaunchSource::Interposer) noexcept;
 
-// Capture bookkeeping (graph attribution).
-void note_capture_begin(CUstream stream, bool per_thread) noexcept;
-void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept;
-void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept;
-void note_stream_destroyed() noexcept;
-// The launches captured under one capture id (report path; takes a mutex).
-std::vector<LaunchRecord> captured_nodes(uint64_t capture_id);
+// Asked for each launch the interposition wrappers report; returning true drops it (another front end, the
+// CUPTI backend, already recorded this very call), so each launch is recorded once. Runs on the launch path:
+// no lock, no allocation. nullptr (the default) keeps every launch. Set by cupti_tracer/backend.cc.
+using LaunchFilter = bool (*)(const LaunchInfo& info) noexcept;
+void set_launch_filter(LaunchFilter filter) noexcept;
 
-// Reentrancy guard: cdsa's own driver calls made while handling a call.
-struct InCdsa {
-  InCdsa() noexcept;
-  ~InCdsa();
-  static bool active() noexcept;
-};
+// A stream was destroyed: the per-thread stream caches go stale (its handle may be reused).
+void note_stream_destroyed() noexcept;
 
 }  // namespace cdsa

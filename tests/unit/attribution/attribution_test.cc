@@ -1,0 +1,252 @@
+// attribute() on hand-made fault snapshots: each test writes the ring, the streams' breadcrumb views, the device's
+// assert lines and the graph nodes a fault would leave, and checks which launches are named and why.
+#include "shim/attribution.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace cdsa {
+namespace {
+
+// A launch record; `name` is a StringTable id the snapshot's kernel_names may map.
+LaunchRecord launch(uint64_t seq, uint64_t stream, uint64_t stream_seq, uint32_t name = kNoString) {
+  LaunchRecord r;
+  r.seq = seq;
+  r.stream_id = stream;
+  r.stream_seq = stream_seq;
+  r.kernel_name = name;
+  return r;
+}
+
+StreamView stream(int slot, uint64_t id, uint64_t launched, uint64_t landed, bool marks = true) {
+  StreamView v;
+  v.slot = slot;
+  v.id = id;
+  v.launched = launched;
+  v.landed = landed;
+  v.marks = marks;
+  return v;
+}
+
+DeviceAssert device_assert(const std::string& function) {
+  DeviceAssert a;
+  a.file = "Loss.cu";
+  a.line = 250;
+  a.function = function;
+  a.message = "Loss.cu:250: " + function + ": block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.";
+  return a;
+}
+
+// Two streams: 7 (launches 1, 3, 5 of the process) and 9 (launches 2, 4).
+FaultSnapshot two_streams() {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  s.ring = {launch(1, 7, 1, 10), launch(2, 9, 1, 11), launch(3, 7, 2, 10), launch(4, 9, 2, 12), launch(5, 7, 3, 10)};
+  s.kernel_names = {{10, "void gemm_kernel<float>(float*)"},
+                    {11, "elementwise_add"},
+                    {12, "void nll_loss_forward_kernel<float>(float*, long*)"}};
+  return s;
+}
+
+TEST(Attribution, OneStreamWithUnfinishedWorkIsExact) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 1), stream(1, 9, 2, 2)};  // stream 7: launch 2 and 3 unfinished
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  const AttributedLaunch& c = a.candidates[0];
+  EXPECT_EQ(c.ring_index, 2);  // process launch 3 = stream 7's launch 2
+  EXPECT_EQ(c.stream_id, 7u);
+  EXPECT_EQ(c.stream_seq, 2u);
+  EXPECT_EQ(c.pending, 2u);
+  EXPECT_EQ(c.reasons, static_cast<uint32_t>(kReasonFirstUnfinished));
+  EXPECT_TRUE(c.graph_nodes.empty());
+  EXPECT_FALSE(a.unmarked_streams_pending);
+  EXPECT_FALSE(a.named_by_device_assert);
+  EXPECT_FALSE(a.launches_in_flight);
+}
+
+TEST(Attribution, SeveralStreamsWithUnfinishedWorkAreAmbiguousOldestFirst) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 0)};  // 7: its launch 3 (seq 5); 9: its launch 1 (seq 2)
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  ASSERT_EQ(a.candidates.size(), 2u);
+  EXPECT_EQ(a.candidates[0].ring_index, 1);  // seq 2 was launched before seq 5
+  EXPECT_EQ(a.candidates[0].pending, 2u);
+  EXPECT_EQ(a.candidates[1].ring_index, 4);
+  EXPECT_EQ(a.candidates[1].pending, 1u);
+  for (const auto& c : a.candidates) EXPECT_EQ(c.reasons, static_cast<uint32_t>(kReasonFirstUnfinished));
+}
+
+TEST(Attribution, DeviceAssertTextPicksTheOneMatchingKernel) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};  // 7: gemm (seq 5); 9: nll_loss (seq 4)
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  EXPECT_TRUE(a.named_by_device_assert);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 3);
+  EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonMatchesDeviceAssert));
+}
+
+TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.asserts = {device_assert("softmax_kernel")};  // matches neither
+  AttributionResult none = attribute(s);
+  EXPECT_EQ(none.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(none.candidates.size(), 2u);
+  EXPECT_FALSE(none.named_by_device_assert);
+
+  s.asserts = {device_assert("kernel")};  // matches both
+  AttributionResult both = attribute(s);
+  EXPECT_EQ(both.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(both.candidates.size(), 2u);
+  EXPECT_FALSE(both.named_by_device_assert);
+}
+
+TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {
+  FaultSnapshot s = two_streams();
+  s.ring.erase(s.ring.begin(), s.ring.begin() + 3);      // the ring kept launches 4 and 5 only
+  s.streams = {stream(0, 7, 3, 1), stream(1, 9, 2, 2)};  // stream 7's launch 2 (seq 3) failed: gone
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, -1);
+  EXPECT_EQ(a.candidates[0].stream_id, 7u);
+  EXPECT_EQ(a.candidates[0].stream_seq, 2u);
+  EXPECT_EQ(a.candidates[0].pending, 2u);
+  EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonRecordOverwritten));
+}
+
+TEST(Attribution, OverwrittenRecordRanksAfterRecordsStillInTheRing) {
+  FaultSnapshot s = two_streams();
+  s.ring.erase(s.ring.begin());                          // launch 1 (stream 7's first) is gone
+  s.streams = {stream(0, 7, 3, 0), stream(1, 9, 2, 1)};  // 7: its launch 1; 9: its launch 2 (seq 4)
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  ASSERT_EQ(a.candidates.size(), 2u);
+  EXPECT_EQ(a.candidates[0].stream_id, 9u);
+  EXPECT_EQ(a.candidates[0].ring_index, 2);
+  EXPECT_EQ(a.candidates[1].stream_id, 7u);
+  EXPECT_EQ(a.candidates[1].ring_index, -1);
+}
+
+TEST(Attribution, StreamWithoutMarksCannotBeRuledOut) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 0, /*marks=*/false)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);  // one marked candidate, but stream 9 may hold the failing launch
+  EXPECT_TRUE(a.unmarked_streams_pending);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 4);
+}
+
+TEST(Attribution, OnlyStreamsWithoutMarksGiveRecentLaunchesUnproven) {
+  FaultSnapshot s = two_streams();
+  s.breadcrumbs_active = false;
+  s.streams = {stream(0, 7, 3, 0, false), stream(1, 9, 2, 0, false)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Unknown);
+  EXPECT_TRUE(a.unmarked_streams_pending);
+  ASSERT_EQ(a.candidates.size(), 3u);  // the three most recent, newest first
+  EXPECT_EQ(a.candidates[0].ring_index, 4);
+  EXPECT_EQ(a.candidates[1].ring_index, 3);
+  EXPECT_EQ(a.candidates[2].ring_index, 2);
+  for (const auto& c : a.candidates) {
+    EXPECT_EQ(c.reasons, static_cast<uint32_t>(kReasonRecentUnproven));
+    EXPECT_EQ(c.pending, 0u);
+  }
+}
+
+TEST(Attribution, GraphReplayNamesTheGraphLaunchAndListsItsCapturedNodes) {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  // Capture 2 on stream 7 recorded two kernels (captured: no stream number, no mark), capture 3 one more.
+  LaunchRecord n1 = launch(1, 7, 0, 10), n2 = launch(2, 7, 0, 11), other = launch(3, 8, 0, 12);
+  for (LaunchRecord* n : {&n1, &n2, &other}) n->flags = kFlagCaptured | kFlagNoBreadcrumb;
+  n1.graph_id = n2.graph_id = 2;
+  other.graph_id = 3;
+  LaunchRecord replay = launch(4, 7, 1);
+  replay.kind = LaunchKind::Graph;
+  replay.graph_id = 2;
+  s.ring = {n1, n2, other, replay};
+  s.graph_nodes = {other, n1, n2};
+  s.streams = {stream(0, 7, 1, 0)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 3);
+  EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonGraphReplay));
+  EXPECT_EQ(a.candidates[0].graph_nodes, (std::vector<size_t>{1, 2}));  // capture 2's nodes, in capture order
+}
+
+TEST(Attribution, CapturedRecordIsNeverTheFailingLaunch) {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  LaunchRecord captured = launch(1, 7, 1, 10);  // same stream and number as the real launch 1, but captured
+  captured.flags = kFlagCaptured;
+  s.ring = {captured, launch(2, 7, 1, 11)};
+  s.streams = {stream(0, 7, 1, 0)};
+  AttributionResult a = attribute(s);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 1);
+}
+
+TEST(Attribution, UnfinishedAtExitNamesTheLastLaunchOfTheOneUnfinishedStream) {
+  // What the exit probe sees: every stream drained but one, whose last launch never finished.
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 2)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 4);
+  EXPECT_EQ(a.candidates[0].pending, 1u);
+}
+
+TEST(Attribution, NothingUnfinishedGivesRecentLaunchesUnproven) {
+  FaultSnapshot s = two_streams();
+  s.ring.resize(2);
+  s.streams = {stream(0, 7, 1, 1), stream(1, 9, 1, 1)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Unknown);
+  ASSERT_EQ(a.candidates.size(), 2u);  // fewer than three in the ring: all of them
+  EXPECT_EQ(a.candidates[0].ring_index, 1);
+  EXPECT_EQ(a.candidates[1].ring_index, 0);
+  EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonRecentUnproven));
+
+  s.ring.clear();
+  EXPECT_TRUE(attribute(s).candidates.empty());
+}
+
+TEST(Attribution, LaunchInFlightOnAnotherThreadKeepsTheVerdictFromBeingExact) {
+  // Issue 7 fact 10: the failing launch faulted before its thread recorded it; stream 9 has one innocent pending
+  // launch. While a launch is in flight the ring cannot prove the pending one failed.
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 3), stream(1, 9, 2, 1)};
+  ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.launches_in_flight = 1;
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_TRUE(a.launches_in_flight);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 3);
+
+  // Also when the pending record itself left the ring, and when the device's assert text picked a kernel.
+  s.ring.erase(s.ring.begin() + 3);
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
+  s.launches_in_flight = 2;
+  AttributionResult picked = attribute(s);
+  EXPECT_TRUE(picked.named_by_device_assert);
+  EXPECT_EQ(picked.verdict, Verdict::Ambiguous);
+}
+
+}  // namespace
+}  // namespace cdsa
