@@ -12,4 +12,7 @@ int main_entry(int argc, char** argv);
 // arguments after the command name. Returns -1 when `name` is none of them.
 int trace_command(const std::string& name, int argc, char** argv);
 
+// doctor (cli/doctor_command.cc): whether cdsa will work here; 0 yes (perhaps with limits), 1 no.
+int doctor_command(int argc, char** argv);
+
 }  // namespace cdsa::cli

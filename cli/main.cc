@@ -35,6 +35,7 @@ void usage(FILE* out) {
           "       cdsa merge DIR|FILES...              multi-rank: which rank faulted first\n"
           "       cdsa flame FILE [--python-only]      launch-site profile as folded stacks\n"
           "       cdsa top FILE [-n N]                 the busiest launch sites\n"
+          "       cdsa doctor [--python PATH]          will cdsa work here? (exit 0 yes, 1 no)\n"
           "       cdsa --help | --version              (COMMAND --help for each)\n"
           "\n"
           "Names the kernel launch (Python line, native frames) behind an asynchronous CUDA fault,\n"
@@ -180,6 +181,7 @@ int main_entry(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "doctor")) return doctor_command(argc - 2, argv + 2);
   int rc = trace_command(argv[1], argc - 2, argv + 2);
   if (rc >= 0) return rc;
   fprintf(stderr, "cdsa: unknown command '%s' (see cdsa --help)\n", argv[1]);

@@ -456,7 +456,7 @@ PyWalkerState detect() noexcept {
   char ver[32];
   format_version(hex, ver, sizeof ver);
   const int major = int((hex >> 24) & 0xff), minor = int((hex >> 16) & 0xff);
-  if (major != 3 || minor < 11 || minor > 14) {
+  if (major != 3 || minor < kPythonMinMinor || minor > kPythonMaxMinor) {
     std::snprintf(g_desc, sizeof g_desc,
                   "CPython %s: unknown layout, Python frames disabled", ver);
     return PyWalkerState::Unsupported;

@@ -47,6 +47,10 @@
 
 namespace cdsa {
 
+// The CPython minor versions (3.x) whose frames the walker reads. `cdsa doctor` reports against the same range.
+constexpr int kPythonMinMinor = 11;
+constexpr int kPythonMaxMinor = 14;
+
 // One captured Python frame: enough to resolve it later *while the frame is
 // still alive*, and to guard an intern key.
 struct PyFrameKey {
