@@ -10,10 +10,13 @@ def main() -> None:
     if not os.access(exe, os.X_OK):
         sys.stderr.write(f"cdsa: the packaged CLI {exe} is missing or not executable; reinstall cdsa\n")
         sys.exit(2)
+    args = sys.argv[1:]
+    if args[:1] == ["doctor"] and "--python" not in args:
+        args += ["--python", sys.executable]  # the doctor checks the Python cdsa was installed into
     sys.stdout.flush()
     sys.stderr.flush()
     # exec, not a child: the command's pid, signals and exit status stay its own (as with the CLI itself).
-    os.execv(exe, ["cdsa", *sys.argv[1:]])
+    os.execv(exe, ["cdsa", *args])
 
 
 if __name__ == "__main__":
