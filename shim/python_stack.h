@@ -45,6 +45,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "python_layout.h"
+
 namespace cdsa {
 
 // The CPython minor versions (3.x) whose frames the walker reads. `cdsa doctor` reports against the same range.
@@ -119,76 +121,8 @@ bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
 uint32_t python_code_check(const void* code) noexcept;
 
 // ---------------------------------------------------------------------------
-// Layout description (exposed for tests and diagnostics).
+// Diagnostics (the per-version layouts themselves: python_layout.h).
 namespace pystack {
-
-// Every offset is in bytes, -1 when the field does not exist in that version.
-struct PyLayout {
-  int minor = 0;                    // 11, 12, 13, 14
-  // PyThreadState -> current _PyInterpreterFrame
-  int32_t tstate_cframe = -1;         // 3.11/3.12: PyThreadState.cframe
-  int32_t cframe_current_frame = -1;  // 3.11/3.12: _PyCFrame.current_frame
-  int32_t tstate_current_frame = -1;  // 3.13+:     PyThreadState.current_frame
-  // _PyInterpreterFrame
-  int32_t frame_code = -1;      // f_code (3.11/3.12) / f_executable (3.13+)
-  int32_t frame_previous = -1;
-  int32_t frame_instr = -1;     // prev_instr (3.11/3.12) / instr_ptr (3.13+)
-  int32_t frame_owner = -1;     // char
-  uint64_t code_tag_mask = 0;   // bits to clear from f_executable (_PyStackRef in 3.14)
-  int32_t owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
-  int32_t owner_skip_min = 3;   // frames with owner >= this are never shown
-                                // (CSTACK in 3.12/3.13, INTERPRETER/CSTACK in 3.14)
-  // PyCodeObject
-  int32_t code_filename = -1;
-  int32_t code_name = -1;
-  int32_t code_qualname = -1;
-  int32_t code_linetable = -1;
-  int32_t code_firstlineno = -1;     // int
-  int32_t code_firsttraceable = -1;  // int, in code units
-  int32_t code_adaptive = -1;        // co_code_adaptive (bytecode start)
-  int32_t code_basicsize = -1;       // sizeof(PyCodeObject) (== tp_basicsize)
-  // PyObject / PyVarObject
-  int32_t ob_type = -1;
-  int32_t ob_size = -1;              // PyVarObject.ob_size (code: # code units)
-  int32_t type_flags = -1;           // PyTypeObject.tp_flags
-  // str
-  int32_t str_length = -1;
-  int32_t str_state = -1;            // 32-bit state word
-  int32_t str_ascii_size = -1;       // sizeof(PyASCIIObject): compact ASCII data
-  int32_t str_compact_size = -1;     // sizeof(PyCompactUnicodeObject): compact data
-  int32_t str_data_any = -1;         // PyUnicodeObject.data.any (non-compact)
-  int32_t str_basicsize = -1;        // sizeof(PyUnicodeObject) (== tp_basicsize)
-  int32_t state_kind_shift = -1;     // kind:3
-  int32_t state_compact_shift = -1;  // compact:1
-  int32_t state_ascii_shift = -1;    // ascii:1
-  int32_t state_ready_shift = -1;    // ready:1 (3.11 only)
-  bool state_auto = false;           // 3.14: pick between the two known state
-                                     // encodings per string (see .cc)
-};
-
-// The hard-coded layouts of 3.11 and 3.12. False for other minors.
-bool builtin_layout(int minor, PyLayout* out) noexcept;
-
-// Builds the layout of 3.13 / 3.14 from a copy of _PyRuntime.debug_offsets
-// (the _Py_DebugOffsets struct of that version). On failure returns false and
-// sets *why to a static message.
-bool layout_from_debug_offsets(int minor, const void* debug_offsets,
-                               size_t available, PyLayout* out,
-                               const char** why) noexcept;
-
-// Byte positions, inside that version's _Py_DebugOffsets, of the fields the
-// walker reads (for the offsets test). False for minors without one.
-struct DebugOffsetsFields {
-  int32_t version, free_threaded;
-  int32_t tstate_current_frame;
-  int32_t frame_previous, frame_executable, frame_instr_ptr, frame_owner;
-  int32_t code_size, code_filename, code_name, code_qualname, code_linetable,
-      code_firstlineno, code_adaptive;
-  int32_t pyobject_size, pyobject_ob_type;
-  int32_t unicode_size, unicode_state, unicode_length, unicode_ascii_size;
-  int32_t end;  // bytes needed to read all of the above
-};
-bool debug_offsets_fields(int minor, DebugOffsetsFields* out) noexcept;
 
 // The layout in use after a successful init, or nullptr.
 const PyLayout* active_layout() noexcept;
