@@ -210,7 +210,26 @@ bool builtin_layout(int minor, PyLayout* out) noexcept {
   L.code_name = 120;
   L.code_qualname = 128;
   L.code_linetable = 136;
-  if (minor == 11) {
+  if (minor == 10) {
+    L.tstate_frame = 24;    // prev next interp frame
+    L.frame_previous = 24;  // PyFrameObject: PyObject_VAR_HEAD f_back f_code
+    L.frame_code = 32;
+    L.frame_lasti = 96;
+    L.owner_generator = -1;  // no frame owners: every frame on the chain is shown
+    L.owner_skip_min = -1;
+    L.code_firstlineno = 40;
+    L.code_code = 48;
+    L.code_filename = 104;
+    L.code_name = 112;
+    L.code_qualname = 112;  // co_name: CPython 3.10 tracebacks print it too
+    L.code_linetable = 120;
+    L.code_basicsize = 176;
+    L.str_ascii_size = 48;  // has wchar_t *wstr
+    L.str_compact_size = 72;
+    L.str_data_any = 72;
+    L.str_basicsize = 80;
+    L.state_ready_shift = 7;
+  } else if (minor == 11) {
     L.tstate_cframe = 56;
     L.cframe_current_frame = 8;  // after uint8_t use_tracing
     L.frame_code = 32;           // f_func f_globals f_builtins f_locals f_code

@@ -4,6 +4,9 @@
 //   tstate = PyGILState_GetThisThreadState()      (TLS read; fine without GIL)
 //   frame  = tstate->cframe->current_frame        (3.11, 3.12)
 //          | tstate->current_frame                (3.13+)
+//          | tstate->frame                        (3.10: PyFrameObject chain
+//                                                  through f_back, offset
+//                                                  f_lasti * 2, nothing hidden)
 //   for (; frame; frame = frame->previous)
 //     skip frames CPython hides: owner >= 3 (C-stack entry / interpreter-owned
 //     frames: 3.12+), executable not a code object (3.13+), and incomplete
@@ -25,8 +28,7 @@
 namespace cdsa {
 namespace pystack {
 
-size_t encode_utf8(const void* data, int kind, size_t length, char* out,
-                   size_t cap) noexcept {
+size_t encode_utf8(const void* data, int kind, size_t length, char* out, size_t cap) noexcept {
   if (!out || cap == 0) return 0;
   size_t w = 0;
   const auto* p1 = static_cast<const uint8_t*>(data);
@@ -75,10 +77,11 @@ enum : int { kUninit = -1 };
 
 struct Runtime {
   PyLayout L;
-  void* (*this_thread_state)(void) = nullptr;  // PyGILState_GetThisThreadState
+  void* (*this_thread_state)(void) = nullptr;    // PyGILState_GetThisThreadState
   int (*addr2line)(const void*, int) = nullptr;  // PyCode_Addr2Line
   const void* code_type = nullptr;               // &PyCode_Type
   const void* str_type = nullptr;                // &PyUnicode_Type
+  const void* bytes_type = nullptr;              // &PyBytes_Type (3.10: co_code)
 };
 
 Runtime g_rt;
@@ -87,7 +90,7 @@ std::mutex g_init_mu;
 char g_desc[256] = "Python walker not initialised";
 
 constexpr unsigned long kUnicodeSubclassFlag = 1UL << 28;  // Py_TPFLAGS_UNICODE_SUBCLASS
-constexpr int kMaxWalk = 1 << 20;  // frames visited per capture (cycle guard)
+constexpr int kMaxWalk = 1 << 20;                          // frames visited per capture (cycle guard)
 
 template <class T>
 inline T load(const char* p) noexcept {
@@ -119,9 +122,8 @@ inline uint32_t fingerprint(const FpOffsets& o, const char* code) noexcept {
 }
 
 void format_version(unsigned long hex, char* out, size_t cap) {
-  const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff,
-                 micro = (hex >> 8) & 0xff, level = (hex >> 4) & 0xf,
-                 serial = hex & 0xf;
+  const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff, micro = (hex >> 8) & 0xff,
+                 level = (hex >> 4) & 0xf, serial = hex & 0xf;
   const char* lv = level == 0xA ? "a" : level == 0xB ? "b" : level == 0xC ? "rc" : "";
   if (*lv)
     std::snprintf(out, cap, "%u.%u.%u%s%u", major, minor, micro, lv, serial);
@@ -135,43 +137,41 @@ void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 PyWalkerState detect() noexcept {
   auto* py_version = static_cast<const unsigned long*>(sym("Py_Version"));
   auto* get_version = reinterpret_cast<const char* (*)(void)>(sym("Py_GetVersion"));
-  if (!py_version) {
-    if (!get_version) {
-      std::snprintf(g_desc, sizeof g_desc, "no Python interpreter in this process");
-      return PyWalkerState::NoPython;
-    }
+  char ver[32] = "?";
+  int major = 0, minor = 0;
+  unsigned long hex = 0;
+  if (py_version) {
+    hex = *py_version;
+    format_version(hex, ver, sizeof ver);
+    major = int((hex >> 24) & 0xff);
+    minor = int((hex >> 16) & 0xff);
+  } else if (get_version) {
     // 3.10 and older have no Py_Version; Py_GetVersion() formats a static
     // buffer ("3.10.13 (main, ...") and needs no interpreter state.
     const char* v = get_version();
-    char ver[32] = "?";
-    if (v) {
-      size_t i = 0;
-      while (v[i] && v[i] != ' ' && i + 1 < sizeof ver) {
-        ver[i] = v[i];
-        ++i;
-      }
-      ver[i] = '\0';
+    size_t i = 0;
+    while (v && v[i] && v[i] != ' ' && i + 1 < sizeof ver) {
+      ver[i] = v[i];
+      ++i;
     }
-    std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: unsupported version (3.11-3.14 are), Python "
-                  "frames disabled",
-                  ver);
-    return PyWalkerState::Unsupported;
+    ver[i] = '\0';
+    if (std::sscanf(ver, "%d.%d", &major, &minor) != 2) major = minor = 0;
+  } else {
+    std::snprintf(g_desc, sizeof g_desc, "no Python interpreter in this process");
+    return PyWalkerState::NoPython;
   }
-  const unsigned long hex = *py_version;
-  char ver[32];
-  format_version(hex, ver, sizeof ver);
-  const int major = int((hex >> 24) & 0xff), minor = int((hex >> 16) & 0xff);
   if (major != 3 || minor < kPythonMinMinor || minor > kPythonMaxMinor) {
     std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: unknown layout, Python frames disabled", ver);
+                  "CPython %s: unsupported version (3.%d-3.%d are), Python "
+                  "frames disabled",
+                  ver, kPythonMinMinor, kPythonMaxMinor);
     return PyWalkerState::Unsupported;
   }
 
   Runtime rt;
-  rt.this_thread_state =
-      reinterpret_cast<void* (*)(void)>(sym("PyGILState_GetThisThreadState"));
+  rt.this_thread_state = reinterpret_cast<void* (*)(void)>(sym("PyGILState_GetThisThreadState"));
   rt.addr2line = reinterpret_cast<int (*)(const void*, int)>(sym("PyCode_Addr2Line"));
+  rt.bytes_type = sym("PyBytes_Type");
   rt.code_type = sym("PyCode_Type");
   rt.str_type = sym("PyUnicode_Type");
   const void* type_type = sym("PyType_Type");
@@ -180,11 +180,10 @@ PyWalkerState detect() noexcept {
                         : !rt.code_type       ? "PyCode_Type"
                         : !rt.str_type        ? "PyUnicode_Type"
                         : !type_type          ? "PyType_Type"
+                        : !rt.bytes_type      ? "PyBytes_Type"
                                               : nullptr;
   if (missing) {
-    std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: symbol %s not found, Python frames disabled", ver,
-                  missing);
+    std::snprintf(g_desc, sizeof g_desc, "CPython %s: symbol %s not found, Python frames disabled", ver, missing);
     return PyWalkerState::Unsupported;
   }
 
@@ -197,10 +196,8 @@ PyWalkerState detect() noexcept {
     const char* why = "symbol _PyRuntime not found";
     // _Py_DebugOffsets is the first member of _PyRuntimeState, statically
     // initialised: readable before Py_Initialize and without the GIL.
-    if (!runtime ||
-        !pystack::layout_from_debug_offsets(minor, runtime, 4096, &rt.L, &why)) {
-      std::snprintf(g_desc, sizeof g_desc, "CPython %s: %s, Python frames disabled",
-                    ver, why);
+    if (!runtime || !pystack::layout_from_debug_offsets(minor, runtime, 4096, &rt.L, &why)) {
+      std::snprintf(g_desc, sizeof g_desc, "CPython %s: %s, Python frames disabled", ver, why);
       return PyWalkerState::Unsupported;
     }
     if (load<uint64_t>(static_cast<const char*>(runtime) + 8) != hex) {
@@ -220,15 +217,14 @@ PyWalkerState detect() noexcept {
   auto* ct = static_cast<const char*>(rt.code_type);
   auto* st = static_cast<const char*>(rt.str_type);
   const int basicsize = L.ob_size + 16;  // ob_size, tp_name, tp_basicsize
-  const bool sane =
-      load<const void*>(ct + L.ob_type) == type_type &&
-      load<const void*>(st + L.ob_type) == type_type &&
-      // PyCode_Type.tp_basicsize is offsetof(PyCodeObject, co_code_adaptive).
-      load<int64_t>(ct + basicsize) == L.code_adaptive &&
-      load<int64_t>(ct + basicsize + 8) == 2 &&  // tp_itemsize: _Py_CODEUNIT
-      load<int64_t>(st + basicsize) == L.str_basicsize &&
-      (load<unsigned long>(st + L.type_flags) & kUnicodeSubclassFlag) != 0 &&
-      (load<unsigned long>(ct + L.type_flags) & kUnicodeSubclassFlag) == 0;
+  const bool sane = load<const void*>(ct + L.ob_type) == type_type && load<const void*>(st + L.ob_type) == type_type &&
+                    // 3.11+: PyCode_Type.tp_basicsize is offsetof(PyCodeObject, co_code_adaptive), tp_itemsize one
+                    // _Py_CODEUNIT; 3.10: sizeof(PyCodeObject), not a variable-size object.
+                    load<int64_t>(ct + basicsize) == (L.code_adaptive >= 0 ? L.code_adaptive : L.code_basicsize) &&
+                    load<int64_t>(ct + basicsize + 8) == (L.code_adaptive >= 0 ? 2 : 0) &&
+                    load<int64_t>(st + basicsize) == L.str_basicsize &&
+                    (load<unsigned long>(st + L.type_flags) & kUnicodeSubclassFlag) != 0 &&
+                    (load<unsigned long>(ct + L.type_flags) & kUnicodeSubclassFlag) == 0;
   if (!sane) {
     std::snprintf(g_desc, sizeof g_desc,
                   "CPython %s: object layout differs from the expected one "
@@ -259,14 +255,12 @@ void write_str(const Runtime& R, const char* s, char* out, size_t cap) noexcept 
   out[0] = '\0';
   if (!s) return;
   const auto* type = load<const char*>(s + L.ob_type);
-  if (type != R.str_type &&
-      (!type || !(load<unsigned long>(type + L.type_flags) & kUnicodeSubclassFlag))) {
+  if (type != R.str_type && (!type || !(load<unsigned long>(type + L.type_flags) & kUnicodeSubclassFlag))) {
     pystack::encode_utf8("?", 1, 1, out, cap);
     return;
   }
   const uint32_t state = load<uint32_t>(s + L.str_state);
-  int kind_shift = L.state_kind_shift, compact_shift = L.state_compact_shift,
-      ascii_shift = L.state_ascii_shift;
+  int kind_shift = L.state_kind_shift, compact_shift = L.state_compact_shift, ascii_shift = L.state_ascii_shift;
   if (L.state_auto && (state & 0xffff) <= 3) {
     // `uint16_t interned; unsigned short kind:3, compact:1, ascii:1, ...`.
     // With the bitfield encoding the low half is never <= 3: kind (1, 2 or 4)
@@ -280,8 +274,8 @@ void write_str(const Runtime& R, const char* s, char* out, size_t cap) noexcept 
   const bool ascii = (state >> ascii_shift) & 1;
   const bool not_ready = L.state_ready_shift >= 0 && !((state >> L.state_ready_shift) & 1);
   const int64_t length = load<int64_t>(s + L.str_length);
-  const char* data = compact ? s + (ascii ? L.str_ascii_size : L.str_compact_size)
-                             : load<const char*>(s + L.str_data_any);
+  const char* data =
+      compact ? s + (ascii ? L.str_ascii_size : L.str_compact_size) : load<const char*>(s + L.str_data_any);
   if (not_ready || (kind != 1 && kind != 2 && kind != 4) || length < 0 || !data) {
     pystack::encode_utf8("?", 1, 1, out, cap);
     return;
@@ -307,9 +301,35 @@ const char* python_walker_description() noexcept {
   return g_desc;
 }
 
-int capture_python_frames(PyFrameKey* out, int max) noexcept {
-  return capture_python_frames(out, max, nullptr);
+int capture_python_frames(PyFrameKey* out, int max) noexcept { return capture_python_frames(out, max, nullptr); }
+
+namespace {
+
+// 3.10: the chain of PyFrameObjects from tstate->frame through f_back. Every frame on it is shown by
+// tracebacks (no owners, no incomplete frames); f_lasti counts code units, -1 before the first instruction.
+int capture_frame_objects(const Runtime& R, const char* ts, PyFrameKey* out, int max, bool* truncated) noexcept {
+  const PyLayout& L = R.L;
+  const int32_t o_back = L.frame_previous, o_code = L.frame_code, o_lasti = L.frame_lasti, o_ob_type = L.ob_type;
+  const void* const code_type = R.code_type;
+  const FpOffsets fo = fp_offsets(L);
+  int n = 0;
+  const char* frame = load<const char*>(ts + L.tstate_frame);
+  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + o_back), --guard) {
+    const auto* code = load<const char*>(frame + o_code);
+    if (!code || load<const void*>(code + o_ob_type) != code_type) continue;
+    if (n == max) {
+      if (truncated) *truncated = true;
+      break;
+    }
+    out[n].code = code;
+    out[n].instr_offset = load<int32_t>(frame + o_lasti) * 2;  // bytes, as PyFrame_GetLineNumber passes it
+    out[n].code_check = fingerprint(fo, code);
+    ++n;
+  }
+  return n;
 }
+
+}  // namespace
 
 int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   if (truncated) *truncated = false;
@@ -317,13 +337,12 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   const Runtime& R = g_rt;
   const auto* ts = static_cast<const char*>(R.this_thread_state());
   if (!ts) return 0;
+  if (R.L.tstate_frame >= 0) return capture_frame_objects(R, ts, out, max, truncated);
   // Offsets in locals: the stores to out[] could otherwise alias g_rt and
   // force a reload of every offset on every frame.
   const PyLayout& L = R.L;
-  const int32_t o_previous = L.frame_previous, o_owner = L.frame_owner,
-                o_code = L.frame_code, o_instr = L.frame_instr,
-                o_ob_type = L.ob_type, o_adaptive = L.code_adaptive,
-                o_firsttraceable = L.code_firsttraceable;
+  const int32_t o_previous = L.frame_previous, o_owner = L.frame_owner, o_code = L.frame_code, o_instr = L.frame_instr,
+                o_ob_type = L.ob_type, o_adaptive = L.code_adaptive, o_firsttraceable = L.code_firsttraceable;
   const int owner_skip_min = L.owner_skip_min, owner_generator = L.owner_generator;
   const uintptr_t tag_mask = ~uintptr_t(L.code_tag_mask);
   const void* const code_type = R.code_type;
@@ -338,17 +357,14 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
     frame = load<const char*>(ts + L.tstate_current_frame);
   }
   int n = 0;
-  for (int guard = kMaxWalk; frame && guard > 0;
-       frame = load<const char*>(frame + o_previous), --guard) {
+  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + o_previous), --guard) {
     const int owner = static_cast<signed char>(frame[o_owner]);
     if (owner >= owner_skip_min) continue;  // C-stack / interpreter frames
-    const auto* code =
-        reinterpret_cast<const char*>(load<uintptr_t>(frame + o_code) & tag_mask);
+    const auto* code = reinterpret_cast<const char*>(load<uintptr_t>(frame + o_code) & tag_mask);
     // 3.13+: the executable may be None or another non-code object.
     if (!code || load<const void*>(code + o_ob_type) != code_type) continue;
     const ptrdiff_t off = load<const char*>(frame + o_instr) - (code + o_adaptive);
-    if (owner != owner_generator &&
-        off < ptrdiff_t(load<int32_t>(code + o_firsttraceable)) * 2)
+    if (owner != owner_generator && off < ptrdiff_t(load<int32_t>(code + o_firsttraceable)) * 2)
       continue;  // incomplete frame (_PyFrame_IsIncomplete)
     if (n == max) {
       if (truncated) *truncated = true;
@@ -362,8 +378,7 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   return n;
 }
 
-bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
-                          char* function, size_t function_cap,
+bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap, char* function, size_t function_cap,
                           int* line) noexcept {
   if (file && file_cap) file[0] = '\0';
   if (function && function_cap) function[0] = '\0';
@@ -373,7 +388,15 @@ bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
   const PyLayout& L = R.L;
   const auto* code = static_cast<const char*>(key.code);
   if (!is_code(R, code) || fingerprint(fp_offsets(L), code) != key.code_check) return false;
-  const int64_t nbytes = load<int64_t>(code + L.ob_size) * 2;
+  // Bytes of bytecode: 3.11+ code objects hold it (ob_size code units), 3.10 points to a bytes object.
+  int64_t nbytes = 0;
+  if (L.code_code >= 0) {
+    const auto* bytecode = load<const char*>(code + L.code_code);
+    if (!bytecode || load<const void*>(bytecode + L.ob_type) != R.bytes_type) return false;
+    nbytes = load<int64_t>(bytecode + L.ob_size);
+  } else {
+    nbytes = load<int64_t>(code + L.ob_size) * 2;
+  }
   if (key.instr_offset < -2 || key.instr_offset >= nbytes) return false;
   write_str(R, load<const char*>(code + L.code_filename), file, file_cap);
   write_str(R, load<const char*>(code + L.code_qualname), function, function_cap);
@@ -391,9 +414,7 @@ uint32_t python_code_check(const void* code) noexcept {
 }
 
 namespace pystack {
-const PyLayout* active_layout() noexcept {
-  return ready() ? &g_rt.L : nullptr;
-}
+const PyLayout* active_layout() noexcept { return ready() ? &g_rt.L : nullptr; }
 }  // namespace pystack
 
 }  // namespace cdsa

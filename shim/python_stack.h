@@ -8,13 +8,15 @@
 // disturb the interpreter.
 //
 // Supported interpreters (x86-64 Linux, default GIL build, release or debug
-// build without Py_TRACE_REFS):
-//   * CPython 3.11, 3.12: struct offsets hard-coded here (verified against
-//     the installed headers by tests/unit/python_stack).
+// build without Py_TRACE_REFS), layouts in python_layout.h:
+//   * CPython 3.10: its own frame objects (tstate->frame, f_back, f_code,
+//     f_lasti); function names are co_name (3.10 has no co_qualname).
+//   * CPython 3.11, 3.12: struct offsets hard-coded (verified against the
+//     installed headers by tests/unit/python_stack).
 //   * CPython 3.13, 3.14: offsets read at init from _PyRuntime.debug_offsets
 //     (cookie "xdebugpy", version checked), plus a few per-version constants
 //     the debug offsets do not publish.
-// Anything else (3.10 and older, 3.15+, free-threaded builds, a layout that
+// Anything else (3.9 and older, 3.15+, free-threaded builds, a layout that
 // fails the init-time sanity checks) makes the walker Unsupported: captures
 // return 0 frames and python_walker_description() says why. It never crashes
 // for an unknown version: nothing interpreter-specific is dereferenced unless
@@ -31,7 +33,7 @@
 //     never touch a reference count, never call into the interpreter except
 //     PyGILState_GetThisThreadState() (a TLS read) and PyCode_Addr2Line()
 //     (a pure decode of co_linetable, checked to allocate nothing in
-//     3.11-3.14).
+//     3.10-3.14).
 //   * Not async-signal-safe (not required): PyGILState_GetThisThreadState() is
 //     pthread_getspecific(), which is fine in practice but not guaranteed.
 //   * Only the calling thread's own frames are read. That thread is running
@@ -50,18 +52,19 @@
 namespace cdsa {
 
 // The CPython minor versions (3.x) whose frames the walker reads. `cdsa doctor` reports against the same range.
-constexpr int kPythonMinMinor = 11;
+constexpr int kPythonMinMinor = 10;
 constexpr int kPythonMaxMinor = 14;
 
 // One captured Python frame: enough to resolve it later *while the frame is
 // still alive*, and to guard an intern key.
 struct PyFrameKey {
-  const void* code;       // PyCodeObject*, borrowed: no reference is held
-  int32_t instr_offset;   // byte offset of the current instruction in the code
-                          // object's bytecode (co_code_adaptive); may be -2 for
-                          // a frame that has not started (line = co_firstlineno)
-  uint32_t code_check;    // python_code_check(code) at capture time (never 0
-                          // for a captured frame)
+  const void* code;      // PyCodeObject*, borrowed: no reference is held
+  int32_t instr_offset;  // byte offset of the current instruction in the code
+                         // object's bytecode (co_code_adaptive; 3.10: co_code,
+                         // f_lasti * 2); may be -2 for
+                         // a frame that has not started (line = co_firstlineno)
+  uint32_t code_check;   // python_code_check(code) at capture time (never 0
+                         // for a captured frame)
 };
 
 enum class PyWalkerState { NoPython, Ready, Unsupported };
@@ -109,15 +112,13 @@ struct PyFrameText {
 // walker is not Ready, if key.code does not look like a code object of the
 // expected layout (wrong type, fingerprint differs from key.code_check, offset
 // outside the bytecode).
-bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
-                          char* function, size_t function_cap,
+bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap, char* function, size_t function_cap,
                           int* line) noexcept;
 
 // The fingerprint of a code object's immutable identity (co_firstlineno and
-// the addresses of co_filename, co_qualname and co_linetable), recomputed. Use it to validate an intern key keyed by the
-// code object's address: a recycled address gives a different value with
-// overwhelming probability. code must be alive (e.g. just captured by this
-// thread). Returns 0 if the walker is not Ready or code is not a code object.
+// the addresses of co_filename, co_qualname and co_linetable), recomputed. Use it to validate an intern key keyed by
+// the code object's address: a recycled address gives a different value with overwhelming probability. code must be
+// alive (e.g. just captured by this thread). Returns 0 if the walker is not Ready or code is not a code object.
 uint32_t python_code_check(const void* code) noexcept;
 
 // ---------------------------------------------------------------------------
@@ -130,8 +131,7 @@ const PyLayout* active_layout() noexcept;
 // Encodes code points as UTF-8 into out (cap bytes incl. the NUL), stopping at
 // a code point boundary when full; surrogates become U+FFFD. Returns the
 // number of bytes written (without the NUL). kind is 1, 2 or 4.
-size_t encode_utf8(const void* data, int kind, size_t length, char* out,
-                   size_t cap) noexcept;
+size_t encode_utf8(const void* data, int kind, size_t length, char* out, size_t cap) noexcept;
 
 }  // namespace pystack
 }  // namespace cdsa
