@@ -311,3 +311,18 @@ def test_doctor_and_run_without_an_unwinder(venv_without_unwinder, tmp_path):
     run_res = run(hidden([v / "bin" / "cdsa", "run", "--", *nll_loss(v / "bin" / "python")]), tmp_path)
     assert run_res.stderr.count("no usable libunwind") == 1, run_res.stderr
     assert_names_the_launch(run_res, native=False)
+
+
+def test_doctor_lists_other_preloads_and_conflicts(venv, tmp_path):
+    other = BUILD / "tests" / "e2e" / "libe2e_other_preload.so"
+    e = env()
+    e["LD_PRELOAD"] = str(other)
+    e["CUDA_INJECTION64_PATH"] = "/opt/profiler/libToolsInjection64.so"
+    e["CDSA_NATIVE_DEPTH"] = "lots"
+    res = subprocess.run([venv / "bin" / "cdsa", "doctor"], env=e, capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert re.search(rf"LD_PRELOAD\s+other entries kept: {re.escape(str(other))}$", res.stdout, re.M), res.stdout
+    assert re.search(r"conflict\s+CUDA_INJECTION64_PATH=/opt/profiler/libToolsInjection64\.so: another CUPTI user",
+                     res.stdout), res.stdout
+    # The bad CDSA_* value: named once, with its default, as a process using CUDA would.
+    assert res.stderr.count("CDSA_NATIVE_DEPTH=lots") == 1, res.stderr
