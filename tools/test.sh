@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the normal build, then AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
+# Runs every test: the normal build, then the wheel (tests/wheel: built, installed into a fresh venv, run), then
+# AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
 # then ThreadSanitizer (the recorder's and the simulated driver's tests), then 60 s of fuzzing the trace reader.
 # CDSA_TEST_QUICK=1 runs the normal build only.
 set -euo pipefail
@@ -28,6 +29,14 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
 
 build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo --
 if [ "${CDSA_TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
+
+# The wheel as a user installs it (build tree kept in build-wheel/; the simulated driver comes from build/).
+echo "== wheel: tools/build_wheel.sh, then tests/wheel in a fresh venv"
+mkdir -p build-wheel && rm -rf build-wheel/dist
+wheel=$(tools/build_wheel.sh build-wheel/dist 2>build-wheel/build.log) || { tail -40 build-wheel/build.log; exit 1; }
+WHEEL_UNDER_TEST="$wheel" python3 -m pytest -q -p no:cacheprovider tests/wheel | tee build-wheel/pytest.log
+n=$(sed -n 's/^\([0-9]*\) passed.*/\1/p' build-wheel/pytest.log | tail -1)
+passed=$((passed + ${n:-0}))
 
 # A preloaded ASan-built libcdsa.so needs the ASan runtime first in LD_PRELOAD.
 export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libasan.so)"

@@ -12,6 +12,7 @@ extern "C" {
 /* X(name): every field of cdsa::pystack::PyLayout except minor/state_auto/
    code_tag_mask, same names. */
 #define CDSA_HDR_LAYOUT_FIELDS(X)                                          \
+  X(tstate_frame) X(frame_lasti) X(code_code)                              \
   X(tstate_cframe) X(cframe_current_frame) X(tstate_current_frame)         \
   X(frame_code) X(frame_previous) X(frame_instr) X(frame_owner)            \
   X(owner_generator) X(owner_skip_min)                                     \

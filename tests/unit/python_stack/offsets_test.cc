@@ -16,8 +16,7 @@ using cdsa::pystack::DebugOffsetsFields;
 using cdsa::pystack::PyLayout;
 
 // The functions of the per-installation objects.
-#define CDSA_DECLARE(tag, label, include_dir) \
-  extern "C" void cdsa_header_layout_##tag(struct cdsa_header_layout*);
+#define CDSA_DECLARE(tag, label, include_dir) extern "C" void cdsa_header_layout_##tag(struct cdsa_header_layout*);
 CDSA_PYSTACK_HEADER_SETS(CDSA_DECLARE)
 #undef CDSA_DECLARE
 
@@ -68,15 +67,13 @@ TEST_P(HeaderOffsets, TableMatchesHeaders) {
   } else {
     ASSERT_EQ(h.has_debug_offsets, 1);
     DebugOffsetsFields f;
-    ASSERT_TRUE(cdsa::pystack::debug_offsets_fields(minor, &f))
-        << "no _Py_DebugOffsets mirror for 3." << minor;
+    ASSERT_TRUE(cdsa::pystack::debug_offsets_fields(minor, &f)) << "no _Py_DebugOffsets mirror for 3." << minor;
 #define CDSA_CMP(n) EXPECT_EQ(h.dbg.n, int64_t(f.n)) << "_Py_DebugOffsets field " #n;
     CDSA_HDR_DEBUG_FIELDS(CDSA_CMP)
 #undef CDSA_CMP
     EXPECT_LE(size_t(f.end), h.debug_offsets_size);
     const char* why = nullptr;
-    ASSERT_TRUE(cdsa::pystack::layout_from_debug_offsets(minor, h.debug_offsets,
-                                                         h.debug_offsets_size, &L, &why))
+    ASSERT_TRUE(cdsa::pystack::layout_from_debug_offsets(minor, h.debug_offsets, h.debug_offsets_size, &L, &why))
         << why;
     expect_layout_eq(h, L);
   }
@@ -172,13 +169,12 @@ TEST(DebugOffsets, Rejects) {
   std::vector<unsigned char> shifted(b.size() + 8, 0);
   std::memcpy(shifted.data(), b.data(), 24);
   std::memcpy(shifted.data() + 32, b.data() + 24, b.size() - 24);
-  EXPECT_FALSE(
-      cdsa::pystack::layout_from_debug_offsets(14, shifted.data(), shifted.size(), &L, &why));
+  EXPECT_FALSE(cdsa::pystack::layout_from_debug_offsets(14, shifted.data(), shifted.size(), &L, &why));
   EXPECT_STREQ(why, "_PyRuntime.debug_offsets has an unexpected layout");
 
   EXPECT_FALSE(cdsa::pystack::layout_from_debug_offsets(15, b.data(), b.size(), &L, &why));
   EXPECT_FALSE(cdsa::pystack::layout_from_debug_offsets(14, b.data(), 16, &L, &why));
-  EXPECT_FALSE(cdsa::pystack::builtin_layout(10, &L));
+  EXPECT_FALSE(cdsa::pystack::builtin_layout(9, &L));
   EXPECT_FALSE(cdsa::pystack::builtin_layout(13, &L));
   EXPECT_FALSE(cdsa::pystack::debug_offsets_fields(12, &f));
 }

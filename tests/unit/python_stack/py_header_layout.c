@@ -9,7 +9,11 @@
 #if PY_VERSION_HEX >= 0x030D0000
 #  include "internal/pycore_runtime.h"
 #endif
-#include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030B0000
+#  include "internal/pycore_frame.h"
+#else
+#  include <frameobject.h> /* 3.10: PyFrameObject is the frame */
+#endif
 
 #include "header_layout.h"
 
@@ -35,6 +39,15 @@ void CDSA_HDR_FN(struct cdsa_header_layout* L) {
   int shift = -1;
   memset(L, 0xff, sizeof *L); /* every int64 field -1 unless set */
   L->hexversion = PY_VERSION_HEX;
+#if PY_VERSION_HEX < 0x030B0000
+  L->tstate_frame = offsetof(PyThreadState, frame);
+  L->frame_previous = offsetof(PyFrameObject, f_back);
+  L->frame_code = offsetof(PyFrameObject, f_code);
+  L->frame_lasti = offsetof(PyFrameObject, f_lasti);
+  L->code_code = offsetof(PyCodeObject, co_code);
+  L->code_qualname = offsetof(PyCodeObject, co_name); /* no co_qualname in 3.10 */
+  L->code_basicsize = sizeof(PyCodeObject);
+#else
 #if PY_VERSION_HEX < 0x030D0000
   L->tstate_cframe = offsetof(PyThreadState, cframe);
   L->cframe_current_frame = offsetof(_PyCFrame, current_frame);
@@ -54,14 +67,15 @@ void CDSA_HDR_FN(struct cdsa_header_layout* L) {
 #else
   L->owner_skip_min = FRAME_OWNED_BY_CSTACK;
 #endif
-  L->code_filename = offsetof(PyCodeObject, co_filename);
-  L->code_name = offsetof(PyCodeObject, co_name);
   L->code_qualname = offsetof(PyCodeObject, co_qualname);
-  L->code_linetable = offsetof(PyCodeObject, co_linetable);
-  L->code_firstlineno = offsetof(PyCodeObject, co_firstlineno);
   L->code_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
   L->code_adaptive = offsetof(PyCodeObject, co_code_adaptive);
   L->code_basicsize = sizeof(PyCodeObject);
+#endif /* 3.11+ */
+  L->code_filename = offsetof(PyCodeObject, co_filename);
+  L->code_name = offsetof(PyCodeObject, co_name);
+  L->code_linetable = offsetof(PyCodeObject, co_linetable);
+  L->code_firstlineno = offsetof(PyCodeObject, co_firstlineno);
   L->ob_type = offsetof(PyObject, ob_type);
   L->ob_size = offsetof(PyVarObject, ob_size);
   L->type_flags = offsetof(PyTypeObject, tp_flags);
