@@ -127,7 +127,7 @@ DriverCallScope::~DriverCallScope() {
 }
 
 std::string captured_driver_stderr() {
-  if (!tl_buf || tl_len <= tl_published) return std::string();
+  if (tl_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
   return std::string(tl_buf + tl_published, tl_len - tl_published);
 }
 
