@@ -24,6 +24,7 @@ const ConfigVarDoc kConfigVars[] = {
     {"CDSA_EXIT_PROBE_MS", "at exit, wait up to this long for pending kernels to surface a fault, 0..600000 (default 2000)"},
     {"CDSA_QUIET", "1: do not print the report on stderr (the trace file is still written)"},
     {"CDSA_PROFILE", "1: count launches per (stack, kernel) for the whole run; the trace file gets them at exit"},
+    {"CDSA_DEBUG_ENTRY_POINTS", "file: append one line per cuGetProcAddress request and driver dlsym (debugging)"},
 };
 const size_t kConfigVarCount = sizeof kConfigVars / sizeof kConfigVars[0];
 
@@ -99,6 +100,8 @@ void apply(Config& c, const char* name, const char* value) {
     parse_bool(name, value, &c.quiet);
   } else if (!strcmp(name, "CDSA_PROFILE")) {
     parse_bool(name, value, &c.profile);
+  } else if (!strcmp(name, "CDSA_DEBUG_ENTRY_POINTS")) {
+    // read by shim/interpose.cc itself
   } else {
     log_line("%s: unknown variable, ignored (`cdsa run --help` lists them)", name);
   }

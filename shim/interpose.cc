@@ -209,6 +209,7 @@ CUresult on_graph_launch(F real, CUgraphExec g, CUstream s) {
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags);
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
                  bool wrapped);
+int debug_fd();
 
 template <int Id, typename F, typename... A>
 CUresult dispatch(F real, A... a) {
@@ -267,7 +268,9 @@ CUresult dispatch(F real, A... a) {
       void* w = wrap_proc_address(sym, *pfn, version, flags);
       if (w) *pfn = w;
     } else {
-      log_request("cuGetProcAddress", sym, version, flags, -1, r, false);
+      if (debug_fd() >= 0)
+        log_request("cuGetProcAddress", sym, version, flags,
+                    select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
     }
     return r;
   } else {
@@ -318,9 +321,10 @@ void* bind(int id, void* real) {
   return nullptr;
 }
 
-// CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per driver-name dlsym, appended
+// CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
 // (tests/e2e/test_real_runtimes.py reads it). Each line:
-//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown|not-found:<code> <wrapped|passed>
+//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|passed|not-found:<code>>
+// where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing).
 int debug_fd() {
   static int fd = [] {
     const char* path = getenv("CDSA_DEBUG_ENTRY_POINTS");
@@ -336,23 +340,22 @@ void log_request(const char* how, const char* name, int version, unsigned long l
                  bool wrapped) {
   int fd = debug_fd();
   if (fd < 0) return;
-  char what[96];
+  const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
+  char outcome[32];
   if (result != CUDA_SUCCESS)
-    snprintf(what, sizeof what, "not-found:%d", result);
-  else if (id >= 0)
-    snprintf(what, sizeof what, "%s", entry_point(id).pfn);
+    snprintf(outcome, sizeof outcome, "not-found:%d", result);
   else
-    snprintf(what, sizeof what, "%s", name && is_exempt_entry(name) ? "exempt" : "unknown");
+    snprintf(outcome, sizeof outcome, "%s", wrapped ? "wrapped" : "passed");
   char line[512];
-  int n = snprintf(line, sizeof line, "%s %s %d %llu -> %s %s\n", how, name ? name : "(null)", version, flags, what,
-                   wrapped ? "wrapped" : "passed");
+  int n = snprintf(line, sizeof line, "%s %s %d %llu -> %s %s\n", how, name && *name ? name : "(empty)", version, flags,
+                   selected, outcome);
   if (n > 0) (void)!::write(fd, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
 }
 
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags) {
   int id = select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
   void* w = id >= 0 ? bind(id, real) : nullptr;
-  log_request("cuGetProcAddress", sym, version, flags, id, CUDA_SUCCESS, w && w != real);
+  if (debug_fd() >= 0) log_request("cuGetProcAddress", sym, version, flags, id, CUDA_SUCCESS, w && w != real);
   return w;
 }
 
@@ -360,14 +363,19 @@ void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t fla
 
 void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
   (void)handle;
-  if (!real || !config().enabled) return real;
+  if (!config().enabled) return real;
   int id = find_entry_symbol(name);
+  if (!real) {
+    if (debug_fd() >= 0) log_request("dlsym", name, 0, 0, id, CUDA_ERROR_NOT_FOUND, false);
+    return real;
+  }
   void* w = real;
   if (id >= 0 && !pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) {
     void* b = bind(id, real);
     if (b) w = b;
   }
-  log_request("dlsym", name, 0, 0, id, CUDA_SUCCESS, w != real || pc_in_cdsa(reinterpret_cast<uintptr_t>(real)));
+  if (debug_fd() >= 0)
+    log_request("dlsym", name, 0, 0, id, CUDA_SUCCESS, w != real || pc_in_cdsa(reinterpret_cast<uintptr_t>(real)));
   return w;
 }
 
