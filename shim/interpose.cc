@@ -16,6 +16,15 @@
 #include <cuda.h>
 #include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
+#if CDSA_WITH_GL
+#include <cudaGLTypedefs.h>
+#endif
+#if CDSA_WITH_EGL
+#include <cudaEGLTypedefs.h>
+#endif
+#if CDSA_WITH_VDPAU
+#include <cudaVDPAUTypedefs.h>
+#endif
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>

@@ -50,7 +50,9 @@ def read(path):
 
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"//[^\n]*", "", text)
+    # Windows-only entry points (cuWGLGetDevice) do not exist here.
+    return re.sub(r"#\s*if(?:def\s+_WIN32|\s+defined\s*\(\s*_WIN32\s*\)).*?#\s*endif", " ", text, flags=re.S)
 
 
 def parse_typedefs(paths):
@@ -146,10 +148,13 @@ def main():
     ap.add_argument("--stub", help="the toolkit's stub libcuda.so (its exports become cdsa's)")
     ap.add_argument("--nm", help="the nm program (default: nm)")
     ap.add_argument("--kinds", required=True, help="shim/driver_calls.def")
+    ap.add_argument("--interop", nargs="*", default=[], choices=["GL", "EGL", "VDPAU"],
+                    help="also the graphics-interop typedefs (cuda<X>Typedefs.h; need the system's GL/EGL/VDPAU headers)")
     ap.add_argument("--output", help="the include file to write")
     ap.add_argument("--list", action="store_true", help="print what is wrapped and what is not")
     a = ap.parse_args()
-    typedefs = parse_typedefs([os.path.join(a.include, h) for h in ("cudaTypedefs.h", "cudaProfilerTypedefs.h")])
+    headers = ["cudaTypedefs.h", "cudaProfilerTypedefs.h"] + [f"cuda{x}Typedefs.h" for x in a.interop]
+    typedefs = parse_typedefs([os.path.join(a.include, h) for h in headers])
     defines = dict(DEFINE.findall(strip_comments(read(os.path.join(a.include, "cuda.h")))))
     kinds_text = strip_comments(read(a.kinds))
     kinds = dict(KIND.findall(kinds_text))

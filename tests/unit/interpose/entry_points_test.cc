@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "shim/entry_points.h"
 
@@ -89,12 +90,18 @@ TEST(EntryPoints, EveryEntryIsReachableByItsOwnKeyAndSymbol) {
 TEST(EntryPoints, TheTableIsTheToolkitsTypedefs) {
   std::set<std::string> expected;
   std::regex typedef_re(R"(PFN_(cu\w+?)_v(\d+)(_ptsz|_ptds)?\s*\))");
-  for (const char* header : {"cudaTypedefs.h", "cudaProfilerTypedefs.h"}) {
+  // The graphics-interop headers this build wraps (CMake: CDSA_INTEROP), comma-separated.
+  std::vector<std::string> headers = {"cudaTypedefs.h", "cudaProfilerTypedefs.h"};
+  std::stringstream interop(CDSA_INTEROP_HEADERS);
+  for (std::string h; std::getline(interop, h, ',');)
+    if (!h.empty()) headers.push_back(h);
+  for (const std::string& header : headers) {
     std::ifstream in(std::string(CDSA_CUDA_INCLUDE_DIR) + "/" + header);
     ASSERT_TRUE(in) << header;
     std::stringstream ss;
     ss << in.rdbuf();
-    std::string text = ss.str();
+    // Windows-only entry points (cuWGLGetDevice) are not this platform's.
+    std::string text = std::regex_replace(ss.str(), std::regex(R"(#ifdef _WIN32[^#]*#endif)"), "");
     for (auto it = std::sregex_iterator(text.begin(), text.end(), typedef_re); it != std::sregex_iterator(); ++it) {
       std::string base = (*it)[1];
       if (is_exempt_entry(base.c_str())) continue;
