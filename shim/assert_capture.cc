@@ -119,9 +119,9 @@ DriverCallScope::~DriverCallScope() {
       g_have_kept.store(true, std::memory_order_release);
     }
   }
-  {
+  if (__builtin_expect(tl_published > 0, 0)) {  // this call published: its text is final now
     std::lock_guard<std::mutex> lock(g_kept_mutex);
-    if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;  // the call is over: its text is final
+    if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;
   }
   mark_busy(0);
 }
