@@ -173,6 +173,7 @@ std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(pos, end - pos);
     pos = end + 1;
+    if (line.rfind("cdsa:", 0) == 0) continue;  // cdsa's own report quoting a device line, printed in a call
     size_t block = line.find(": block: [");
     if (block == std::string::npos || line.find("Assertion") == std::string::npos) continue;
     size_t c1 = line.find(':');

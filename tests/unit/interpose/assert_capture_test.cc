@@ -141,3 +141,19 @@ TEST(AssertCapture, TextFromAnotherThreadIsPublishedAndAwaited) {
 
 }  // namespace
 }  // namespace cdsa
+
+namespace cdsa {
+namespace {
+
+TEST(AssertCapture, CdsasOwnReportLinesAreNotDeviceAsserts) {
+  const std::string device = "Loss.cu:250: nll: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.";
+  auto asserts = parse_device_asserts(device + "\ncdsa: the device reported: " + device + "\n");
+  ASSERT_EQ(asserts.size(), 1u);
+  EXPECT_EQ(asserts[0].file, "Loss.cu");
+  EXPECT_EQ(asserts[0].line, 250);
+  EXPECT_EQ(asserts[0].function, "nll");
+  EXPECT_EQ(asserts[0].message, device);
+}
+
+}  // namespace
+}  // namespace cdsa
