@@ -15,13 +15,15 @@
 #define CDSA_EXPORT __attribute__((visibility("default")))
 
 namespace cdsa {
+
+__thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+
 namespace {
 
 constexpr size_t kCapture = 8192;
 // Per-call state uses the initial-exec TLS model (no __tls_get_addr call). libcdsa.so's whole TLS block then
 // lives in static TLS, which a library dlopen'ed later (CUDA_INJECTION64_PATH) gets only a few hundred bytes
 // of: so the buffer is mapped on first use, not a thread_local array.
-[[gnu::tls_model("initial-exec")]] thread_local int tl_depth = 0;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_published = 0;  // bytes of tl_buf in the kept text
 [[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
@@ -62,10 +64,10 @@ char* capture_buffer() {
 
 std::mutex g_kept_mutex;
 std::string* g_kept = nullptr;
-const void* g_kept_owner = nullptr;  // the thread whose driver call is publishing (&tl_depth), else null
+const void* g_kept_owner = nullptr;  // the thread whose driver call is publishing (&tl_driver_call_depth), else null
 std::atomic<bool> g_have_kept{false};
 
-const void* this_thread_id() { return &tl_depth; }
+const void* this_thread_id() { return &tl_driver_call_depth; }
 
 const char* find(const char* hay, size_t n, const char* needle) {
   return static_cast<const char*>(memmem(hay, n, needle, strlen(needle)));
@@ -90,7 +92,7 @@ void publish_lines() {
 }
 
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
-  if (tl_depth == 0 || !buf || n == 0 || !capture_buffer()) return;
+  if (tl_driver_call_depth == 0 || !buf || n == 0 || !capture_buffer()) return;
   size_t room = kCapture - tl_len;
   if (n > room) n = room;
   memcpy(tl_buf + tl_len, buf, n);
@@ -101,14 +103,14 @@ void capture_stderr_bytes(const void* buf, size_t n) noexcept {
 }  // namespace
 
 DriverCallScope::DriverCallScope() noexcept {
-  if (tl_depth++ == 0) {
+  if (tl_driver_call_depth++ == 0) {
     tl_len = 0;
     tl_published = 0;
     mark_busy(1);
   }
 }
 DriverCallScope::~DriverCallScope() {
-  if (--tl_depth != 0) return;
+  if (--tl_driver_call_depth != 0) return;
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
   // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
   if (tl_len > tl_published && memmem(tl_buf, tl_len, ": block: [", 10)) {
@@ -127,7 +129,7 @@ DriverCallScope::~DriverCallScope() {
 }
 
 std::string captured_driver_stderr() {
-  if (tl_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
+  if (tl_driver_call_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
   return std::string(tl_buf + tl_published, tl_len - tl_published);
 }
 
@@ -150,7 +152,7 @@ bool other_thread_in_driver_call() noexcept {
   if (claimed > kBusySlots) claimed = kBusySlots;
   for (int i = 0; i < claimed; ++i)
     if (&g_busy[i] != tl_slot && g_busy[i].busy.load(std::memory_order_acquire)) return true;
-  int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_depth > 0 ? 1 : 0);
+  int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_driver_call_depth > 0 ? 1 : 0);
   return shared > 0;
 }
 
@@ -205,7 +207,7 @@ F real_libc(std::atomic<F>& slot, const char* name) {
 }
 
 // Only evaluated inside a driver call: whether `f` writes to fd 2.
-inline bool capturing(FILE* f) { return tl_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }
+inline bool capturing(FILE* f) { return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }
 
 void capture_format(const char* fmt, va_list ap) {
   if (!fmt || !capture_buffer()) return;
@@ -270,7 +272,7 @@ CDSA_EXPORT int __fprintf_chk(FILE* f, int flag, const char* fmt, ...) {
 
 CDSA_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) {
   CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
-  if (__builtin_expect(fd == 2 && cdsa::tl_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
   return next(fd, fmt, ap);
 }
 
@@ -278,7 +280,7 @@ CDSA_EXPORT int dprintf(int fd, const char* fmt, ...) {
   CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
   va_list ap;
   va_start(ap, fmt);
-  if (__builtin_expect(fd == 2 && cdsa::tl_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
   int r = next(fd, fmt, ap);
   va_end(ap);
   return r;

@@ -32,6 +32,12 @@ struct DriverCallScope {
   ~DriverCallScope();
 };
 
+// Nesting depth of DriverCallScope on this thread (initial-exec TLS: no call to read it).
+extern __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec")));
+// Whether this thread is inside a wrapped driver call: a wrapper reached from inside another (a second driver
+// layer resolving libcuda with dlsym) passes straight through.
+inline bool in_driver_call() noexcept { return tl_driver_call_depth > 0; }
+
 std::string captured_driver_stderr();
 // Text printed by a driver call that cdsa itself made (a breadcrumb write that
 // met the fault first): kept until the report. Thread-safe; keeps the first.

@@ -102,15 +102,6 @@ struct Sig;
 constexpr int kSlots = 4;
 std::atomic<void*> g_real[kNumCalls][kSlots];  // zero-initialised: constant initialisation
 
-// Depth of cdsa wrappers on this thread. A second driver layer between the program and libcuda that resolves
-// libcuda's symbols with dlsym gets cdsa's wrappers too: the inner one passes straight through, so each call is
-// recorded (and each fault reported) once, by the outermost wrapper.
-[[gnu::tls_model("initial-exec")]] thread_local int tl_wrapper_depth = 0;
-struct WrapperDepth {
-  WrapperDepth() noexcept { ++tl_wrapper_depth; }
-  ~WrapperDepth() { --tl_wrapper_depth; }
-};
-
 void* resolve_export_target(int id) {
   const char* symbol = entry_point(id).symbol;
   // The definition after ours in the lookup order (normally libcuda's).
@@ -223,8 +214,10 @@ int debug_fd();
 template <int Id, typename F, typename... A>
 CUresult dispatch(F real, A... a) {
   constexpr Kind k = kCalls[Id].kind;
-  if (!config().enabled || InCdsa::active() || tl_wrapper_depth > 0) return real(a...);
-  WrapperDepth depth;
+  // A wrapper reached from inside another (a second driver layer between the program and libcuda that resolves
+  // libcuda's symbols with dlsym gets cdsa's wrappers too) passes straight through: each call is recorded, and
+  // each fault reported, once, by the outermost wrapper.
+  if (!config().enabled || InCdsa::active() || in_driver_call()) return real(a...);
   DriverCallScope scope;  // lets the fault handler see what this very call printed (the device's assert text)
   ensure_started(reinterpret_cast<const void*>(real));
   // Register the breadcrumb memory before the first kernel runs, so even the first launch gets its mark.
