@@ -99,7 +99,8 @@ def test_every_entry_point_a_real_cudart_requests_is_wrapped_with_its_signature(
         if outcome == "passed" and selected != "exempt" or outcome == "wrapped" and selected == "exempt":
             unwrapped.append(f"{name}@{version}/{flags}: {selected} {outcome}")
     assert not wrong, "\n".join(wrong)
-    assert not unknown, f"requested names without a typedef in {INCLUDE}: {sorted(set(unknown))}"
+    assert not unknown, (f"requested names without a wrapped typedef in {INCLUDE}: {sorted(set(unknown))} "
+                         "(the GL/EGL/VDPAU ones need libgl-dev libegl-dev libvdpau-dev: tools/setup.sh)")
     assert not unwrapped, "\n".join(unwrapped)
     answered = [r for r in requests if not r[6].startswith("not-found")]
     print(f"{argv[-1].name}: {len(requests)} requests ({len({r[1] for r in requests})} names), "
