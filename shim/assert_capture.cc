@@ -1,24 +1,58 @@
 #include "shim/assert_capture.h"
 
-#include <cstring>
-#include <mutex>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <thread>
 
 #include "shim/driver.h"
 
 #define CDSA_EXPORT __attribute__((visibility("default")))
 
 namespace cdsa {
+
+__thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+
 namespace {
 
 constexpr size_t kCapture = 8192;
 // Per-call state uses the initial-exec TLS model (no __tls_get_addr call). libcdsa.so's whole TLS block then
 // lives in static TLS, which a library dlopen'ed later (CUDA_INJECTION64_PATH) gets only a few hundred bytes
 // of: so the buffer is mapped on first use, not a thread_local array.
-[[gnu::tls_model("initial-exec")]] thread_local int tl_depth = 0;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
+[[gnu::tls_model("initial-exec")]] thread_local size_t tl_published = 0;  // bytes of tl_buf in the kept text
 [[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
+
+// Which threads are inside a driver call: one flag per thread, each on its own cache line, so entering and
+// leaving a call is a plain store to memory no other thread writes. Threads beyond kBusySlots share a counter.
+constexpr int kBusySlots = 512;
+struct alignas(64) BusySlot {
+  std::atomic<int> busy{0};
+};
+BusySlot g_busy[kBusySlots];
+std::atomic<int> g_busy_claimed{0};
+std::atomic<int> g_busy_shared{0};
+[[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
+
+void mark_busy(int v) {
+  if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) {
+    int i = g_busy_claimed.fetch_add(1, std::memory_order_relaxed);
+    if (i < kBusySlots)
+      tl_slot = &g_busy[i];
+    else
+      tl_shared = true;
+  }
+  if (tl_slot)
+    tl_slot->busy.store(v, std::memory_order_release);
+  else
+    g_busy_shared.fetch_add(v ? 1 : -1, std::memory_order_acq_rel);
+}
 
 char* capture_buffer() {
   if (!tl_buf) {
@@ -28,31 +62,84 @@ char* capture_buffer() {
   return tl_buf;
 }
 
+std::mutex g_kept_mutex;
+std::string* g_kept = nullptr;
+const void* g_kept_owner = nullptr;  // the thread whose driver call is publishing (&tl_driver_call_depth), else null
+std::atomic<bool> g_have_kept{false};
+
+const void* this_thread_id() { return &tl_driver_call_depth; }
+
+const char* find(const char* hay, size_t n, const char* needle) {
+  return static_cast<const char*>(memmem(hay, n, needle, strlen(needle)));
+}
+
+// Publishes this call's text up to its last complete line once it holds an assert line. The same call may
+// extend what it published (libcuda prints one line at a time); another thread's text never replaces it.
+void publish_lines() {
+  const char* block = find(tl_buf, tl_len, ": block: [");
+  if (!block) return;
+  const char* end = static_cast<const char*>(memrchr(tl_buf, '\n', tl_len));
+  if (!end || end < block) return;
+  size_t upto = static_cast<size_t>(end - tl_buf) + 1;
+  if (upto <= tl_published) return;
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  if (g_kept && g_kept_owner != this_thread_id()) return;
+  if (!g_kept) g_kept = new std::string;
+  g_kept->assign(tl_buf, upto);
+  g_kept_owner = this_thread_id();
+  tl_published = upto;
+  g_have_kept.store(true, std::memory_order_release);
+}
+
+void capture_stderr_bytes(const void* buf, size_t n) noexcept {
+  if (tl_driver_call_depth == 0 || !buf || n == 0 || !capture_buffer()) return;
+  size_t room = kCapture - tl_len;
+  if (n > room) n = room;
+  memcpy(tl_buf + tl_len, buf, n);
+  tl_len += n;
+  publish_lines();
+}
+
 }  // namespace
 
 DriverCallScope::DriverCallScope() noexcept {
-  if (tl_depth++ == 0) tl_len = 0;
+  if (tl_driver_call_depth++ == 0) {
+    tl_len = 0;
+    tl_published = 0;
+    mark_busy(1);
+  }
 }
 DriverCallScope::~DriverCallScope() {
+  if (--tl_driver_call_depth != 0) return;
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
   // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
-  if (--tl_depth == 0 && tl_len > 0 && memmem(tl_buf, tl_len, ": block: [", 10))
-    keep_device_text(std::string(tl_buf, tl_len));
+  if (tl_len > tl_published && memmem(tl_buf, tl_len, ": block: [", 10)) {
+    std::lock_guard<std::mutex> lock(g_kept_mutex);
+    if (!g_kept || g_kept_owner == this_thread_id()) {
+      if (!g_kept) g_kept = new std::string;
+      g_kept->assign(tl_buf, tl_len);
+      g_have_kept.store(true, std::memory_order_release);
+    }
+  }
+  if (__builtin_expect(tl_published > 0, 0)) {  // this call published: its text is final now
+    std::lock_guard<std::mutex> lock(g_kept_mutex);
+    if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;
+  }
+  mark_busy(0);
 }
 
-std::string captured_driver_stderr() { return tl_buf ? std::string(tl_buf, tl_len) : std::string(); }
-
-void keep_device_text(const std::string& text);
-
-namespace {
-std::mutex g_kept_mutex;
-std::string* g_kept = nullptr;
-}  // namespace
+std::string captured_driver_stderr() {
+  if (tl_driver_call_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
+  return std::string(tl_buf + tl_published, tl_len - tl_published);
+}
 
 void keep_device_text(const std::string& text) {
   if (text.empty()) return;
   std::lock_guard<std::mutex> lock(g_kept_mutex);
-  if (!g_kept) g_kept = new std::string(text);
+  if (!g_kept) {
+    g_kept = new std::string(text);
+    g_have_kept.store(true, std::memory_order_release);
+  }
 }
 
 std::string kept_device_text() {
@@ -60,12 +147,23 @@ std::string kept_device_text() {
   return g_kept ? *g_kept : std::string();
 }
 
-void capture_stderr_bytes(const void* buf, size_t n) noexcept {
-  if (tl_depth == 0 || !buf || !capture_buffer()) return;
-  size_t room = kCapture - tl_len;
-  if (n > room) n = room;
-  memcpy(tl_buf + tl_len, buf, n);
-  tl_len += n;
+bool other_thread_in_driver_call() noexcept {
+  int claimed = g_busy_claimed.load(std::memory_order_acquire);
+  if (claimed > kBusySlots) claimed = kBusySlots;
+  for (int i = 0; i < claimed; ++i)
+    if (&g_busy[i] != tl_slot && g_busy[i].busy.load(std::memory_order_acquire)) return true;
+  int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_driver_call_depth > 0 ? 1 : 0);
+  return shared > 0;
+}
+
+bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept {
+  for (;;) {
+    if (g_have_kept.load(std::memory_order_acquire)) return true;
+    if (!other_thread_in_driver_call() || std::chrono::steady_clock::now() >= deadline)
+      return g_have_kept.load(std::memory_order_acquire);
+    timespec ts{0, 1000000};  // 1 ms
+    nanosleep(&ts, nullptr);
+  }
 }
 
 std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
@@ -77,6 +175,7 @@ std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(pos, end - pos);
     pos = end + 1;
+    if (line.rfind("cdsa:", 0) == 0) continue;  // cdsa's own report quoting a device line, printed in a call
     size_t block = line.find(": block: [");
     if (block == std::string::npos || line.find("Assertion") == std::string::npos) continue;
     size_t c1 = line.find(':');
@@ -93,19 +192,141 @@ std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
   return out;
 }
 
+// ---------------------------------------------------------------- the stdio and write hooks
+namespace {
+
+// The real function of the C library, found without dlsym (see libc_symbols.cc), once.
+template <typename F>
+F real_libc(std::atomic<F>& slot, const char* name) {
+  F f = slot.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0)) {
+    f = reinterpret_cast<F>(libc_function(name));
+    slot.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// Only evaluated inside a driver call: whether `f` writes to fd 2.
+inline bool capturing(FILE* f) { return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }
+
+void capture_format(const char* fmt, va_list ap) {
+  if (!fmt || !capture_buffer()) return;
+  char line[1024];
+  va_list cp;
+  va_copy(cp, ap);
+  int n = vsnprintf(line, sizeof line, fmt, cp);
+  va_end(cp);
+  if (n > 0) capture_stderr_bytes(line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
+}
+
+void capture_char(int c) {
+  char ch = static_cast<char>(c);
+  capture_stderr_bytes(&ch, 1);
+}
+
+}  // namespace
 }  // namespace cdsa
 
-namespace {
-using WriteFn = ssize_t (*)(int, const void*, size_t);
-WriteFn g_real_write = nullptr;
-}  // namespace
+using cdsa::capturing;
+using cdsa::real_libc;
 
-extern "C" CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-  if (fd == 2) cdsa::capture_stderr_bytes(buf, n);
-  WriteFn w = __atomic_load_n(&g_real_write, __ATOMIC_ACQUIRE);
-  if (__builtin_expect(w == nullptr, 0)) {
-    w = reinterpret_cast<WriteFn>(cdsa::libc_function("write"));
-    __atomic_store_n(&g_real_write, w, __ATOMIC_RELEASE);
-  }
-  return w(fd, buf, n);
+// Declares `next`, the C library's own `name`.
+#define CDSA_REAL(name, type)                    \
+  using Next = type;                             \
+  static std::atomic<Next> real_##name{nullptr}; \
+  Next next = real_libc(real_##name, #name)
+
+extern "C" {
+
+CDSA_EXPORT int vfprintf(FILE* f, const char* fmt, va_list ap) {
+  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  return next(f, fmt, ap);
 }
+
+CDSA_EXPORT int fprintf(FILE* f, const char* fmt, ...) {
+  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  int r = next(f, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int __vfprintf_chk(FILE* f, int flag, const char* fmt, va_list ap) {
+  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  return next(f, flag, fmt, ap);
+}
+
+CDSA_EXPORT int __fprintf_chk(FILE* f, int flag, const char* fmt, ...) {
+  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  int r = next(f, flag, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) {
+  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  return next(fd, fmt, ap);
+}
+
+CDSA_EXPORT int dprintf(int fd, const char* fmt, ...) {
+  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  int r = next(fd, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int fputs(const char* s, FILE* f) {
+  CDSA_REAL(fputs, int (*)(const char*, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
+  return next(s, f);
+}
+
+CDSA_EXPORT int fputs_unlocked(const char* s, FILE* f) {
+  CDSA_REAL(fputs_unlocked, int (*)(const char*, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
+  return next(s, f);
+}
+
+CDSA_EXPORT size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
+  CDSA_REAL(fwrite, size_t(*)(const void*, size_t, size_t, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
+  return next(p, size, n, f);
+}
+
+CDSA_EXPORT size_t fwrite_unlocked(const void* p, size_t size, size_t n, FILE* f) {
+  CDSA_REAL(fwrite_unlocked, size_t(*)(const void*, size_t, size_t, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
+  return next(p, size, n, f);
+}
+
+#define CDSA_PUTC_HOOK(name)                                      \
+  CDSA_EXPORT int name(int c, FILE* f) {                          \
+    CDSA_REAL(name, int (*)(int, FILE*));                         \
+    if (__builtin_expect(capturing(f), 0)) cdsa::capture_char(c); \
+    return next(c, f);                                            \
+  }
+CDSA_PUTC_HOOK(fputc)
+CDSA_PUTC_HOOK(putc)
+CDSA_PUTC_HOOK(_IO_putc)
+CDSA_PUTC_HOOK(fputc_unlocked)
+CDSA_PUTC_HOOK(putc_unlocked)
+#undef CDSA_PUTC_HOOK
+
+CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  CDSA_REAL(write, ssize_t(*)(int, const void*, size_t));
+  if (fd == 2) cdsa::capture_stderr_bytes(buf, n);
+  return next(fd, buf, n);
+}
+
+}  // extern "C"

@@ -2,15 +2,26 @@
 // thread: [2,0,0] Assertion `t >= 0 && t < n_classes` failed.") as the driver
 // writes it to stderr, without touching the program's stderr.
 //
-// How: libcdsa.so interposes write(2). While a thread is inside a wrapped driver
-// call (DriverCallScope), bytes that call writes to fd 2 are also copied into a
-// small per-thread buffer; everything still goes to the real write unchanged.
-// Outside driver calls the hook is one thread-local test and a jump.
+// How: the real libcuda prints the lines through stdio (fprintf, vfprintf, fputs,
+// fwrite, fputc, putc, _IO_putc, the _chk variants), and glibc's stdio writes with
+// its internal __write, which an interposed write(2) never sees. So libcdsa.so
+// interposes those stdio functions and write(2). While a thread is inside a
+// wrapped driver call (DriverCallScope), what that call prints to stderr (fd 2)
+// is also copied into a small per-thread buffer; every call is still forwarded
+// to the real function with its own arguments, so the program's stderr bytes are
+// exactly what they would be without cdsa. Outside driver calls a hook is one
+// thread-local test and a jump.
 //
-// Contract: DriverCallScope is allocation-free and lock-free. `take_captured_text`
-// returns what this thread's current driver call wrote to fd 2 (up to 8 KiB).
+// As soon as a thread's buffer holds a whole assert line it is published for
+// the process (kept_device_text), so the fault report can read it whichever
+// thread printed it, even while that thread's driver call is still running.
+//
+// Contract: DriverCallScope is allocation-free and lock-free after a thread's
+// first driver call. `captured_driver_stderr` returns what this thread's current
+// driver call wrote to fd 2 (up to 8 KiB) and has not published.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -21,11 +32,24 @@ struct DriverCallScope {
   ~DriverCallScope();
 };
 
+// Nesting depth of DriverCallScope on this thread (initial-exec TLS: no call to read it).
+extern __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec")));
+// Whether this thread is inside a wrapped driver call: a wrapper reached from inside another (a second driver
+// layer resolving libcuda with dlsym) passes straight through.
+inline bool in_driver_call() noexcept { return tl_driver_call_depth > 0; }
+
 std::string captured_driver_stderr();
 // Text printed by a driver call that cdsa itself made (a breadcrumb write that
 // met the fault first): kept until the report. Thread-safe; keeps the first.
 void keep_device_text(const std::string& text);
 std::string kept_device_text();
+// Waits until some thread has published the device's assert text, at most until
+// `deadline`, and only while another thread is inside a driver call (the one
+// that may be printing it). True when text is there. For the fault path: a 710
+// with no text yet may wait a few hundred ms for a concurrent call's print.
+bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept;
+// Whether a thread other than the caller is inside a wrapped driver call now.
+bool other_thread_in_driver_call() noexcept;
 
 // One parsed device assert line.
 struct DeviceAssert {

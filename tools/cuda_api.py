@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Generates the table of driver entry points that libcdsa.so wraps.
+
+Reads the toolkit's own description of the driver API:
+  - cudaTypedefs.h (and cudaProfilerTypedefs.h): one PFN_<name>_v<version>[_ptsz|_ptds]
+    typedef per (entry point, signature); the version is the CUDA version in which that
+    signature appeared, which is what cuGetProcAddress selects by;
+  - cuda.h: `#define cuX cuX_v2` (possibly through __CUDA_API_PTDS/PTSZ) names the symbol
+    that carries the newest signature of cuX;
+  - the stub libcuda.so: the symbols a program linked with -lcuda (or dlsym) can reach;
+  - shim/driver_calls.def: the hand table of special kinds (launch, capture, ...) and the
+    exempt names (calls that cannot surface a fault: never wrapped).
+
+Writes one C preprocessor include, every line one of
+  CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol)
+      every typedef, sorted by (base, per_thread, version); symbol is the exported
+      name carrying that signature, or "" when the stub does not export one;
+  CDSA_EXEMPT_NAME(name)
+      the exempt names of driver_calls.def;
+  CDSA_WRAP_EXPORT(symbol, pfn, (params), (args))
+      every stub export cdsa defines itself, sorted by symbol (the parameter text is
+      the typedef's own);
+and, with --list, prints the stub exports that have no typedef (they cannot be wrapped).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+TYPEDEF = re.compile(
+    r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptsz|_ptds)?\s*\)\s*\((.*?)\)\s*;", re.S)
+DEFINE = re.compile(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_PT(?:DS|SZ)\(\s*)?(cu\w+)\s*\)?\s*$", re.M)
+KIND = re.compile(r"^CDSA_KIND\((\w+),\s*(\w+)\)", re.M)
+EXEMPT = re.compile(r"^CDSA_EXEMPT\((\w+)\)", re.M)
+
+
+def fail(msg):
+    sys.stderr.write(f"cuda_api.py: {msg}\n")
+    sys.exit(1)
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror}")
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    # Windows-only entry points (cuWGLGetDevice) do not exist here.
+    return re.sub(r"#\s*if(?:def\s+_WIN32|\s+defined\s*\(\s*_WIN32\s*\)).*?#\s*endif", " ", text, flags=re.S)
+
+
+def parse_typedefs(paths):
+    """[(base, version, suffix, params)] from every header, in order."""
+    out = []
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        for m in TYPEDEF.finditer(strip_comments(read(path))):
+            params = " ".join(m.group(4).split())
+            out.append((m.group(1), int(m.group(2)), m.group(3) or "", params))
+    if not out:
+        fail(f"no PFN_cu*_v* typedefs found in {', '.join(paths)}")
+    return out
+
+
+def split_params(params):
+    """'CUdevice *d, void (*fn)(int)' -> ['CUdevice *d', 'void (*fn)(int)'] (top-level commas)."""
+    if params.strip() in ("", "void"):
+        return []
+    parts, depth, cur = [], 0, ""
+    for ch in params:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def param_name(param, i):
+    m = re.search(r"\(\s*\*\s*(\w+)\s*\)", param)  # function pointer
+    if m:
+        return param, m.group(1)
+    m = re.search(r"(\w+)\s*(\[[^\]]*\])*\s*$", param)
+    words = re.findall(r"\w+", param)
+    if m and len(words) > 1 and m.group(1) not in ("int", "char", "long", "short", "unsigned", "float",
+                                                     "double", "void", "size_t"):
+        return param, m.group(1)
+    return f"{param} a{i}", f"a{i}"  # unnamed parameter: name it
+
+
+def stub_exports(stub, nm):
+    if not stub:
+        return None
+    try:
+        out = subprocess.run([nm or "nm", "-D", "--defined-only", stub], check=True, capture_output=True,
+                             text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail(f"cannot list the symbols of {stub}: {e}")
+    return {line.split()[-1] for line in out.splitlines() if line.split() and line.split()[-1].startswith("cu")}
+
+
+def build(typedefs, defines, exports, kinds, exempt):
+    by_base = {}
+    for base, ver, suffix, params in typedefs:
+        by_base.setdefault(base, []).append((ver, suffix, params))
+    entries = []  # (base, per_thread, version, pfn, symbol, kind, params)
+    seen = {}
+    for base in sorted(by_base):
+        if base in exempt:
+            continue
+        kind = kinds.get(base, "Generic")
+        variants = by_base[base]
+        for per_thread in (False, True):
+            vs = sorted(v for v in variants if bool(v[1]) == per_thread)
+            for i, (ver, suffix, params) in enumerate(vs):
+                pfn = f"PFN_{base}_v{ver}{suffix}"
+                # The k-th signature of cuX is exported as cuX, cuX_v2, cuX_v3, ...; for the newest one
+                # cuda.h's `#define cuX cuX_vN` says N when it differs (cuCtxCreate: four signatures, _v4).
+                symbol = base if i == 0 else f"{base}_v{i + 1}"
+                target = defines.get(base, "")
+                if i == len(vs) - 1 and re.fullmatch(re.escape(base) + r"_v\d+", target):
+                    symbol = target
+                symbol += suffix
+                if exports is not None and symbol not in exports:
+                    symbol = ""
+                if symbol and symbol in seen:
+                    fail(f"{symbol} would carry both {seen[symbol]} and {pfn}")
+                seen[symbol] = pfn
+                entries.append((base, per_thread, ver, pfn, symbol, kind, params))
+    return entries
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--include", required=True, help="the toolkit's include directory")
+    ap.add_argument("--stub", help="the toolkit's stub libcuda.so (its exports become cdsa's)")
+    ap.add_argument("--nm", help="the nm program (default: nm)")
+    ap.add_argument("--kinds", required=True, help="shim/driver_calls.def")
+    ap.add_argument("--interop", nargs="*", default=[], choices=["GL", "EGL", "VDPAU"],
+                    help="also the graphics-interop typedefs (cuda<X>Typedefs.h; need the system's GL/EGL/VDPAU headers)")
+    ap.add_argument("--output", help="the include file to write")
+    ap.add_argument("--list", action="store_true", help="print what is wrapped and what is not")
+    a = ap.parse_args()
+    headers = ["cudaTypedefs.h", "cudaProfilerTypedefs.h"] + [f"cuda{x}Typedefs.h" for x in a.interop]
+    typedefs = parse_typedefs([os.path.join(a.include, h) for h in headers])
+    defines = dict(DEFINE.findall(strip_comments(read(os.path.join(a.include, "cuda.h")))))
+    kinds_text = strip_comments(read(a.kinds))
+    kinds = dict(KIND.findall(kinds_text))
+    exempt = set(EXEMPT.findall(kinds_text))
+    exports = stub_exports(a.stub, a.nm)
+    entries = build(typedefs, defines, exports, kinds, exempt)
+    known_bases = {e[0] for e in entries}
+    for base in kinds:
+        if base not in known_bases:
+            fail(f"{a.kinds}: {base} has no PFN_{base}_v* typedef in {a.include}")
+
+    lines = ["// Generated by tools/cuda_api.py from the toolkit's cudaTypedefs.h, cuda.h and stub libcuda.so.",
+             "// Do not edit: shim/driver_calls.def holds the hand-written part."]
+    for base, per_thread, ver, pfn, symbol, kind, _ in entries:
+        lines.append(f"CDSA_ENTRY({pfn}, {base}, {ver}, {int(per_thread)}, {kind}, \"{symbol}\")")
+    for name in sorted(exempt):
+        lines.append(f"CDSA_EXEMPT_NAME({name})")
+    exported = set()
+    for base, per_thread, ver, pfn, symbol, kind, params in sorted(entries, key=lambda e: e[4]):
+        if not symbol or symbol in exported:
+            continue
+        exported.add(symbol)
+        named = [param_name(p, i) for i, p in enumerate(split_params(params))]
+        plist = ", ".join(p for p, _ in named) or "void"
+        alist = ", ".join(n for _, n in named)
+        lines.append(f"CDSA_WRAP_EXPORT({symbol}, {pfn}, ({plist}), ({alist}))")
+    text = "\n".join(lines) + "\n"
+    if a.output:
+        old = read(a.output) if os.path.exists(a.output) else None
+        if old != text:
+            with open(a.output, "w", encoding="utf-8") as f:
+                f.write(text)
+    if a.list:
+        unwrapped = sorted((exports or set()) - exported)
+        print(f"typedefs: {len(typedefs)}  wrapped entries: {len(entries)}  exported wrappers: {len(exported)}")
+        print(f"stub exports without a wrapper ({len(unwrapped)}): {' '.join(unwrapped)}")
+
+
+if __name__ == "__main__":
+    main()
