@@ -165,6 +165,9 @@ std::vector<std::string> choice_names(const T& v) {
 
 std::string fmt_range(long lo, long hi) { return ", " + std::to_string(lo) + ".." + std::to_string(hi); }
 
+// The end of a help line: the default, or that there is none (an unset Text variable).
+std::string default_note(const std::string& d) { return d.empty() ? " (default: unset)" : " (default " + d + ")"; }
+
 // What help adds after the description, before "(default ...)".
 std::string range_text(const char* kind, long lo, long hi) {
   if (!strcmp(kind, "Int") || !strcmp(kind, "Count")) return fmt_range(lo, hi);
@@ -274,7 +277,7 @@ std::vector<ConfigVar> config_vars() {
     v.run_meta = space == std::string::npos ? "" : option.substr(space + 1);                     \
     v.default_text = text_##KIND(d.FIELD);                                                       \
     v.run_value = v.default_text == "1" ? "0" : "1";                                             \
-    v.help = std::string(DOC) + range_text(#KIND, LO, HI) + " (default " + v.default_text + ")"; \
+    v.help = std::string(DOC) + range_text(#KIND, LO, HI) + default_note(v.default_text);         \
     v.kind = #KIND;                                                                              \
     v.lo = LO;                                                                                   \
     v.hi = HI;                                                                                   \

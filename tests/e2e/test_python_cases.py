@@ -11,7 +11,6 @@ from conftest import BANNER, SCRIPTS, marker_line, other_pythons, py_frame, run_
 DLLS = ["cdll", "pydll"]
 # The simulated driver prints the device's assert text with fprintf(stderr), as libcuda does; the shim's
 # write() hook does not see it until the shim captures stdio (issue 7).
-STDIO_ASSERT_TEXT = pytest.mark.xfail(strict=True, reason="issue 7: shim side pending (assert text via stdio)")
 
 
 def assert_names_launch(run, script, function, kernel):
@@ -20,7 +19,6 @@ def assert_names_launch(run, script, function, kernel):
     assert py_frame(script, "LAUNCH-SITE", function) in part, part
 
 
-@STDIO_ASSERT_TEXT
 @pytest.mark.parametrize("dll", DLLS)
 @pytest.mark.parametrize("target", [10, -1])
 def test_nll_out_of_range_names_the_loss_line(tmp_path, dll, target):
@@ -53,7 +51,6 @@ def test_ignored_target_gives_no_report(tmp_path, target, ignore):
     assert run.traces() == []
 
 
-@STDIO_ASSERT_TEXT
 @pytest.mark.parametrize("dll", DLLS)
 def test_embedding_index_names_index_select(tmp_path, dll):
     run = run_python("embedding.py", cwd=tmp_path, dll=dll)
@@ -148,7 +145,7 @@ def test_no_fault_no_output_no_file_same_status(tmp_path):
 
 # Flaky until then, so not strict: without the text, a second stream with a launch pending at the fault makes it
 # ambiguous (tests/e2e/test_real_driver_cases.py has the deterministic, strict version).
-@pytest.mark.xfail(strict=False, reason="issue 7: shim side pending (assert text via stdio; ambiguous in some runs)")
+@pytest.mark.xfail(strict=False, reason="issue 7 fact 10: a launch submitted but not yet recorded can leave a wrong certainty")
 def test_eight_threads(tmp_path):
     run = run_python("eight_threads.py", cwd=tmp_path, timeout=600)
     assert run.reports == 1, run.err

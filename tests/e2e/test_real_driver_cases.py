@@ -83,7 +83,6 @@ def test_native_cukernel_paths_are_named(tmp_path, how, marker):
 
 # ---- the report comes before the program's own error after cuCtxSynchronize_v2 ------------------------------------
 
-@PENDING
 def test_report_before_the_programs_error_after_sync_v2(tmp_path):
     run = run_python("sync_v2.py", cwd=tmp_path)
     assert run.reports == 1, run.err
@@ -93,7 +92,6 @@ def test_report_before_the_programs_error_after_sync_v2(tmp_path):
     assert py_frame("sync_v2.py", "LAUNCH-SITE", "<module>") in run.launch_part()
 
 
-@PENDING
 def test_native_report_before_the_programs_error_after_sync_v2(tmp_path):
     run = run_program([CASES, "cukernel", "get-function"], cwd=tmp_path)
     assert run.reports == 1, run.err
@@ -103,7 +101,6 @@ def test_native_report_before_the_programs_error_after_sync_v2(tmp_path):
 
 # ---- busy streams and threads resolved to the one failing launch by the assert text ------------------------------
 
-@PENDING
 def test_two_busy_streams_resolved_by_the_assert_text(tmp_path):
     run = run_python("two_busy_streams.py", cwd=tmp_path)
     assert run.reports == 1, run.err
@@ -115,7 +112,6 @@ def test_two_busy_streams_resolved_by_the_assert_text(tmp_path):
     assert "OTHER-SITE" not in part
 
 
-@PENDING
 def test_eight_busy_threads_resolved_by_the_assert_text(tmp_path):
     run = run_python("eight_busy_threads.py", cwd=tmp_path, timeout=600)
     assert run.reports == 1, run.err

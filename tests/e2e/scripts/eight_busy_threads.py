@@ -20,7 +20,9 @@ def worker(k, barrier):
     buf = cu.alloc(4 * 64)
     out = cu.alloc(4)
     barrier.wait()
-    cu.launch(sleep, [ctypes.c_int64(100000)], stream=s)  # every stream busy for 100 ms
+    # Every stream busy: the faulty one for 100 ms, the others well past its fault, so they all have launches
+    # pending when it surfaces.
+    cu.launch(sleep, [ctypes.c_int64(100000 if k == FAULTY else 1000000)], stream=s)
     for i in range(N):
         try:
             if k == FAULTY and i == 10:
