@@ -16,7 +16,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "report/autograd.h"
 #include "report/fault_report.h"
+#include "report/hints.h"
 #include "report/trace.h"
 #include "shim/assert_capture.h"
 #include "shim/breadcrumbs.h"
@@ -281,6 +283,21 @@ void attribute(FaultReport& rep, const std::vector<LaunchRecord>& ring, const st
   }
 }
 
+// The autograd node and its forward candidates (report/autograd.h), then the hints (report/hints.h).
+void annotate(FaultReport& rep, const std::vector<LaunchRecord>& ring, SourceLines& src, NativeSymbolizer& sym) {
+  HintContext ctx;
+  for (const auto& r : ring) ctx.launches.push_back(to_text(r));
+  ctx.launches_complete = ring.empty() || ring.front().seq == 1;
+  ctx.argv = process_argv();
+  std::map<uint32_t, StackText> stacks;
+  add_autograd_candidates(rep, ctx.launches, [&](uint32_t id) -> const StackText* {
+    auto it = stacks.find(id);
+    if (it == stacks.end()) it = stacks.emplace(id, stack_text(id, src, sym)).first;
+    return &it->second;
+  });
+  add_hints(rep, ctx);
+}
+
 TraceData build_trace(const std::vector<LaunchRecord>& ring, const std::vector<StreamView>& streams, SourceLines& src,
                       NativeSymbolizer& sym) {
   TraceData t;
@@ -415,6 +432,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   auto asserts = parse_device_asserts(kept_device_text() + captured_driver_stderr());
   for (const auto& a : asserts) rep.device_messages.push_back(a.message);
   attribute(rep, ring, streams, asserts, src, sym);
+  annotate(rep, ring, src, sym);
   if (!breadcrumbs_active()) rep.notes.push_back("breadcrumbs were off: candidates are not proven");
   const char* overflow = recorder_overflow_note();
   if (overflow && *overflow) rep.notes.push_back(overflow);
@@ -429,7 +447,9 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     rep.trace_path = written;
   }
   if (!config().quiet) {
-    std::string text = format_report_text(rep);
+    TextOptions opt;
+    opt.native_all = config().native_all;
+    std::string text = format_report_text(rep, opt);
     write_stderr(text.data(), text.size());
   }
 }

@@ -162,7 +162,8 @@ TEST(Config, TraceConfigObjectKeepsItsKeys) {
                                                                {"trace_file", "cdsa-%h-%p.json"},
                                                                {"backend", "driver"},
                                                                {"exit_probe_ms", "2000"},
-                                                               {"profile", "0"}};
+                                                               {"profile", "0"},
+                                                               {"native_all", "0"}};
   EXPECT_EQ(config_fields(Config{}), expected);
   Parsed p = parse({"CDSA_TRACE=always", "CDSA_RING_SIZE=3000"});
   auto fields = config_fields(p.config);
