@@ -37,6 +37,8 @@ bool is_machinery_name(const std::string& fn) {
                                        "start_thread",
                                        "clone",
                                        "clone3",
+                                       "__clone",
+                                       "__clone3",
                                        "cfunction_call",
                                        "Py_RunMain",
                                        "Py_BytesMain",

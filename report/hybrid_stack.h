@@ -19,7 +19,7 @@
 //          outer anchors take one Python frame each and the innermost anchor the rest.
 //      With --native-all those machinery frames are shown, so that last case does not pair.
 //   4. Folding (default): frames of the interpreter's module, libffi, ctypes' _ctypes module,
-//      process and thread start (_start, __libc_start_*, start_thread, clone), and, in any
+//      process and thread start (_start, __libc_start_*, start_thread, [__]clone[3]), and, in any
 //      module, names of CPython's call machinery (_PyEval_*, PyEval_*, *Vectorcall*,
 //      _PyObject_*Call*, PyObject_Call*, cfunction_call, slot_tp_*, _PyFunction_*, Py_RunMain,
 //      Py_BytesMain, pymain_*, _PyRun_*, PyRun_*, run_mod, run_eval_code_obj, ffi_call*,

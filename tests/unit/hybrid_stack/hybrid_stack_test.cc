@@ -152,7 +152,7 @@ TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsNativeList) {
                nf("torch::autograd::generated::EmbeddingBackward0::apply", "/x/libtorch_cpu.so"),
                nf("execute_native_backward", "/x/libtorch_cpu.so"),
                nf("start_thread", kLibc),
-               nf("clone3", kLibc)};
+               nf("__clone3", kLibc)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_FALSE(h.merged);
   EXPECT_EQ(h.python_count, 0u);
