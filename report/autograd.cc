@@ -6,6 +6,8 @@
 namespace cdsa {
 namespace {
 
+constexpr size_t kMaxStacksExamined = 4096;
+
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // The identifiers in a (demangled) name: "at::_ops::nll_loss_forward::call(at::Tensor const&)" ->
@@ -89,6 +91,7 @@ void add_autograd_candidates(FaultReport& r, const std::vector<LaunchText>& laun
     for (auto it = launches.rbegin(); it != launches.rend() && c.forward_candidates.size() < max; ++it) {
       if (it->seq >= c.launch.seq || it->stack_id == 0xffffffffu || it->captured) continue;
       if (!seen_stacks.insert(it->stack_id).second) continue;
+      if (seen_stacks.size() > kMaxStacksExamined) break;  // each one is symbolized: bound the work at the fault
       const StackText* st = stack_of(it->stack_id);
       if (!st || st->python.empty() || !launch_runs_op(*it, *st, op)) continue;
       c.forward_candidates.push_back({*it, *st});

@@ -33,7 +33,8 @@ bool launch_runs_op(const LaunchText& l, const StackText& st, const std::string&
 
 // For each candidate without Python frames whose stack runs an autograd node: sets
 // autograd_node and lists up to `max` forward candidates, newest first. `launches` are the
-// records kept (oldest first); `stack_of` gives a launch's stack by stack id (nullptr: unknown).
+// records kept (oldest first); `stack_of` gives a launch's stack by stack id (nullptr: unknown). At most
+// 4096 distinct launch stacks are examined, newest first.
 void add_autograd_candidates(FaultReport& r, const std::vector<LaunchText>& launches,
                              const std::function<const StackText*(uint32_t)>& stack_of, size_t max = 3);
 

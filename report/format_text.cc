@@ -67,7 +67,7 @@ void append_stack(std::string& out, const StackText& st, const char* indent, con
     }
   } else {
     for (size_t i = 0; i < h.python_count; ++i) append_python(out, *h.entries[i].python, indent);
-    if (h.entries.size() > h.python_count || h.folded) {
+    if (h.entries.size() > h.python_count) {
       if (h.python_count)
         out += fmt::format("{}Native frames (most recent call last; not paired with the Python frames):\n", indent);
       else
@@ -76,8 +76,8 @@ void append_stack(std::string& out, const StackText& st, const char* indent, con
     }
   }
   if (h.folded)
-    out += fmt::format("{}({} interpreter frame{} folded; --native-all shows {})\n", indent, h.folded,
-                       h.folded == 1 ? "" : "s", h.folded == 1 ? "it" : "them");
+    out += fmt::format("{}({} interpreter and call-machinery frame{} folded; --native-all shows {})\n", indent,
+                       h.folded, h.folded == 1 ? "" : "s", h.folded == 1 ? "it" : "them");
   if (st.python.empty() && st.native.empty()) out += fmt::format("{}(no stack recorded)\n", indent);
 }
 

@@ -181,7 +181,7 @@ TEST(HybridStackText, TheReportShowsOneListAndSaysWhatItFolded) {
   std::string text = format_report_text(r);
   EXPECT_NE(text.find("    File \"train.py\", line 14, in compute_loss\n    File \"train.py\", line 85, in launch\n"
                       "    at::native::embedding(at::Tensor const&) (libtorch_cuda.so+0x0)\n"
-                      "    (11 interpreter frames folded; --native-all shows them)\n"),
+                      "    (11 interpreter and call-machinery frames folded; --native-all shows them)\n"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("Native frames"), std::string::npos) << text;
