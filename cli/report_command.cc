@@ -1,4 +1,4 @@
-// cdsa report FILE [--json] [--no-resymbolize] [--native-all]: the report the live process printed, from the file
+// cdsa report FILE [--json] [--no-resymbolize] [--native-all]: the live report again, from the file alone.
 // alone.
 #include <fmt/format.h>
 #include <cstdio>

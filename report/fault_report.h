@@ -51,8 +51,8 @@ struct GraphNodeText {
 struct Candidate {
   LaunchText launch;
   StackText stack;
-  uint64_t pending = 0;                    // launches on its stream whose completion mark never landed
-  std::string why;                         // one line: why this launch is named
+  uint64_t pending = 0;       // launches on its stream whose completion mark never landed
+  std::string why;            // one line: why this launch is named
   std::vector<GraphNodeText> graph_nodes;  // for a graph launch: its captured kernel nodes
   // A launch by PyTorch's autograd engine (no Python frames): the node its native frames run,
   // e.g. "EmbeddingBackward0", and the most recent forward launches of the same operator,
@@ -65,19 +65,19 @@ enum class Attribution { Exact, Ambiguous, Unknown };
 
 struct FaultReport {
   int code = 0;
-  std::string error_name;     // CUDA_ERROR_ASSERT
-  std::string error_string;   // device-side assert triggered
-  std::string surfaced_call;  // the driver entry point that returned it, or "exit probe"
+  std::string error_name;    // CUDA_ERROR_ASSERT
+  std::string error_string;  // device-side assert triggered
+  std::string surfaced_call; // the driver entry point that returned it, or "exit probe"
   uint32_t surfaced_tid = 0;
   StackText surfaced_stack;
   Attribution attribution = Attribution::Unknown;
-  std::vector<Candidate> candidates;         // exact: one; ambiguous: several, most likely first
+  std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
   std::vector<std::string> device_messages;  // the device's assert lines, as the driver printed them
-  std::vector<std::string> hints;            // what the fault likely means and the next step (report/hints.h)
-  std::vector<std::string> notes;            // limits that affect this report (ring overwrote, tables full...)
-  std::string trace_path;                    // empty when none was written
+  std::vector<std::string> hints;     // what the fault likely means and the next step (report/hints.h)
+  std::vector<std::string> notes;     // limits that affect this report (ring overwrote, tables full...)
+  std::string trace_path;             // empty when none was written
   uint64_t launches_recorded = 0;
-  uint64_t fault_time_unix_ns = 0;  // wall clock when the fault surfaced (0: unknown); not printed
+  uint64_t fault_time_unix_ns = 0;    // wall clock when the fault surfaced (0: unknown); not printed
 };
 
 const char* attribution_name(Attribution a);

@@ -7,12 +7,9 @@ namespace cdsa {
 
 const char* attribution_name(Attribution a) {
   switch (a) {
-    case Attribution::Exact:
-      return "exact";
-    case Attribution::Ambiguous:
-      return "ambiguous";
-    default:
-      return "unknown";
+    case Attribution::Exact: return "exact";
+    case Attribution::Ambiguous: return "ambiguous";
+    default: return "unknown";
   }
 }
 
@@ -21,12 +18,11 @@ std::string describe_launch(const LaunchText& l) {
   if (l.kind == "graph")
     s = fmt::format("graph launch (graph {})", l.graph_id);
   else
-    s = fmt::format("kernel {}  grid ({},{},{}) block ({},{},{}) shared {} B",
-                    l.kernel.empty() ? "<unknown>" : l.kernel, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                    l.block[2], l.shared_mem);
+    s = fmt::format("kernel {}  grid ({},{},{}) block ({},{},{}) shared {} B", l.kernel.empty() ? "<unknown>" : l.kernel,
+                    l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_mem);
   // Ids with the top bit set were made by cdsa from the handle when the driver could not name the stream.
-  std::string stream =
-      (l.stream_id >> 63) ? fmt::format("<handle {:#x}>", l.stream_id & ~(1ull << 63)) : std::to_string(l.stream_id);
+  std::string stream = (l.stream_id >> 63) ? fmt::format("<handle {:#x}>", l.stream_id & ~(1ull << 63))
+                                           : std::to_string(l.stream_id);
   s += fmt::format("  stream {}{}  launch #{}", stream, l.per_thread_stream ? " (per-thread default)" : "", l.seq);
   if (l.stream_seq) s += fmt::format(" (#{} on its stream)", l.stream_seq);
   s += fmt::format("  thread {}", l.tid);

@@ -67,7 +67,7 @@ struct TraceData {
   std::vector<StreamText> streams;
   bool has_fault = false;
   FaultReport report;
-  std::string reason;        // "fault" or "exit"
+  std::string reason;  // "fault" or "exit"
   bool has_profile = false;  // written as "profile" only when set
   ProfileText profile;
 };
@@ -82,6 +82,7 @@ std::string expand_trace_pattern(const std::string& pattern, const std::string& 
                                  uint64_t start_unix_s);
 
 // Writes `contents` to `path` (or path-N when taken). On success sets *written.
-bool write_trace_file(const std::string& path, const std::string& contents, std::string* written, std::string* error);
+bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,
+                      std::string* error);
 
 }  // namespace cdsa

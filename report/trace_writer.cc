@@ -1,8 +1,8 @@
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
-#include <cerrno>
-#include <cstring>
 
 #include "report/trace.h"
 
@@ -14,26 +14,14 @@ std::string json_escape(const std::string& s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
       default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += static_cast<char>(c);
+        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += static_cast<char>(c);
     }
   }
   out += '"';
@@ -48,8 +36,8 @@ std::string stack_json(const StackText& st) {
   std::string out = "{\"python\":[";
   for (size_t i = 0; i < st.python.size(); ++i) {
     const auto& f = st.python[i];
-    out += fmt::format("{}{{\"file\":{},\"function\":{},\"line\":{},\"source\":{}}}", i ? "," : "", json_escape(f.file),
-                       json_escape(f.function), f.line, json_escape(f.source));
+    out += fmt::format("{}{{\"file\":{},\"function\":{},\"line\":{},\"source\":{}}}", i ? "," : "",
+                       json_escape(f.file), json_escape(f.function), f.line, json_escape(f.source));
   }
   out += "],\"native\":[";
   for (size_t i = 0; i < st.native.size(); ++i) {
@@ -91,8 +79,8 @@ std::string report_to_json(const FaultReport& r) {
                          stack_json(c.graph_nodes[j].stack));
     out += fmt::format("],\"autograd_node\":{},\"forward_candidates\":[", json_escape(c.autograd_node));
     for (size_t j = 0; j < c.forward_candidates.size(); ++j)
-      out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "", launch_json(c.forward_candidates[j].launch),
-                         stack_json(c.forward_candidates[j].stack));
+      out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "",
+                         launch_json(c.forward_candidates[j].launch), stack_json(c.forward_candidates[j].stack));
     out += "]}";
   }
   out += "],\"device_messages\":[";
@@ -106,8 +94,8 @@ std::string report_to_json(const FaultReport& r) {
 }
 
 std::string trace_to_json(const TraceData& t) {
-  std::string out =
-      fmt::format("{{\"format\":\"cdsa-trace\",\"version\":{},\"reason\":{},\n", kTraceVersion, json_escape(t.reason));
+  std::string out = fmt::format("{{\"format\":\"cdsa-trace\",\"version\":{},\"reason\":{},\n", kTraceVersion,
+                                json_escape(t.reason));
   out += fmt::format("\"cdsa\":{{\"version\":{},\"config\":{{", json_escape(t.cdsa_version));
   for (size_t i = 0; i < t.config.size(); ++i)
     out += fmt::format("{}{}:{}", i ? "," : "", json_escape(t.config[i].first), json_escape(t.config[i].second));
@@ -123,16 +111,16 @@ std::string trace_to_json(const TraceData& t) {
   out += "\"modules\":[";
   for (size_t i = 0; i < t.modules.size(); ++i) {
     const auto& m = t.modules[i];
-    out += fmt::format("{}\n{{\"path\":{},\"build_id\":{},\"bias\":{},\"ranges\":[", i ? "," : "", json_escape(m.path),
-                       json_escape(m.build_id), hex(m.bias));
+    out += fmt::format("{}\n{{\"path\":{},\"build_id\":{},\"bias\":{},\"ranges\":[", i ? "," : "",
+                       json_escape(m.path), json_escape(m.build_id), hex(m.bias));
     for (size_t j = 0; j < m.ranges.size(); ++j)
       out += fmt::format("{}[{},{}]", j ? "," : "", hex(m.ranges[j].first), hex(m.ranges[j].second));
     out += "]}";
   }
   out += "],\n\"stacks\":[";
   for (size_t i = 0; i < t.stacks.size(); ++i)
-    out +=
-        fmt::format("{}\n{{\"id\":{},\"stack\":{}}}", i ? "," : "", t.stacks[i].first, stack_json(t.stacks[i].second));
+    out += fmt::format("{}\n{{\"id\":{},\"stack\":{}}}", i ? "," : "", t.stacks[i].first,
+                       stack_json(t.stacks[i].second));
   out += "],\n\"streams\":[";
   for (size_t i = 0; i < t.streams.size(); ++i) {
     const auto& s = t.streams[i];
@@ -169,30 +157,19 @@ std::string expand_trace_pattern(const std::string& pattern, const std::string& 
     }
     char c = pattern[++i];
     switch (c) {
-      case 'h':
-        out += host;
-        break;
-      case 'p':
-        out += std::to_string(pid);
-        break;
-      case 'r':
-        out += rank >= 0 ? std::to_string(rank) : std::string("norank");
-        break;
-      case 't':
-        out += std::to_string(start_unix_s);
-        break;
-      case '%':
-        out += '%';
-        break;
-      default:
-        out += '%';
-        out += c;
+      case 'h': out += host; break;
+      case 'p': out += std::to_string(pid); break;
+      case 'r': out += rank >= 0 ? std::to_string(rank) : std::string("norank"); break;
+      case 't': out += std::to_string(start_unix_s); break;
+      case '%': out += '%'; break;
+      default: out += '%'; out += c;
     }
   }
   return out;
 }
 
-bool write_trace_file(const std::string& path, const std::string& contents, std::string* written, std::string* error) {
+bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,
+                      std::string* error) {
   std::string tmp = fmt::format("{}.tmp-{}", path, getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
