@@ -27,6 +27,15 @@ bool is_eval_name(const std::string& fn) {
   return n == "_PyEval_EvalFrameDefault" || n == "PyEval_EvalFrameEx";
 }
 
+// The outermost frame of a process or a thread: a stack ending there was not cut by the depth limit.
+bool is_start_name(const std::string& fn) {
+  std::string n = bare_name(fn);
+  for (const char* e : {"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+                        "start_thread", "clone", "clone3", "__clone", "__clone3"})
+    if (n == e) return true;
+  return false;
+}
+
 bool is_machinery_name(const std::string& fn) {
   if (fn.empty()) return false;
   std::string n = bare_name(fn);
@@ -126,6 +135,19 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
 
   // Rule 3: can the Python frames be placed?
   const size_t A = anchors.size();
+  if (A == 0 && P > 0 && !nat.empty() && !is_start_name(nat.back()->function) && !in_interpreter_module(*nat.back())) {
+    // Rule 3a: the native stack was cut before it reached any interpreter frame, so every frame it holds ran
+    // below the innermost Python frame.
+    h.merged = true;
+    for (auto it = st.python.rbegin(); it != st.python.rend(); ++it) h.entries.push_back({&*it, nullptr});
+    for (size_t i = nat.size(); i-- > 0;) {
+      if (visible(i))
+        h.entries.push_back({nullptr, nat[i]});
+      else
+        ++h.folded;
+    }
+    return h;
+  }
   bool pairs = P > 0 && A >= 1 && A <= P;
   if (pairs && !(named && A == P) && A > 1) {
     if (native_all) pairs = false;

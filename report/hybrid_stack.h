@@ -18,6 +18,9 @@
 //          interpreter/call machinery (rule 4), so, folded, the split is invisible: the
 //          outer anchors take one Python frame each and the innermost anchor the rest.
 //      With --native-all those machinery frames are shown, so that last case does not pair.
+//   3a. No anchor, but the native stack does not end at a process or thread start (_start,
+//      __libc_start_*, start_thread, clone): the depth limit cut it before the interpreter, so
+//      every native frame it holds ran below the innermost Python frame; Python frames first.
 //   4. Folding (default): frames of the interpreter's module, libffi, ctypes' _ctypes module,
 //      process and thread start (_start, __libc_start_*, start_thread, [__]clone[3]), and, in any
 //      module, names of CPython's call machinery (_PyEval_*, PyEval_*, *Vectorcall*,

@@ -137,6 +137,25 @@ TEST(HybridStack, AStrippedInterpreterPairsByItsModule) {
   EXPECT_EQ(h.folded, 3u);
 }
 
+TEST(HybridStack, ANativeStackCutBeforeTheInterpreterRanBelowThePythonFrames) {
+  // The depth limit stopped the walk inside the op: no interpreter frame, no process start.
+  StackText st;
+  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
+               nf("at::native::nll_loss_forward_out_cuda", "/x/libtorch_cuda.so"),
+               nf("at::_ops::nll_loss_forward::call", "/x/libtorch_cpu.so")};
+  st.python = {pf("forward", 30), pf("<module>", 5)};
+  HybridStack h = build_hybrid_stack(st, false);
+  EXPECT_TRUE(h.merged);
+  EXPECT_EQ(names(h),
+            (std::vector<std::string>{"py:<module>", "py:forward", "native:at::_ops::nll_loss_forward::call",
+                                      "native:at::native::nll_loss_forward_out_cuda", "native:cuLaunchKernel"}));
+  // The whole stack, down to the start of the process, without an interpreter frame: nothing says where the
+  // Python frames ran, so two lists.
+  st.native.push_back(nf("main", "/opt/app/bin/embedding-host"));
+  st.native.push_back(nf("__libc_start_main", kLibc));
+  EXPECT_FALSE(build_hybrid_stack(st, false).merged);
+}
+
 TEST(HybridStack, MoreInterpreterRunsThanPythonFramesDoesNotPair) {
   StackText st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy),
@@ -199,11 +218,15 @@ TEST(HybridStackText, TheReportShowsOneListAndSaysWhatItFolded) {
 TEST(HybridStackText, AFailedPairingSaysSoAndListsBoth) {
   FaultReport r;
   r.surfaced_stack.python = {pf("f", 3)};
-  r.surfaced_stack.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1")};  // no interpreter frame recorded
+  // The whole stack, but no interpreter frame recorded (an interpreter embedded in a stripped program).
+  r.surfaced_stack.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("??", "/opt/app/bin/host"),
+                             nf("_start", "/opt/app/bin/host")};
   std::string text = format_report_text(r);
   EXPECT_NE(text.find("    File \"train.py\", line 3, in f\n"
                       "    Native frames (most recent call last; not paired with the Python frames):\n"
-                      "      cuLaunchKernel (libcuda.so.1+0x0)\n"),
+                      "      ?? (host+0x0)\n"
+                      "      cuLaunchKernel (libcuda.so.1+0x0)\n"
+                      "    (1 interpreter and call-machinery frame folded; --native-all shows it)\n"),
             std::string::npos)
       << text;
 }
