@@ -111,8 +111,9 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
     nat.push_back(&f);
     role.push_back(r);
   }
-  auto visible = [&](size_t i) { return native_all || role[i] == FrameRole::Shown; };
   const size_t P = st.python.size();
+  // Rule 5: without Python frames nothing stands for the interpreter's frames: all are shown, as recorded.
+  auto visible = [&](size_t i) { return native_all || P == 0 || role[i] == FrameRole::Shown; };
 
   // Anchors (rule 2), innermost first: [first, last] native indexes of each.
   struct Anchor {

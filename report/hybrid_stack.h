@@ -30,7 +30,9 @@
 //      the last Python frame to the launch (binding, op, kernel template, cudart), is shown.
 //   5. When pairing fails, the view falls back to the two lists (Python frames, then the
 //      native frames, folded the same way) and says so. A stack without Python frames is its
-//      native list (a thread the interpreter never ran: autograd engine, C++ program).
+//      native list, unfolded, as recorded (a thread the interpreter never ran: autograd engine,
+//      C++ program; or an interpreter whose frames cannot be read: there its frames are all
+//      that says where the launch came from).
 //
 // Contract: pure functions over values; no I/O, no globals; allocate. The entries point into
 // the StackText passed in, which must outlive them.

@@ -164,21 +164,23 @@ TEST(HybridStack, MoreInterpreterRunsThanPythonFramesDoesNotPair) {
   EXPECT_FALSE(build_hybrid_stack(st, false).merged);
 }
 
-TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsNativeList) {
+TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsWholeNativeList) {
   StackText st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
-               nf("wrapper", "/opt/cdsa/lib/libcdsa.so"),
+  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("wrapper", "/opt/cdsa/lib/libcdsa.so"),
                nf("torch::autograd::generated::EmbeddingBackward0::apply", "/x/libtorch_cpu.so"),
-               nf("execute_native_backward", "/x/libtorch_cpu.so"),
-               nf("start_thread", kLibc),
-               nf("__clone3", kLibc)};
+               nf("start_thread", kLibc), nf("__clone3", kLibc)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_FALSE(h.merged);
   EXPECT_EQ(h.python_count, 0u);
-  EXPECT_EQ(names(h), (std::vector<std::string>{"native:execute_native_backward",
+  EXPECT_EQ(names(h), (std::vector<std::string>{"native:__clone3", "native:start_thread",
                                                 "native:torch::autograd::generated::EmbeddingBackward0::apply",
                                                 "native:cuLaunchKernel"}));
-  EXPECT_EQ(h.folded, 2u);
+  EXPECT_EQ(h.folded, 0u);
+  // A Python thread whose frames could not be read: its interpreter frames are all that is left, so they stay.
+  StackText py;
+  py.native = {nf("_PyObject_MakeTpCall", "/usr/lib/libpython3.10.so.1.0"),
+               nf("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.10.so.1.0")};
+  EXPECT_EQ(build_hybrid_stack(py, false).entries.size(), 2u);
 }
 
 TEST(HybridStack, RolesOfFrames) {
