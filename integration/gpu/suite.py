@@ -591,13 +591,14 @@ def c_sanitizer_hint(ctx, key, backend):
     cmd = [l for l in hint_lines(r) if "compute-sanitizer --tool memcheck --kernel-name kns=" in l]
     if r.reports != 1 or not cmd:
         return False, f"{r.reports} reports; sanitizer command {'given' if cmd else 'MISSING'}"
-    argv = shlex.split(cmd[0][cmd[0].index("compute-sanitizer"):])
-    san = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
-                                                           "compute-sanitizer")
-    if not os.path.exists(san):
-        return INFO, f"command given: {short(cmd[0][cmd[0].index('compute-sanitizer'):], 90)}; no compute-sanitizer here"
+    command = cmd[0][cmd[0].index("compute-sanitizer --tool"):]
+    argv = shlex.split(command)
+    san = ctx.sanitizer
+    if not san:
+        return INFO, f"command given: {short(command, 90)}; no compute-sanitizer here"
     s = ctx.run(key, [san] + argv[1:], preload=False, tag="sanitizer", timeout=120)
-    found = "illegal_kernel" in s.out + s.err and ("Invalid" in s.out + s.err or "illegal" in (s.out + s.err).lower())
+    text = s.out + s.err
+    found = "illegal_kernel" in text and "ERROR SUMMARY:" in text and "ERROR SUMMARY: 0 errors" not in text
     return found, f"command given and run: {'reports the access in illegal_kernel' if found else 'did NOT report it'}"
 
 
