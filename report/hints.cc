@@ -11,68 +11,47 @@ namespace {
 // The assert conditions are the CUDA_KERNEL_ASSERT texts of aten/src/ATen/native/cuda/*.cu as the
 // device prints them (the macro stringifies its argument after expansion, so Loss.cu's
 // CHECK_INDEX_IN_CLASS(t, n_classes) prints `t >= 0 && t < n_classes`).
+constexpr const char* kNllOp = "cross_entropy / nll_loss";
+constexpr const char* kNllCause =
+    "a label is outside [0, num_classes): num_classes itself (1-indexed data?), a negative label that is not "
+    "ignore_index (default -100), or 255 from a mask";
+constexpr const char* kNllCheck = "assert (((y >= 0) & (y < num_classes)) | (y == ignore_index)).all() before the loss";
+constexpr const char* kNll2dOp = "cross_entropy / nll_loss on a 2-D target";
+constexpr const char* kNll2dCause = "a mask pixel is outside [0, num_classes), usually 255 (void)";
+constexpr const char* kNll2dCheck = "pass ignore_index=255 to the loss, or compare mask.unique() with num_classes";
+constexpr const char* kEmbOp = "embedding / index_select";
+constexpr const char* kEmbCause =
+    "an id is >= num_embeddings (a tokenizer grown without model.resize_token_embeddings(len(tokenizer))?)";
+constexpr const char* kEmbCheck = "assert 0 <= ids.min() and ids.max() < emb.num_embeddings before the lookup";
+constexpr const char* kMultOp = "torch.multinomial";
+constexpr const char* kMultCause = "a probability row has inf, NaN or a negative value, or sums to 0";
+constexpr const char* kMultCheck = "assert torch.isfinite(p).all() and (p >= 0).all() and (p.sum(-1) > 0).all()";
+
 const std::vector<HintRow> kTable = {
-    {"cross_entropy / nll_loss on a 2-D target (segmentation)", "cur_target >= 0 && cur_target < n_classes",
-     "nll_loss2d",
-     "a target pixel is outside [0, num_classes): typically 255 (void/boundary) in a segmentation mask, or a mask "
-     "whose values are not class ids",
-     "pass ignore_index=255 (the mask's void value) to the loss, and compare mask.unique() with num_classes"},
-    {"cross_entropy / nll_loss on a 2-D target (segmentation)", "", "nll_loss2d",
-     "a target pixel is outside [0, num_classes): typically 255 (void/boundary) in a segmentation mask",
-     "pass ignore_index=255 (the mask's void value) to the loss, and compare mask.unique() with num_classes"},
-    {"cross_entropy / nll_loss", "t >= 0 && t < n_classes", "",
-     "a class label is outside [0, num_classes): a label equal to num_classes (a 1-indexed dataset), a negative "
-     "label that is not ignore_index (default -100), or 255 from a segmentation mask",
-     "assert (((labels >= 0) & (labels < num_classes)) | (labels == ignore_index)).all() before the loss; "
-     "labels - 1 for 1-indexed data, ignore_index=255 for masks",
-     true},
-    {"cross_entropy / nll_loss", "cur_target >= 0 && cur_target < n_classes", "",
-     "a class label is outside [0, num_classes): a label equal to num_classes (a 1-indexed dataset), a negative "
-     "label that is not ignore_index (default -100), or 255 from a segmentation mask",
-     "assert (((labels >= 0) & (labels < num_classes)) | (labels == ignore_index)).all() before the loss; "
-     "labels - 1 for 1-indexed data, ignore_index=255 for masks",
-     true},
-    {"cross_entropy / nll_loss", "", "nll_loss",
-     "a class label is outside [0, num_classes): a label equal to num_classes (a 1-indexed dataset), a negative "
-     "label that is not ignore_index (default -100), or 255 from a segmentation mask",
-     "assert (((labels >= 0) & (labels < num_classes)) | (labels == ignore_index)).all() before the loss; "
-     "labels - 1 for 1-indexed data, ignore_index=255 for masks",
-     true},
-    {"embedding / index_select", "srcIndex < srcSelectDimSize", "",
-     "an index is >= the table's size: a token id >= num_embeddings, e.g. a tokenizer grown (added tokens) "
-     "without model.resize_token_embeddings(len(tokenizer)), or an id past the vocabulary",
-     "assert 0 <= ids.min() and ids.max() < emb.num_embeddings before the lookup"},
-    {"embedding / index_select", "", "indexSelect",
-     "an index is >= the table's size: a token id >= num_embeddings, e.g. a tokenizer grown (added tokens) "
-     "without model.resize_token_embeddings(len(tokenizer)), or an id past the vocabulary",
-     "assert 0 <= ids.min() and ids.max() < emb.num_embeddings before the lookup"},
-    {"index_add_ / index_copy_", "dstIndex < dstAddDimSize", "", "an index is >= the size of the dimension written to",
+    {kNll2dOp, "cur_target >= 0 && cur_target < n_classes", "nll_loss2d", kNll2dCause, kNll2dCheck},
+    {kNll2dOp, "", "nll_loss2d", kNll2dCause, kNll2dCheck},
+    {kNllOp, "t >= 0 && t < n_classes", "", kNllCause, kNllCheck, true},
+    {kNllOp, "cur_target >= 0 && cur_target < n_classes", "", kNllCause, kNllCheck, true},
+    {kNllOp, "", "nll_loss", kNllCause, kNllCheck, true},
+    {kEmbOp, "srcIndex < srcSelectDimSize", "", kEmbCause, kEmbCheck},
+    {kEmbOp, "", "indexSelect", kEmbCause, kEmbCheck},
+    {"index_add_ / index_copy_", "dstIndex < dstAddDimSize", "", "an index is >= the size of the dim written to",
      "assert 0 <= index.min() and index.max() < self.size(dim)"},
     {"gather / scatter / scatter_add_", "idx_dim >= 0 && idx_dim < index_size", "",
-     "an index is outside [0, size) along dim of the tensor indexed (the input of gather, self of scatter)",
-     "assert 0 <= index.min() and index.max() < t.size(dim) before the call"},
-    {"tensor indexing (t[idx], index_put_, t[idx] = v)", "index < sizes[i]", "",
-     "an index is outside [-size, size) of the dimension it indexes",
-     "assert -t.size(d) <= idx.min() and idx.max() < t.size(d) before indexing"},
+     "an index is outside [0, t.size(dim)) of the tensor indexed",
+     "assert 0 <= index.min() and index.max() < t.size(dim)"},
+    {"tensor indexing (t[idx], index_put_)", "index < sizes[i]", "",
+     "an index is outside [-size, size) of the dim it indexes",
+     "assert -t.size(d) <= idx.min() and idx.max() < t.size(d)"},
     {"binary_cross_entropy", "input_val >= zero && input_val <= one", "",
-     "an input is outside [0, 1]: raw logits passed to BCELoss instead of probabilities, or a NaN from an "
-     "earlier step",
-     "use BCEWithLogitsLoss on logits (or sigmoid first); assert ((p >= 0) & (p <= 1)).all()"},
+     "an input is outside [0, 1]: logits given to BCELoss, or NaN",
+     "use BCEWithLogitsLoss on logits (or sigmoid first)"},
     {"binary_cross_entropy", "target_val >= zero && target_val <= one", "",
-     "a target is outside [0, 1]: class ids or 255 where 0/1 labels were expected",
-     "assert ((y >= 0) & (y <= 1)).all(); for class ids use cross_entropy"},
-    {"torch.multinomial", "", "Multinomial",
-     "a probability row holds inf, NaN or a negative value, or sums to 0 (softmax of inf/NaN logits, a "
-     "temperature of 0, an all-masked row)",
-     "assert torch.isfinite(probs).all() and (probs >= 0).all() and (probs.sum(-1) > 0).all() before sampling"},
-    {"torch.multinomial", "", "renormRows",
-     "a probability row holds inf, NaN or a negative value, or sums to 0 (softmax of inf/NaN logits, a "
-     "temperature of 0, an all-masked row)",
-     "assert torch.isfinite(probs).all() and (probs >= 0).all() and (probs.sum(-1) > 0).all() before sampling"},
-    {"ctc_loss", "", "ctc_loss",
-     "a target label is outside [0, num_classes) or is the blank label, or a target is longer than its input",
-     "assert 0 <= targets.min() and targets.max() < C with no blank (0 by default) in the targets, and "
-     "(target_lengths <= input_lengths).all()"},
+     "a target is outside [0, 1] (class ids where 0/1 labels belong?)", "assert ((y >= 0) & (y <= 1)).all()"},
+    {kMultOp, "", "Multinomial", kMultCause, kMultCheck},
+    {kMultOp, "", "renormRows", kMultCause, kMultCheck},
+    {"ctc_loss", "", "ctc_loss", "a target label is out of range or blank, or a target is longer than its input",
+     "assert (targets != blank).all() and targets.max() < C and (target_lengths <= input_lengths).all()"},
 };
 
 bool has(const std::string& s, const char* part) { return *part && s.find(part) != std::string::npos; }
@@ -171,8 +150,7 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
     std::string kernel = failing ? failing->kernel : (text ? first.function : std::string());
     const HintRow* row = find_hint(text ? first.condition : std::string(), kernel);
     if (row) {
-      r.hints.push_back(fmt::format("{}: {}.", row->op, row->cause));
-      r.hints.push_back(fmt::format("check to add: {}.", row->check));
+      r.hints.push_back(fmt::format("{}: {}; check: {}", row->op, row->cause, row->check));
     }
     if (row && row->thread_is_element && text && first.has_position && first.block[0] == 0 && first.block[1] == 0 &&
         first.block[2] == 0 && first.thread[1] == 0 && first.thread[2] == 0)
@@ -192,8 +170,7 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
       ++nth;
   if (nth == 0) nth = 1;
   r.hints.push_back(fmt::format(
-      "no assert text for this fault; re-run only the failing launch under compute-sanitizer for the faulting "
-      "thread and address: {}",
+      "no assert text; for the faulting thread and address, re-run only this launch under compute-sanitizer: {}",
       sanitizer_command(failing->kernel, nth, ctx.argv)));
   if (!ctx.launches_complete)
     r.hints.push_back(fmt::format(
