@@ -1,4 +1,5 @@
-// cdsa report FILE [--json] [--no-resymbolize]: the report the live process printed, from the file alone.
+// cdsa report FILE [--json] [--no-resymbolize] [--native-all]: the live report again, from the file alone.
+// alone.
 #include <fmt/format.h>
 #include <cstdio>
 #include <functional>
@@ -23,6 +24,8 @@ void for_each_native(FaultReport& r, const std::function<void(NativeFrameText&)>
   for (auto& c : r.candidates) {
     for (auto& f : c.stack.native) fn(f);
     for (auto& g : c.graph_nodes)
+      for (auto& f : g.stack.native) fn(f);
+    for (auto& g : c.forward_candidates)
       for (auto& f : g.stack.native) fn(f);
   }
 }
@@ -70,14 +73,18 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
 }  // namespace
 
 int cmd_report(int argc, char** argv) {
-  bool as_json = false, resym = true;
+  bool as_json = false, resym = true, native_all = false;
   std::string path;
   CommandLine cl{"report",
-                 "usage: cdsa report FILE [--json] [--no-resymbolize]\n"
+                 "usage: cdsa report FILE [--json] [--no-resymbolize] [--native-all]\n"
                  "Prints the report the live process printed, from the trace file alone. Native frames are\n"
                  "checked against the recorded build-ids and re-symbolized offline where the run lacked names.\n"
+                 "--native-all shows every native frame (interpreter and call-machinery frames are folded\n"
+                 "unless the run had CDSA_NATIVE_ALL=1).\n"
                  "--json prints the report object instead (null when the run had no fault).\n",
-                 {{"--json", false, store(as_json, true)}, {"--no-resymbolize", false, store(resym, false)}},
+                 {{"--json", false, store(as_json, true)},
+                  {"--no-resymbolize", false, store(resym, false)},
+                  {"--native-all", false, store(native_all, true)}},
                  [&](const char* a) {
                    if (path.empty()) {
                      path = a;
@@ -106,7 +113,12 @@ int cmd_report(int argc, char** argv) {
   FaultReport& r = t.report;
   if (resym) resymbolize(r, t.modules);
   r.trace_path = path;
-  std::string out = as_json ? report_to_json(r) + "\n" : format_report_text(r);
+  TextOptions opt;
+  // The live report's view: folded unless the run asked for every frame.
+  for (const auto& [key, value] : t.config)
+    if (key == "native_all" && value == "1") opt.native_all = true;
+  if (native_all) opt.native_all = true;
+  std::string out = as_json ? report_to_json(r) + "\n" : format_report_text(r, opt);
   return print_stdout(out) ? 0 : 1;
 }
 

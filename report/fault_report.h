@@ -54,6 +54,11 @@ struct Candidate {
   uint64_t pending = 0;       // launches on its stream whose completion mark never landed
   std::string why;            // one line: why this launch is named
   std::vector<GraphNodeText> graph_nodes;  // for a graph launch: its captured kernel nodes
+  // A launch by PyTorch's autograd engine (no Python frames): the node its native frames run,
+  // e.g. "EmbeddingBackward0", and the most recent forward launches of the same operator,
+  // newest first. These are candidates for the line that made the op, never certain.
+  std::string autograd_node;
+  std::vector<GraphNodeText> forward_candidates;
 };
 
 enum class Attribution { Exact, Ambiguous, Unknown };
@@ -68,6 +73,7 @@ struct FaultReport {
   Attribution attribution = Attribution::Unknown;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
   std::vector<std::string> device_messages;  // the device's assert lines, as the driver printed them
+  std::vector<std::string> hints;     // what the fault likely means and the next step (report/hints.h)
   std::vector<std::string> notes;     // limits that affect this report (ring overwrote, tables full...)
   std::string trace_path;             // empty when none was written
   uint64_t launches_recorded = 0;
@@ -75,8 +81,12 @@ struct FaultReport {
 };
 
 const char* attribution_name(Attribution a);
+
+struct TextOptions {
+  bool native_all = false;  // every native frame: no folding of interpreter frames (report/hybrid_stack.h)
+};
 // The report as printed on stderr (ends with a newline).
-std::string format_report_text(const FaultReport& r);
+std::string format_report_text(const FaultReport& r, const TextOptions& options = {});
 // One-line description of a launch: kernel, grid, block, stream, launch number.
 std::string describe_launch(const LaunchText& l);
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "report/fault_report.h"
+#include "report/hybrid_stack.h"
 
 namespace cdsa {
 
@@ -36,33 +37,55 @@ std::string base_name(const std::string& path) {
   return p == std::string::npos ? path : path.substr(p + 1);
 }
 
-// "most recent call last": outermost Python frame first, then native frames, ending at the call.
-void append_stack(std::string& out, const StackText& st, const char* indent) {
-  for (auto it = st.python.rbegin(); it != st.python.rend(); ++it) {
-    out += fmt::format("{}File \"{}\", line {}, in {}\n", indent, it->file, it->line, it->function);
-    if (!it->source.empty()) out += fmt::format("{}  {}\n", indent, it->source);
-  }
-  if (!st.native.empty()) {
-    out += fmt::format("{}Native frames (most recent call last):\n", indent);
-    for (auto it = st.native.rbegin(); it != st.native.rend(); ++it) {
-      std::string fn = it->function.empty() ? "??" : it->function;
-      out += fmt::format("{}  {} ({}+{:#x})", indent, fn, base_name(it->module), it->module_offset);
-      if (!it->file.empty()) out += fmt::format(" at {}:{}", it->file, it->line);
-      out += "\n";
+void append_native(std::string& out, const NativeFrameText& f, const char* indent) {
+  std::string fn = f.function.empty() ? "??" : f.function;
+  out += fmt::format("{}{} ({}+{:#x})", indent, fn, base_name(f.module), f.module_offset);
+  if (!f.file.empty()) out += fmt::format(" at {}:{}", f.file, f.line);
+  out += "\n";
+}
+
+void append_python(std::string& out, const PyFrameText& f, const char* indent) {
+  out += fmt::format("{}File \"{}\", line {}, in {}\n", indent, f.file, f.line, f.function);
+  if (!f.source.empty()) out += fmt::format("{}  {}\n", indent, f.source);
+}
+
+// "most recent call last": one interleaved list where Python and native frames pair
+// (report/hybrid_stack.h has the rules), else the Python frames, then the native frames.
+void append_stack(std::string& out, const StackText& st, const char* indent, const TextOptions& opt) {
+  HybridStack h = build_hybrid_stack(st, opt.native_all);
+  std::string sub = std::string(indent) + "  ";
+  if (h.merged) {
+    for (const auto& e : h.entries) {
+      if (e.python)
+        append_python(out, *e.python, indent);
+      else
+        append_native(out, *e.native, indent);
+    }
+  } else {
+    for (size_t i = 0; i < h.python_count; ++i) append_python(out, *h.entries[i].python, indent);
+    if (h.entries.size() > h.python_count) {
+      if (h.python_count)
+        out += fmt::format("{}Native frames (most recent call last; not paired with the Python frames):\n", indent);
+      else
+        out += fmt::format("{}Native frames (most recent call last):\n", indent);
+      for (size_t i = h.python_count; i < h.entries.size(); ++i) append_native(out, *h.entries[i].native, sub.c_str());
     }
   }
+  if (h.folded)
+    out += fmt::format("{}({} interpreter and call-machinery frame{} folded; --native-all shows {})\n", indent,
+                       h.folded, h.folded == 1 ? "" : "s", h.folded == 1 ? "it" : "them");
   if (st.python.empty() && st.native.empty()) out += fmt::format("{}(no stack recorded)\n", indent);
 }
 
 }  // namespace
 
-std::string format_report_text(const FaultReport& r) {
+std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   std::string out;
   out += "\n==================== cdsa: asynchronous CUDA fault ====================\n";
   out += fmt::format("cdsa: CUDA error {} {}: {}\n", r.code, r.error_name, r.error_string);
   out += fmt::format("cdsa: surfaced at {} (thread {}), called from (most recent call last):\n", r.surfaced_call,
                      r.surfaced_tid);
-  append_stack(out, r.surfaced_stack, "    ");
+  append_stack(out, r.surfaced_stack, "    ", opt);
   if (!r.device_messages.empty()) {
     out += fmt::format("cdsa: the device reported: {}\n", r.device_messages.front());
     if (r.device_messages.size() > 1)
@@ -91,7 +114,22 @@ std::string format_report_text(const FaultReport& r) {
                        describe_launch(c.launch));
     if (!c.why.empty()) out += fmt::format("    ({})\n", c.why);
     out += "  Launched from (most recent call last):\n";
-    append_stack(out, c.stack, "    ");
+    append_stack(out, c.stack, "    ", opt);
+    if (!c.autograd_node.empty()) {
+      out += fmt::format("  Launched by PyTorch's autograd engine, running the backward node {}.\n", c.autograd_node);
+      if (c.forward_candidates.empty())
+        out += "  No recent forward launch of that operator was recorded with Python frames.\n";
+      else
+        out += fmt::format(
+            "  CANDIDATES, not certain: the most recent forward launch{} of that operator (the line that made the op "
+            "may be {}):\n",
+            c.forward_candidates.size() == 1 ? "" : "es",
+            c.forward_candidates.size() == 1 ? "this one" : "one of these");
+      for (const auto& f : c.forward_candidates) {
+        out += fmt::format("  - candidate: {}\n", describe_launch(f.launch));
+        append_stack(out, f.stack, "      ", opt);
+      }
+    }
     if (!c.graph_nodes.empty()) {
       out += fmt::format("  The graph holds {} captured kernel node{}{}:\n", c.graph_nodes.size(),
                          c.graph_nodes.size() == 1 ? "" : "s",
@@ -99,10 +137,11 @@ std::string format_report_text(const FaultReport& r) {
       for (const auto& g : c.graph_nodes) {
         out += fmt::format("  - {}\n", describe_launch(g.launch));
         out += "    Captured at (most recent call last):\n";
-        append_stack(out, g.stack, "      ");
+        append_stack(out, g.stack, "      ", opt);
       }
     }
   }
+  for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
   if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);
   out += "=======================================================================\n";

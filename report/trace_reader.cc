@@ -290,8 +290,25 @@ class Walker {
         if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
         cand.graph_nodes.push_back(std::move(node));
       }
+      // Written since the report names autograd nodes; absent in older files.
+      if (c.contains("autograd_node") && !str(c, wi, "autograd_node", &cand.autograd_node)) return false;
+      if (c.contains("forward_candidates")) {
+        const json* fwd = array(c, wi, "forward_candidates");
+        if (!fwd) return false;
+        std::string wf = at(wi, "forward_candidates");
+        for (size_t k = 0; k < fwd->size(); ++k) {
+          const json& g = (*fwd)[k];
+          std::string wk = at(wf, k);
+          GraphNodeText node;
+          if (!expect(g, json::value_t::object, wk, "an object")) return false;
+          const json* gl = member(g, wk, "launch");
+          if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
+          cand.forward_candidates.push_back(std::move(node));
+        }
+      }
       out->candidates.push_back(std::move(cand));
     }
+    if (r.contains("hints") && !strings(r, w, "hints", &out->hints)) return false;
     return strings(r, w, "device_messages", &out->device_messages) && strings(r, w, "notes", &out->notes) &&
            str(r, w, "trace_path", &out->trace_path);
   }

@@ -77,10 +77,16 @@ std::string report_to_json(const FaultReport& r) {
     for (size_t j = 0; j < c.graph_nodes.size(); ++j)
       out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "", launch_json(c.graph_nodes[j].launch),
                          stack_json(c.graph_nodes[j].stack));
+    out += fmt::format("],\"autograd_node\":{},\"forward_candidates\":[", json_escape(c.autograd_node));
+    for (size_t j = 0; j < c.forward_candidates.size(); ++j)
+      out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "",
+                         launch_json(c.forward_candidates[j].launch), stack_json(c.forward_candidates[j].stack));
     out += "]}";
   }
   out += "],\"device_messages\":[";
   for (size_t i = 0; i < r.device_messages.size(); ++i) out += (i ? "," : "") + json_escape(r.device_messages[i]);
+  out += "],\"hints\":[";
+  for (size_t i = 0; i < r.hints.size(); ++i) out += (i ? "," : "") + json_escape(r.hints[i]);
   out += "],\"notes\":[";
   for (size_t i = 0; i < r.notes.size(); ++i) out += (i ? "," : "") + json_escape(r.notes[i]);
   out += fmt::format("],\"trace_path\":{}}}", json_escape(r.trace_path));

@@ -134,6 +134,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   ReportBuilder build(guard);
   rep.surfaced_stack = build.stack(here);
   build.add_attribution(snapshot, attribution, &rep);
+  build.annotate(snapshot, &rep);
 
   if (config().trace != TraceMode::Off) {
     TraceData t = build.trace(snapshot, g_start_unix_ns);
@@ -145,7 +146,9 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     rep.trace_path = written;
   }
   if (!config().quiet) {
-    std::string text = format_report_text(rep);
+    TextOptions opt;
+    opt.native_all = config().native_all;
+    std::string text = format_report_text(rep, opt);
     write_stderr(text.data(), text.size());
   }
 }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "report/autograd.h"
+#include "report/hints.h"
 #include "shim/config.h"
 #include "shim/driver.h"
 #include "shim/profile.h"
@@ -170,6 +172,20 @@ StackText ReportBuilder::stack(uint32_t id) {
   }
   st.native = sym_.symbolize(s.native);
   return st;
+}
+
+void ReportBuilder::annotate(const FaultSnapshot& s, FaultReport* rep) {
+  HintContext ctx;
+  for (const auto& r : s.ring) ctx.launches.push_back(launch_text(r));
+  ctx.launches_complete = s.ring.empty() || s.ring.front().seq == 1;
+  ctx.argv = process_argv();
+  std::map<uint32_t, StackText> stacks;
+  add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const StackText* {
+    auto it = stacks.find(id);
+    if (it == stacks.end()) it = stacks.emplace(id, stack(id)).first;
+    return &it->second;
+  });
+  add_hints(*rep, ctx);
 }
 
 void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, FaultReport* rep) {

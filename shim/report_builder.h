@@ -45,6 +45,9 @@ class ReportBuilder {
   StackText stack(uint32_t stack_id);
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
   void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, FaultReport* rep);
+  // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
+  // (report/hints.h).
+  void annotate(const FaultSnapshot& snapshot, FaultReport* rep);
   // Everything the trace file holds but the report (the caller sets reason, has_fault and report).
   TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
 

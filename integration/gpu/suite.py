@@ -552,6 +552,56 @@ def c_backward(ctx, key, backend):
     return True, f"kernel {short(kernel_name(r), 40)}; named: {where}; {surfaced(r)}"
 
 
+def hint_lines(r):
+    return [l[len("cdsa: hint: "):] for l in r.report.splitlines() if l.startswith("cdsa: hint: ")]
+
+
+def c_report_view(script, marker, kernel, hint):
+    """Case 24a/b: the report's hint line for the seed's asserts, and one interleaved stack without interpreter
+    internals (report/hints.cc, report/hybrid_stack.h)."""
+    def run(ctx, key, backend):
+        r = ctx.run(key, ctx.py(script), backend=backend)
+        ok, ev = check_named(r, script, marker, kernel, backend)
+        h = hint_lines(r)
+        has_hint = bool(h) and h[0].startswith(hint)
+        folded = "_PyEval_EvalFrameDefault" not in r.report and "Native frames" not in r.launch_part()
+        ev += f"; hint: {short(h[0], 70) if h else 'NONE'}; interpreter frames {'folded' if folded else 'SHOWN'}"
+        return ok and has_hint and folded, ev
+    return run
+
+
+def c_autograd_node(ctx, key, backend):
+    """Case 24c: the backward-only fault (case 10's script) names its autograd node and lists the forward
+    index_select line as a candidate, never as certain."""
+    r = ctx.run(key, ctx.py("c10_backward_only.py"), backend=backend)
+    if r.reports != 1:
+        return False, not_one_report(r)
+    part = r.launch_part()
+    m = re.search(r"running the backward node (\w+)", part)
+    cands = part[part.find("CANDIDATES, not certain"):] if "CANDIDATES, not certain" in part else ""
+    fwd = bool(cands) and names_py(cands, "c10_backward_only.py", "FORWARD-LINE")
+    return bool(m) and fwd, (f"node {m.group(1) if m else 'NOT named'}; forward line "
+                             f"{'listed as a candidate' if fwd else 'NOT listed'}; {surfaced(r)}")
+
+
+def c_sanitizer_hint(ctx, key, backend):
+    """Case 24d: a fault without assert text (700) gets the compute-sanitizer command for that launch only; it is
+    run, and must report the illegal access in illegal_kernel."""
+    r = ctx.run(key, [ctx.bin("nf_static"), "illegal"], backend=backend)
+    cmd = [l for l in hint_lines(r) if "compute-sanitizer --tool memcheck --kernel-name kns=" in l]
+    if r.reports != 1 or not cmd:
+        return False, f"{r.reports} reports; sanitizer command {'given' if cmd else 'MISSING'}"
+    command = cmd[0][cmd[0].index("compute-sanitizer --tool"):]
+    argv = shlex.split(command)
+    san = ctx.sanitizer
+    if not san:
+        return INFO, f"command given: {short(command, 90)}; no compute-sanitizer here"
+    s = ctx.run(key, [san] + argv[1:], preload=False, tag="sanitizer", timeout=120)
+    text = s.out + s.err
+    found = "illegal_kernel" in text and "ERROR SUMMARY:" in text and "ERROR SUMMARY: 0 errors" not in text
+    return found, f"command given and run: {'reports the access in illegal_kernel' if found else 'did NOT report it'}"
+
+
 def c_triton(ctx, key, backend):
     r = ctx.run(key, ctx.py("c11_triton_assert.py"), backend=backend, env={"TRITON_DEBUG": "1"}, timeout=90)
     return check_named(r, "c11_triton_assert.py", "TRITON-CALL", "check_range", backend)
@@ -908,6 +958,10 @@ def all_cases():
         Case(23, "23c", "fact: cuFuncGetName vs cuKernelGetName on a cudart launch", "recorded (info)", c_func_names),
         Case(23, "23d", "cuStreamBeginCaptureToGraph into an IF-node body", "instantiates and runs with cdsa", c_capture_if),
         Case(23, "23e", "fault, then exit without synchronizing", "one report (native and torch)", c_exit_nosync),
+        Case(24, "24a", "report view: case 1's hint and one stack", "nll_loss hint; no interpreter frames", c_report_view("c01_cross_entropy.py", "LOSS-LINE", "nll_loss", "cross_entropy / nll_loss:")),
+        Case(24, "24b", "report view: case 5's hint", "embedding hint; no interpreter frames", c_report_view("c05_embedding.py", "EMB-LINE", "index", "embedding / index_select:")),
+        Case(24, "24c", "case 10's backward fault: autograd node named", "node named; forward line a candidate", c_autograd_node),
+        Case(24, "24d", "case 17's 700: the compute-sanitizer command", "given, and it finds the access", c_sanitizer_hint),
     ]
     # Cases 1, 11 and 14 again under the CUPTI backend (no fallback line allowed).
     for c in list(cs):
@@ -966,7 +1020,7 @@ NO_SYNC_BEFORE_SURFACE = ["c10_backward_only.py", "c11_triton_assert.py", "c12_g
 
 
 def self_check():
-    """Everything the suite can check without a GPU: the case scripts compile, markers exist, the cases cover 1..23."""
+    """Everything the suite can check without a GPU: the case scripts compile, markers exist, the cases cover 1..24."""
     problems = []
     for f in sorted(CASES.glob("*.py")):
         try:
@@ -990,8 +1044,8 @@ def self_check():
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 24)):
-        problems.append(f"case numbers {nums} do not cover 1..23")
+    if nums != list(range(1, 25)):
+        problems.append(f"case numbers {nums} do not cover 1..24")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")

@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 24))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 25))
     keys = [r[1] for r in rows]
-    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "21b", "21c"):
+    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("23 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("24 cases")
 
 
 def test_dry_run_self_check_passes():

@@ -73,7 +73,7 @@ std::vector<std::string> bad_values(const ConfigVar& v) {
 
 TEST(Config, TableIsComplete) {
   auto vars = config_vars();
-  ASSERT_EQ(vars.size(), 13u);
+  ASSERT_EQ(vars.size(), 14u);
   for (const auto& v : vars) {
     EXPECT_EQ(v.name.rfind("CDSA_", 0), 0u) << v.name;
     // Only a Text variable may be unset by default (CDSA_DEBUG_ENTRY_POINTS: no file, no log).
@@ -164,7 +164,8 @@ TEST(Config, TraceConfigObjectKeepsItsKeys) {
                                                                {"trace_file", "cdsa-%h-%p.json"},
                                                                {"backend", "driver"},
                                                                {"exit_probe_ms", "2000"},
-                                                               {"profile", "0"}};
+                                                               {"profile", "0"},
+                                                               {"native_all", "0"}};
   EXPECT_EQ(config_fields(Config{}), expected);
   Parsed p = parse({"CDSA_TRACE=always", "CDSA_RING_SIZE=3000"});
   auto fields = config_fields(p.config);

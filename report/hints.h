@@ -1,0 +1,61 @@
+// What a fault likely means and the next step: one short line per hint, kept in the report
+// model (FaultReport::hints) so the trace file keeps them and `cdsa report` prints the same.
+//
+//   - A device assert: the row of the table in hints.cc whose assert text (as PyTorch's
+//     CUDA_KERNEL_ASSERT prints it) and kernel match names the likely cause and the check to
+//     add; with no assert text captured, a 710 is matched on the failing kernel's name alone.
+//     The thread the device printed is mentioned as the bad element's position only with the
+//     caveat that this holds in small batches.
+//   - A fault without assert text (700, 714-719): the compute-sanitizer command that re-runs
+//     only the failing launch (kernel-name filter, launch skip/count of the n-th launch of that
+//     kernel), so the user gets the faulting thread and address without a whole run under it.
+//
+// Contract: pure functions over values; no I/O, no globals; allocate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/fault_report.h"
+
+namespace cdsa {
+
+// One parsed device assert line, e.g.
+//   "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0 &&
+//   t < n_classes` failed."
+struct AssertLine {
+  std::string function;   // nll_loss_forward_reduce_cuda_kernel_2d ("operator()" for lambda kernels)
+  std::string condition;  // t >= 0 && t < n_classes
+  bool has_position = false;
+  unsigned block[3] = {0, 0, 0}, thread[3] = {0, 0, 0};
+};
+bool parse_assert_line(const std::string& line, AssertLine* out);
+
+struct HintRow {
+  const char* op;                  // what the user called, e.g. "cross_entropy / nll_loss"
+  const char* condition;           // a substring of the assert's condition ("" : match on the kernel only)
+  const char* kernel;              // a substring of the kernel name ("" : any kernel)
+  const char* cause;               // the likely cause
+  const char* check;               // the check to add
+  bool thread_is_element = false;  // in a small batch, the device's thread index is the bad element's position
+};
+// The table (hints.cc), most specific rows first.
+const std::vector<HintRow>& hint_table();
+// The first row matching the assert condition (may be empty) and kernel name (may be empty).
+const HintRow* find_hint(const std::string& condition, const std::string& kernel);
+
+struct HintContext {
+  std::vector<LaunchText> launches;  // the launch records kept (oldest first)
+  bool launches_complete = false;    // they start at the process's first launch
+  std::vector<std::string> argv;     // the process's command line
+};
+
+// Fills r.hints from r (code, device messages, the failing launch) and the context.
+void add_hints(FaultReport& r, const HintContext& ctx);
+
+// The compute-sanitizer command re-running only the n-th launch (1-based) of `kernel`.
+std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv);
+// A word quoted for a POSIX shell where needed.
+std::string shell_quote(const std::string& word);
+
+}  // namespace cdsa
