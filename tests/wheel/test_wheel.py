@@ -97,11 +97,13 @@ def assert_names_the_launch(res, native=True):
     launch = launch_section(res.stderr)
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in launch
     assert "line 14, in compute_loss" in launch and "LAUNCH-SITE" in launch, launch
-    if native:  # the interpreter's own frames under the Python ones
-        assert "Native frames" in launch, launch
-        assert re.search(r"\((lib)?python3[.0-9]*(\.so[.0-9]*)?\+0x[0-9a-f]+\)", launch), launch
+    # Native frames were recorded: the interleaved stack folds the interpreter's and ctypes' frames under the
+    # Python ones into one line (report/hybrid_stack.h); without an unwinder there are none to fold.
+    folded = re.search(r"\(\d+ interpreter and call-machinery frames folded", launch)
+    if native:
+        assert folded, launch
     else:
-        assert "Native frames" not in launch, launch
+        assert not folded and "Native frames" not in launch, launch
 
 
 def assert_native_file_line(report):
