@@ -73,7 +73,7 @@ std::vector<std::string> bad_values(const ConfigVar& v) {
 
 TEST(Config, TableIsComplete) {
   auto vars = config_vars();
-  ASSERT_EQ(vars.size(), 12u);
+  ASSERT_EQ(vars.size(), 13u);
   for (const auto& v : vars) {
     EXPECT_EQ(v.name.rfind("CDSA_", 0), 0u) << v.name;
     EXPECT_FALSE(v.default_text.empty()) << v.name;
