@@ -69,6 +69,8 @@ void load_walker(void* h) {
   g_walker_ready.store(true, std::memory_order_release);
 }
 
+void note_dlclose_hook();
+
 int find_self(dl_phdr_info* info, size_t, void* data) {
   auto self = reinterpret_cast<uintptr_t>(data);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -114,6 +116,7 @@ void init_once() {
   }
   if (set_caching && local_as) set_caching(*local_as, 2 /* UNW_CACHE_PER_THREAD */);
   load_walker(h);
+  note_dlclose_hook();
   g_backtrace.store(bt, std::memory_order_release);
 }
 
@@ -140,15 +143,19 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
 }
 
 // Unloads so far: a library unloaded mid-run may be replaced by another at the same addresses, whose unwind
-// rules differ; every cached stack from before is dropped. dl_iterate_phdr hands the counter to its first
-// callback, which stops the iteration at once.
+// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) counts
+// them for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
+// not ours, and glibc's own counter is read through dl_iterate_phdr (its first callback stops the walk).
+std::atomic<uint64_t> g_unloads{0};
+std::atomic<bool> g_unloads_hooked{false};
 int read_subs(dl_phdr_info* info, size_t size, void* data) {
   uint64_t subs = 0;
   if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) subs = info->dlpi_subs;
   *static_cast<uint64_t*>(data) = subs;
   return 1;
 }
-uint64_t unload_count() {
+inline uint64_t unload_count() {
+  if (g_unloads_hooked.load(std::memory_order_relaxed)) return g_unloads.load(std::memory_order_acquire);
   uint64_t subs = 0;
   dl_iterate_phdr(read_subs, &subs);
   return subs;
@@ -257,7 +264,7 @@ bool realigns_stack(uintptr_t start, uintptr_t end) {
 
 // Unwinds from `uc` step by step into `out`; when `e` is given, also records the checks that make the result
 // reusable, and leaves `e` valid only if the stack may be cached.
-int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e) {
+int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e, uint64_t unloads) {
   const Walker& w = g_walker;
   UnwCursor cur;
   if (w.init_local(&cur, uc) < 0) return 0;
@@ -319,7 +326,7 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
       e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
       e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
       e->need_bp0 = need_bp0;
-      e->subs = unload_count();
+      e->subs = unloads;
       e->memo = 0;
       e->max = static_cast<int16_t>(max);
       e->stop = stop;
@@ -390,6 +397,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   ThreadCache* tc = g_walker_ready.load(std::memory_order_acquire) ? thread_cache() : nullptr;
   if (!tc) return plain_backtrace(bt, out, max, stop);
 
+  const uint64_t unloads = unload_count();
   // The one capture point: every cached stack starts from this getcontext's registers.
   ucontext_t uc;
   g_walker.getcontext(&uc);
@@ -404,7 +412,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
     bool same = true;
     for (int i = 0; i < e.n_checks && same; ++i)
       same = *reinterpret_cast<const volatile uintptr_t*>(e.checks[i].addr) == e.checks[i].value;
-    if (same && e.subs == unload_count()) {
+    if (same && e.subs == unloads) {
       memcpy(out, e.out, sizeof(uintptr_t) * e.n_out);
       tc->misses_since_hit = 0;
       tc->victim[set] = static_cast<uint8_t>(way ^ 1);
@@ -424,7 +432,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   ++tc->misses_since_hit;
   Entry& e = tc->e[set * kWays + tc->victim[set]];
   tc->victim[set] ^= 1;
-  int n = walk(&uc, out, max, stop, tc, &e);
+  int n = walk(&uc, out, max, stop, tc, &e, unloads);
   if (e.sp0) {
     ++tc->stats.fills;
     how->memo = &e.memo;
@@ -449,4 +457,26 @@ void native_cache_clear() noexcept {
 NativeCacheStats native_cache_stats() noexcept { return tl_cache ? tl_cache->stats : NativeCacheStats{}; }
 uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); }
 
+}  // namespace cdsa
+
+// Counts unloads for the cache (see unload_count); otherwise exactly the real dlclose.
+extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
+  using DlcloseFn = int (*)(void*);
+  static DlcloseFn real = reinterpret_cast<DlcloseFn>(dlsym(RTLD_NEXT, "dlclose"));
+  if (!real) return -1;
+  cdsa::g_unloads.fetch_add(1, std::memory_order_acq_rel);
+  int rc = real(handle);
+  cdsa::g_unloads.fetch_add(1, std::memory_order_acq_rel);
+  return rc;
+}
+
+namespace cdsa {
+namespace {
+void note_dlclose_hook() {
+  // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
+  g_unloads_hooked.store(dlsym(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
+                         std::memory_order_release);
+}
+}  // namespace
+bool native_unloads_tracked() noexcept { return g_unloads_hooked.load(std::memory_order_acquire); }
 }  // namespace cdsa

@@ -53,6 +53,9 @@ bool pc_in_cdsa(uintptr_t pc) noexcept;
 int capture_native_stack_uncached(uintptr_t* out, int max) noexcept;
 void native_cache_clear() noexcept;
 
+// True where cdsa's dlclose counts unloads (preloaded); false where glibc's counter is read per capture.
+bool native_unloads_tracked() noexcept;
+
 // Counters of the verified cache, for tests and benchmarks (this thread only).
 struct NativeCacheStats {
   uint64_t hits = 0, fills = 0, uncacheable = 0, plain = 0;
