@@ -81,7 +81,7 @@ def callgrind_counts(cg_file):
     return total, memop
 
 
-def run_callgrind(build, n):
+def run_callgrind(build, n, cdsa_lib):
     import tempfile
     rows = []
     base = {}
@@ -89,7 +89,7 @@ def run_callgrind(build, n):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
         env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
         if env_extra is not None:
-            env["LD_PRELOAD"] = str(build / "lib" / "libcdsa.so")
+            env["LD_PRELOAD"] = str(cdsa_lib)
             env.update(env_extra)
         with tempfile.TemporaryDirectory() as tmp:
             cg = os.path.join(tmp, "cg.out")
@@ -126,6 +126,8 @@ def main():
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true", help="instructions per launch instead of time")
+    ap.add_argument("--cdsa-lib", type=pathlib.Path, help="with --callgrind: another libcdsa.so to measure "
+                    "(an older build, for a before/after)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--pydepth", type=int, default=PYDEPTH, help=argparse.SUPPRESS)
     ap.add_argument("--cdepth", type=int, default=1, help=argparse.SUPPRESS)
@@ -134,7 +136,8 @@ def main():
     if a.child:
         return child(build, a.launches, a.pydepth, a.cdepth, pin=True)
     if a.callgrind:
-        return run_callgrind(build, a.launches if a.launches != 20000 else 5000)
+        return run_callgrind(build, a.launches if a.launches != 20000 else 5000,
+                             (a.cdsa_lib or build / "lib" / "libcdsa.so").resolve())
     results = []
     for name, env_extra in CONFIGS:
         medians, p99s, rss = [], [], []
