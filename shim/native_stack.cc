@@ -176,7 +176,8 @@ inline uint64_t unload_count() {
 // guesses), stack-realigning prologues whose CFA is loaded from the stack (GCC's DRAP), stacks read through
 // anything but memory in this thread's stack, and everything after a library is unloaded.
 constexpr int kEntries = 8;
-constexpr int kMaxFrames = 64;  // frames walked, cdsa's own included
+constexpr int kMaxFrames = 80;  // frames walked, cdsa's own included (CDSA_NATIVE_DEPTH 48 by default)
+constexpr int kVetted = 512;    // per thread: code addresses already checked for unwind info and prologue
 constexpr int kMaxChecks = 2 * kMaxFrames;
 
 struct Check {
@@ -188,6 +189,8 @@ struct Entry {
   uint32_t memo = 0;
   int16_t max = 0;
   uint8_t need_bp0 = 0, stop = 0;
+  uint8_t uncacheable = 0;  // the last fill from this key could not be cached: unwind plainly
+  uint8_t retries = 0;
   uint16_t n_checks = 0, n_out = 0;
   Check checks[kMaxChecks];
   uintptr_t out[kMaxFrames];
@@ -197,6 +200,10 @@ struct ThreadCache {
   uint32_t misses_since_hit = 0;
   uint8_t victim[kEntries / 2] = {};  // per set: the way to refill next
   NativeCacheStats stats;
+  // What get_proc_info said about a code address (it dominates a fill's cost): ip, and the unload count it was
+  // asked at, shifted left, | 1 if the frame may be cached. Direct-mapped.
+  uintptr_t vetted_ip[kVetted];
+  uint64_t vetted[kVetted];
   Entry e[kEntries];
 };
 
@@ -262,10 +269,32 @@ bool realigns_stack(uintptr_t start, uintptr_t end) {
   return false;
 }
 
+// Whether the code at `ip` has unwind info (not JIT code) and no stack-realigning prologue: asked of libunwind
+// once per code address (per thread and library generation).
+bool has_plain_unwind_info(ThreadCache* tc, UnwCursor* cur, uint64_t ip, uint64_t unloads) {
+  uint32_t i = static_cast<uint32_t>((ip * 0x9e3779b97f4a7c15ull) >> 32) & (kVetted - 1);
+  if (tc->vetted_ip[i] == ip && (tc->vetted[i] >> 1) == unloads) return tc->vetted[i] & 1;
+  UnwProcInfo pi{};
+  bool ok = g_walker.get_proc_info(cur, &pi) >= 0 && !realigns_stack(pi.start_ip, pi.end_ip);
+  tc->vetted_ip[i] = static_cast<uintptr_t>(ip);
+  tc->vetted[i] = (unloads << 1) | (ok ? 1 : 0);
+  return ok;
+}
+
 // Unwinds from `uc` step by step into `out`; when `e` is given, also records the checks that make the result
 // reusable, and leaves `e` valid only if the stack may be cached.
+// The call of plain_backtrace from a capture function, kept a real call (not a jump) so that its caller's
+// frame is on the stack.
+#define PLAIN_BACKTRACE(...)                     \
+  do {                                           \
+    int plain_n_ = plain_backtrace(__VA_ARGS__); \
+    asm volatile("" ::: "memory");               \
+    return plain_n_;                             \
+  } while (0)
+
 int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e, uint64_t unloads) {
   const Walker& w = g_walker;
+  if (e) e->sp0 = 0;  // invalid until refilled
   UnwCursor cur;
   if (w.init_local(&cur, uc) < 0) return 0;
   const uintptr_t uc_lo = reinterpret_cast<uintptr_t>(uc), uc_hi = uc_lo + sizeof *uc;
@@ -306,12 +335,7 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
       out[n_out++] = ip;
       if (n_out >= max || (stop && pc_in_interpreter(ip))) break;
     }
-    if (ok) {
-      UnwProcInfo pi{};
-      if (frame + 1 >= kMaxFrames || w.is_signal_frame(&cur) > 0 || w.get_proc_info(&cur, &pi) < 0 ||
-          realigns_stack(pi.start_ip, pi.end_ip))
-        ok = false;
-    }
+    if (ok) ok = frame + 1 < kMaxFrames && w.is_signal_frame(&cur) <= 0 && has_plain_unwind_info(tc, &cur, ip, unloads);
     if (ok) {
       prev_bp = bp;
       if (w.get_save_loc(&cur, kUnwRBP, &prev_bp_loc) < 0) ok = false;
@@ -322,7 +346,20 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
   }
   if (e) {
     e->sp0 = 0;
+    if (!ok || n_out > kMaxFrames) {
+      // Remembered as such, so the next capture from here unwinds plainly instead of paying for a fill.
+      e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+      e->max = static_cast<int16_t>(max);
+      e->stop = stop;
+      e->need_bp0 = 0;
+      e->uncacheable = 1;
+      e->n_checks = 0;
+      e->memo = 0;
+      e->sp0 = sp0;
+      return -n_out - 1;
+    }
     if (ok && n_out <= kMaxFrames) {
+      e->uncacheable = 0;
       e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
       e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
       e->need_bp0 = need_bp0;
@@ -339,14 +376,16 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
   return n_out;
 }
 
-int plain_backtrace(BacktraceFn bt, uintptr_t* out, int max, bool stop) {
-  // Our own frames (hook, recorder) sit on top: capture a few extra and drop them.
+// The unwind without the cache. Its first two frames are itself and the capture function that called it (never
+// by a tail call: see plain()), dropped like the capture function's frame in walk(), so both paths return the
+// same frames in every build; then cdsa's own frames, when this is libcdsa.so.
+__attribute__((noinline)) int plain_backtrace(BacktraceFn bt, uintptr_t* out, int max, bool stop) {
   constexpr int kSlack = 8;
   void* buf[256 + kSlack];
   int want = max + kSlack;
   if (want > static_cast<int>(sizeof buf / sizeof buf[0])) want = sizeof buf / sizeof buf[0];
   int n = bt(buf, want);
-  int skip = 0;
+  int skip = n < 2 ? n : 2;
   while (skip < n && pc_in_cdsa(reinterpret_cast<uintptr_t>(buf[skip]))) ++skip;
   int count = 0;
   for (int i = skip; i < n && count < max; ++i) {
@@ -395,7 +434,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   if (max > 256) max = 256;
   const bool stop = how->stop_at_interpreter && g_interp_hi.load(std::memory_order_relaxed) != 0;
   ThreadCache* tc = g_walker_ready.load(std::memory_order_acquire) ? thread_cache() : nullptr;
-  if (!tc) return plain_backtrace(bt, out, max, stop);
+  if (!tc) PLAIN_BACKTRACE(bt, out, max, stop);
 
   const uint64_t unloads = unload_count();
   // The one capture point: every cached stack starts from this getcontext's registers.
@@ -403,11 +442,22 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   g_walker.getcontext(&uc);
   const auto sp0 = static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RSP]);
   const uint32_t set = set_index(sp0);
-  for (int way = 0; way < kWays; ++way) {
+  Entry* refill = nullptr;
+  for (int way = 0; way < kWays && !refill; ++way) {
     Entry& e = tc->e[set * kWays + way];
     if (e.sp0 != sp0 || e.ip0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]) || e.max != max ||
         e.stop != stop || (e.need_bp0 && e.bp0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RBP])))
       continue;
+    if (e.uncacheable) {
+      // This place's stack could not be cached last time (signal frame, JIT code, too deep): unwind plainly,
+      // and try a fill again now and then.
+      if ((++e.retries & 15) != 0) {
+        ++tc->stats.plain;
+        PLAIN_BACKTRACE(bt, out, max, stop);
+      }
+      refill = &e;
+      break;
+    }
     // Every slot lies between this SP and the top of this thread's stack: mapped, and ours.
     bool same = true;
     for (int i = 0; i < e.n_checks && same; ++i)
@@ -424,20 +474,25 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   }
   // A miss. Filling costs more than a plain unwind: when fills have stopped paying (a thread whose stacks never
   // repeat), fill only one miss in 16.
-  if (tc->misses_since_hit >= 64 && (tc->misses_since_hit & 15) != 0) {
+  if (!refill && tc->misses_since_hit >= 64 && (tc->misses_since_hit & 15) != 0) {
     ++tc->misses_since_hit;
     ++tc->stats.plain;
-    return plain_backtrace(bt, out, max, stop);
+    PLAIN_BACKTRACE(bt, out, max, stop);
   }
   ++tc->misses_since_hit;
-  Entry& e = tc->e[set * kWays + tc->victim[set]];
-  tc->victim[set] ^= 1;
+  if (!refill) {
+    refill = &tc->e[set * kWays + tc->victim[set]];
+    tc->victim[set] ^= 1;
+  }
+  Entry& e = *refill;
   int n = walk(&uc, out, max, stop, tc, &e, unloads);
+  if (n < 0) {
+    ++tc->stats.uncacheable;
+    return -n - 1;
+  }
   if (e.sp0) {
     ++tc->stats.fills;
     how->memo = &e.memo;
-  } else {
-    ++tc->stats.uncacheable;
   }
   return n;
 }
@@ -445,7 +500,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
 int capture_native_stack_uncached(uintptr_t* out, int max) noexcept {
   BacktraceFn bt = g_backtrace.load(std::memory_order_acquire);
   if (!bt || max <= 0) return 0;
-  return plain_backtrace(bt, out, max > 256 ? 256 : max, false);
+  PLAIN_BACKTRACE(bt, out, max > 256 ? 256 : max, false);
 }
 
 void native_cache_clear() noexcept {

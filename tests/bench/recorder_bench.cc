@@ -1,8 +1,14 @@
 // The recorder's parts, one at a time, for tests/bench/recorder_bench.py: native capture at a chosen depth
 // (verified-cache hit, cache emptied before each capture, and libunwind's unw_backtrace alone), the whole
 // capture-and-intern of a repeated stack, a ring publish, and the Python walk (called from Python through
-// ctypes, so the walk sees the caller's Python frames). Each case runs `iters` times inside cdsa_rb_run, the
-// one function the script's callgrind run collects; the script divides by `iters`.
+// ctypes, so the walk sees the caller's Python frames). Each case runs `iters` times in leaf's loop, the only
+// code the script's callgrind run collects; the script divides by `iters`.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_TOGGLE_COLLECT
+#endif
+
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -16,22 +22,24 @@ namespace {
 enum Case { kNativeHit = 0, kNativeFill = 1, kNativeLibunwind = 2, kIntern = 3, kRing = 4, kPython = 5 };
 
 volatile int g_sink = 0;
+int g_depth = 0, g_collect = 0;
 
 __attribute__((noinline)) int leaf(int kase, int iters) {
   uintptr_t pcs[256];
   cdsa::PyFrameKey py[256];
   int total = 0;
+  if (g_collect) CALLGRIND_TOGGLE_COLLECT;
   for (int i = 0; i < iters; ++i) {
     switch (kase) {
       case kNativeHit:
-        total += cdsa::capture_native_stack(pcs, 256);
+        total += cdsa::capture_native_stack(pcs, g_depth);
         break;
       case kNativeFill:
         cdsa::native_cache_clear();
-        total += cdsa::capture_native_stack(pcs, 256);
+        total += cdsa::capture_native_stack(pcs, g_depth);
         break;
       case kNativeLibunwind:
-        total += cdsa::capture_native_stack_uncached(pcs, 256);
+        total += cdsa::capture_native_stack_uncached(pcs, g_depth);
         break;
       case kIntern:
         total += static_cast<int>(cdsa::capture_and_intern_stack());
@@ -49,6 +57,7 @@ __attribute__((noinline)) int leaf(int kase, int iters) {
         break;
     }
   }
+  if (g_collect) CALLGRIND_TOGGLE_COLLECT;
   return total;
 }
 
@@ -64,8 +73,13 @@ extern "C" {
 
 int cdsa_rb_init() { return cdsa::recorder_init() && cdsa::native_stack_init() ? 0 : 1; }
 
-// `depth` native frames of this library under the capture (plus whatever called it).
-__attribute__((noinline)) int cdsa_rb_run(int kase, int depth, int iters) { return descend(depth, kase, iters); }
+// `depth` native frames of this library under the capture; the native cases capture exactly `depth` frames.
+// With `collect`, the measured loop alone is collected by callgrind (--collect-atstart=no).
+int cdsa_rb_run(int kase, int depth, int iters, int collect) {
+  g_depth = depth;
+  g_collect = collect;
+  return descend(depth, kase, iters);
+}
 
 uint64_t cdsa_rb_hits() { return cdsa::native_cache_stats().hits; }
 

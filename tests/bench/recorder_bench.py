@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The recorder's per-launch parts, swept over stack depth: instructions per
-operation (valgrind --tool=callgrind, only cdsa_rb_run collected; repeatable)
+operation (valgrind --tool=callgrind, the measured loop alone; repeatable)
 and, with --time, nanoseconds (noisy on a shared machine).
 
-  native hit N         capture of an N-frame native stack seen before (verified cache)
+  native hit N         capture of N native frames seen before (verified cache)
   native evicted N     the same with the thread's cache emptied first (a libunwind fill)
   native libunwind N   unw_backtrace alone (the path before the cache)
   intern N             capture + intern of a repeated N-frame stack (Python frames included)
@@ -43,14 +43,12 @@ def child(build, kase, depth, iters, timed):
 
     py_depth = depth if kase == 5 else 1
     native_depth = 1 if kase == 5 else depth
-    run = lambda n: lib.cdsa_rb_run(kase, native_depth, n)
-    at_depth(py_depth, lambda: run(2))  # warm-up: libunwind's caches, the first fill
-    if timed:
+    # The same call site twice, so the second run meets the stacks the first one left in cdsa's cache.
+    for n, measure in ((2, False), (iters, True)):
         t0 = lib.cdsa_rb_now_ns()
-        at_depth(py_depth, lambda: run(iters))
-        print((lib.cdsa_rb_now_ns() - t0) / iters)
-    else:
-        at_depth(py_depth, lambda: run(iters))
+        at_depth(py_depth, lambda: lib.cdsa_rb_run(kase, native_depth, n, int(measure and not timed)))
+        if measure and timed:
+            print((lib.cdsa_rb_now_ns() - t0) / iters)
 
 
 def callgrind_ir(out_file):
@@ -80,7 +78,7 @@ def main():
     iters = a.iters or (200000 if a.time else 2000)
     unit = "ns" if a.time else "instructions"
     print(f"recorder parts, {unit} per operation ({iters} operations per case"
-          f"{', callgrind, cdsa_rb_run only' if not a.time else ''})")
+          f"{', callgrind, the measured loop only' if not a.time else ''})")
     print(f"{'case':<22} {'depth':>6} {unit:>13}")
     for name, kase, depth in CASES:
         cmd = [sys.executable, __file__, str(build), "--iters", str(iters), "--child", str(kase), str(depth)]
@@ -90,10 +88,9 @@ def main():
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 cg = os.path.join(tmp, "cg.out")
-                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "--collect-atstart=no",
-                                "--toggle-collect=cdsa_rb_run"] + cmd, env=env, capture_output=True, check=True)
-                # The warm-up's 2 operations are collected too.
-                val = callgrind_ir(cg) / (iters + 2)
+                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "--collect-atstart=no"]
+                               + cmd, env=env, capture_output=True, check=True)
+                val = callgrind_ir(cg) / iters
         shown = "" if name == "ring publish" else str(depth)
         print(f"{name:<22} {shown:>6} {val:>13.0f}")
 

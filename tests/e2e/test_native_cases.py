@@ -163,4 +163,4 @@ def test_libcdsa_links_only_libc_and_keeps_static_tls_small():
     syms = subprocess.run(["nm", "-D", "--defined-only", str(LIBCDSA)], capture_output=True, text=True, check=True).stdout
     exported = {l.split()[-1] for l in syms.splitlines()}
     assert exported, syms
-    assert all(n.startswith("cu") or n in {"dlsym", "dlvsym", "write", "InitializeInjection"} for n in exported), exported
+    assert all(n.startswith("cu") or n in {"dlsym", "dlvsym", "dlclose", "write", "InitializeInjection"} for n in exported), exported
