@@ -456,4 +456,16 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
 
 const char* recorder_overflow_note() noexcept { return g_overflow.load(); }
 
+uint64_t recorder_mapped_bytes() noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return 0;
+  uint64_t strings =
+      kStringBuckets * sizeof(uint32_t) + kMaxStrings * (sizeof(uint32_t) + sizeof(uint64_t)) + kStringArena;
+  uint64_t stacks = (static_cast<uint64_t>(g_stacks.bucket_mask) + 1) * sizeof(uint32_t) +
+                    static_cast<uint64_t>(g_stacks.capacity) * sizeof(StackEntry) +
+                    g_stacks.frame_words * sizeof(uint64_t);
+  uint64_t ring = (static_cast<uint64_t>(g_ring.mask) + 1) * sizeof(RingSlot);
+  uint64_t rest = kStreamCapacity * sizeof(StreamState) + 2 * kFuncCapacity * sizeof(FuncEntry);
+  return strings + stacks + ring + rest;
+}
+
 }  // namespace cdsa

@@ -126,8 +126,8 @@ def main():
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true", help="instructions per launch instead of time")
-    ap.add_argument("--cdsa-lib", type=pathlib.Path, help="with --callgrind: another libcdsa.so to measure "
-                    "(an older build, for a before/after)")
+    ap.add_argument("--cdsa-lib", type=pathlib.Path, help="another libcdsa.so to measure (an older build, "
+                    "for a before/after)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--pydepth", type=int, default=PYDEPTH, help=argparse.SUPPRESS)
     ap.add_argument("--cdepth", type=int, default=1, help=argparse.SUPPRESS)
@@ -145,7 +145,7 @@ def main():
             env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
             env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
             if env_extra is not None:
-                env["LD_PRELOAD"] = str(build / "lib" / "libcdsa.so")
+                env["LD_PRELOAD"] = str((a.cdsa_lib or build / "lib" / "libcdsa.so").resolve())
                 env.update(env_extra)
             proc = subprocess.run([sys.executable, __file__, str(build), "--launches", str(a.launches), "--child"],
                                   env=env, capture_output=True, text=True, check=True)

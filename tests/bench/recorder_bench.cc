@@ -82,6 +82,8 @@ int cdsa_rb_run(int kase, int depth, int iters, int collect) {
 }
 
 uint64_t cdsa_rb_hits() { return cdsa::native_cache_stats().hits; }
+uint64_t cdsa_rb_mapped_bytes() { return cdsa::recorder_mapped_bytes(); }
+uint64_t cdsa_rb_thread_bytes() { return cdsa::native_cache_bytes_per_thread(); }
 
 int64_t cdsa_rb_now_ns() {
   timespec ts;

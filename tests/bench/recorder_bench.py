@@ -66,8 +66,17 @@ def main():
     ap.add_argument("--time", action="store_true", help="nanoseconds per operation instead of instructions")
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     build = a.build.resolve()
+    if a.memory:
+        lib = ctypes.CDLL(str(lib_path(build)))
+        lib.cdsa_rb_mapped_bytes.restype = lib.cdsa_rb_thread_bytes.restype = ctypes.c_uint64
+        if lib.cdsa_rb_init():
+            sys.exit("recorder could not start")
+        print(f"memory at defaults: tables {lib.cdsa_rb_mapped_bytes() / 2**20:.1f} MiB reserved (resident as they "
+              f"fill), native stack cache {lib.cdsa_rb_thread_bytes() / 1024:.1f} KiB per launching thread")
+        return
     if a.child:
         return child(build, a.child[0], a.child[1], a.iters, a.time)
     if not lib_path(build).exists():
@@ -76,6 +85,9 @@ def main():
     if not a.time and not shutil.which("valgrind"):
         sys.exit("valgrind not found (apt-get install valgrind), or use --time")
     iters = a.iters or (200000 if a.time else 2000)
+    mem = subprocess.run([sys.executable, __file__, str(build), "--memory"], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    print(mem)
     unit = "ns" if a.time else "instructions"
     print(f"recorder parts, {unit} per operation ({iters} operations per case"
           f"{', callgrind, the measured loop only' if not a.time else ''})")
