@@ -399,6 +399,9 @@ __attribute__((noinline)) int plain_backtrace(BacktraceFn bt, uintptr_t* out, in
 
 bool native_stack_init() noexcept {
   std::call_once(g_once, init_once);
+  // The warming-up thread's cache now (for the main thread, pthread_getattr_np reads /proc/self/maps): its
+  // launches then allocate nothing. Other threads map theirs on their first capture.
+  if (g_walker_ready.load(std::memory_order_acquire)) thread_cache();
   return g_backtrace.load(std::memory_order_acquire) != nullptr;
 }
 
