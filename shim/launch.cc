@@ -1,10 +1,14 @@
 #include "shim/launch.h"
 
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <new>
 
 #include "shim/assert_capture.h"
 #include "shim/breadcrumbs.h"
@@ -36,22 +40,79 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Per-thread cache: (stream handle, context) -> stream id, table slot, context id.
+// Per-thread cache: stream handle (and, for the NULL / legacy / per-thread default streams, the context) -> stream
+// id, table slot, context. Sized for real programs (PyTorch with NCCL and side streams uses dozens of streams per
+// thread): 64 entries, 4-way set associative, mapped on the thread's first launch; only its pointer is
+// initial-exec TLS, which a dlopen'ed library must keep small.
 struct StreamCacheEntry {
   uintptr_t handle = 0, ctx = 0;
   uint64_t gen = 0, id = 0;
   int slot = -1;
   uint32_t ctx_id = 0;
 };
-constexpr int kStreamCache = 4;  // small: initial-exec TLS is scarce for a dlopen'ed library
-[[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_streams[kStreamCache];
-[[gnu::tls_model("initial-exec")]] thread_local int tl_stream_next = 0;
+constexpr int kStreamWays = 4, kStreamSets = 16;
+struct StreamCache {
+  StreamCacheEntry e[kStreamSets][kStreamWays];
+  uint8_t next[kStreamSets];
+};
+[[gnu::tls_model("initial-exec")]] thread_local StreamCache* tl_streams = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool tl_streams_failed = false;
+pthread_key_t g_streams_key;
+std::once_flag g_streams_key_once;
 
-const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s, CUcontext ctx) {
+StreamCache* stream_cache() {
+  if (tl_streams || tl_streams_failed) return tl_streams;
+  tl_streams_failed = true;
+  std::call_once(g_streams_key_once, [] {
+    if (pthread_key_create(&g_streams_key, [](void* p) {
+          if (tl_streams == p) tl_streams = nullptr;
+          munmap(p, sizeof(StreamCache));
+        }) != 0)
+      g_streams_key = static_cast<pthread_key_t>(-1);
+  });
+  if (g_streams_key == static_cast<pthread_key_t>(-1)) return nullptr;
+  void* p = mmap(nullptr, sizeof(StreamCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (pthread_setspecific(g_streams_key, p) != 0) {
+    munmap(p, sizeof(StreamCache));
+    return nullptr;
+  }
+  tl_streams = new (p) StreamCache();
+  tl_streams_failed = false;
+  return tl_streams;
+}
+
+// The NULL, legacy and per-thread default streams are one per context: only for them does the context matter.
+inline bool context_dependent(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
+
+// The context of a launch: for a created stream, its own (the one current when cdsa first saw it, cached with
+// it); for the default streams, the current one, which costs a driver call. After a fault the driver may refuse
+// even that: then the thread's last known context is the best answer.
+CUcontext current_context() {
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS)
+    tl_last_ctx = ctx;
+  else
+    ctx = tl_last_ctx;
+  return ctx;
+}
+
+const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
-  auto h = reinterpret_cast<uintptr_t>(s), c = reinterpret_cast<uintptr_t>(ctx);
-  for (auto& e : tl_streams)
-    if (e.gen == gen && e.handle == h && e.ctx == c) return &e;
+  auto h = reinterpret_cast<uintptr_t>(s);
+  const bool by_ctx = context_dependent(s);
+  CUcontext ctx = by_ctx ? current_context() : nullptr;
+  auto c = reinterpret_cast<uintptr_t>(ctx);
+  StreamCache* cache = stream_cache();
+  uint32_t set = static_cast<uint32_t>(((h ^ c) * 0x9e3779b97f4a7c15ull) >> 60) & (kStreamSets - 1);
+  if (cache)
+    for (auto& e : cache->e[set])
+      if (e.gen == gen && e.handle == h && (!by_ctx || e.ctx == c)) return &e;
+  if (!by_ctx) {
+    ctx = current_context();
+    c = reinterpret_cast<uintptr_t>(ctx);
+  }
   const Driver& d = driver();
   unsigned long long id = 0, cid = 0;
   if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) {
@@ -60,9 +121,15 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s, CUcontext ctx)
     id = (1ull << 63) | reinterpret_cast<uintptr_t>(s);
   }
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
-  StreamCacheEntry& e = tl_streams[tl_stream_next];
-  tl_stream_next = (tl_stream_next + 1) % kStreamCache;
-  e = StreamCacheEntry{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  if (!cache) {
+    thread_local StreamCacheEntry tl_one;  // no cache for this thread: one entry, filled each time
+    tl_one = fresh;
+    return &tl_one;
+  }
+  StreamCacheEntry& e = cache->e[set][cache->next[set]];
+  cache->next[set] = static_cast<uint8_t>((cache->next[set] + 1) % kStreamWays);
+  e = fresh;
   return &e;
 }
 
@@ -103,13 +170,8 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   InCdsa guard;
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);
-  // After a fault the driver may refuse even this: then the thread's last known context is the best answer.
-  CUcontext ctx = nullptr;
-  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS)
-    tl_last_ctx = ctx;
-  else
-    ctx = tl_last_ctx;
-  const StreamCacheEntry* sc = resolve_stream(guard, eff, ctx);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff);
+  auto ctx = reinterpret_cast<CUcontext>(sc->ctx);
 
   LaunchRecord r;
   r.seq = next_launch_seq();

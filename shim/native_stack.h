@@ -1,12 +1,25 @@
-// Native call stacks of the calling thread, through libunwind loaded at run time.
+// Native call stacks of the calling thread, through libunwind loaded at run time,
+// with a per-thread cache of verified stacks in front of it.
 //
 // Contract: `native_stack_init()` dlopens libunwind.so.8 with RTLD_LOCAL (never a
 // link dependency: a linked libunwind would rebind the host's C++ exception
 // unwinding) and turns on its per-thread cache; idempotent and thread-safe, call
-// it during warm-up. `capture_native_stack` is then lock-free and allocation-free
-// (after libunwind's own per-thread cache is built) and returns return
-// addresses, innermost first, with cdsa's own frames removed. Without
-// libunwind it returns 0 and one notice is printed.
+// it during warm-up. `capture_native_stack` is then lock-free and returns return
+// addresses, innermost first, with cdsa's own frames removed. Without libunwind
+// it returns 0 and one notice is printed.
+//
+// Repeated stacks (the common case: a training loop launches from the same few
+// hundred sites) are not unwound again. The first unwind of a stack records, for
+// every frame, the stack slot its return address was read from (and the slot of a
+// saved frame pointer where a frame's CFA is frame-pointer based); a later capture
+// from the same stack pointer re-reads exactly those slots and returns the cached
+// stack only if every slot still holds the value the unwinder read. The unwind is
+// a function of the registers at the capture point and of those slots, so a hit is
+// the stack libunwind would return (see native_stack.cc for the argument and the
+// frames that are never cached: signal frames, code without unwind info such as
+// JIT code, stack-realigning prologues). A library unloaded mid-run drops every
+// cached stack. Slots are read only inside the thread's own stack, between the
+// current stack pointer and the top taken from pthread_getattr_np once per thread.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +27,41 @@
 namespace cdsa {
 
 bool native_stack_init() noexcept;
+// Full stack, up to `max` frames.
 int capture_native_stack(uintptr_t* out, int max) noexcept;
+
+struct NativeCapture {
+  bool stop_at_interpreter = false;  // stop after the first frame inside the interpreter range
+  bool hit = false;                  // out: served from the verified cache
+  // out: a word kept with the cached stack (0 after every refill) for the caller's own memo of what it derived
+  // from this exact stack (the recorder keeps its stack id + 1 there); nullptr when the stack is not cached.
+  uint32_t* memo = nullptr;
+};
+int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept;
+
+// The interpreter's code: the loaded object holding `addr` (libpython, or the executable
+// when the interpreter is linked into it). False if `addr` is in no loaded object.
+bool set_interpreter_range_from(const void* addr) noexcept;
+bool pc_in_interpreter(uintptr_t pc) noexcept;
+
 // Finds libcdsa.so's own address range (constructor; cheap).
 void self_range_init() noexcept;
 // True if `pc` lies inside libcdsa.so itself.
 bool pc_in_cdsa(uintptr_t pc) noexcept;
+
+// The uncached path (libunwind's unw_backtrace), and emptying this thread's cache: for tests and benchmarks.
+int capture_native_stack_uncached(uintptr_t* out, int max) noexcept;
+void native_cache_clear() noexcept;
+
+// True where cdsa's dlclose counts unloads (preloaded); false where glibc's counter is read per capture.
+bool native_unloads_tracked() noexcept;
+
+// Counters of the verified cache, for tests and benchmarks (this thread only).
+struct NativeCacheStats {
+  uint64_t hits = 0, fills = 0, uncacheable = 0, plain = 0;
+};
+NativeCacheStats native_cache_stats() noexcept;
+// Resident bytes of one thread's cache once used.
+uint64_t native_cache_bytes_per_thread() noexcept;
 
 }  // namespace cdsa

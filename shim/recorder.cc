@@ -1,8 +1,9 @@
 #include "shim/recorder.h"
 
+#include <dlfcn.h>
+#include <sys/mman.h>
 #include <cstring>
 #include <mutex>
-#include <sys/mman.h>
 
 #include "shim/config.h"
 #include "shim/log.h"
@@ -129,8 +130,15 @@ void init_tables() {
     return;
   }
   native_stack_init();
-  if (python_walker_init() == PyWalkerState::Unsupported)
-    log_line("%s: launches keep their native frames", python_walker_description());
+  PyWalkerState py = python_walker_init();
+  if (py == PyWalkerState::Unsupported) log_line("%s: launches keep their native frames", python_walker_description());
+  // Native stacks of launches made from Python stop at the innermost interpreter frame (CDSA_NATIVE_FULL=1 keeps
+  // them whole): the interpreter is the object holding its evaluation loop, libpython or the executable.
+  if (py == PyWalkerState::Ready && !c.native_full) {
+    const char* names[] = {"_PyEval_EvalFrameDefault", "PyEval_EvalCode", "Py_Version"};
+    for (const char* name : names)
+      if (set_interpreter_range_from(dlsym(RTLD_DEFAULT, name))) break;
+  }
   g_ready.store(true, std::memory_order_release);
 }
 
@@ -147,7 +155,8 @@ uint32_t intern_string(const char* s, size_t len) noexcept {
   uint64_t h = hash_bytes(s, len);
   uint32_t mask = kStringBuckets - 1;
   uint32_t mine = kNoString;
-  for (uint32_t i = static_cast<uint32_t>(h) & mask, probes = 0; probes < kStringBuckets; i = (i + 1) & mask, ++probes) {
+  for (uint32_t i = static_cast<uint32_t>(h) & mask, probes = 0; probes < kStringBuckets;
+       i = (i + 1) & mask, ++probes) {
     uint32_t v = g_strings.buckets[i].load(std::memory_order_acquire);
     if (v == 0) {
       if (mine == kNoString) {
@@ -163,8 +172,7 @@ uint32_t intern_string(const char* s, size_t len) noexcept {
         g_strings.hashes[mine] = h;
       }
       uint32_t expected = 0;
-      if (g_strings.buckets[i].compare_exchange_strong(expected, mine + 1, std::memory_order_acq_rel))
-        return mine;
+      if (g_strings.buckets[i].compare_exchange_strong(expected, mine + 1, std::memory_order_acq_rel)) return mine;
       v = expected;
     }
     uint32_t id = v - 1;
@@ -194,8 +202,7 @@ bool same_frames(const StackEntry& e, const uintptr_t* pcs, int n_native, const 
          memcmp(f + n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0;
 }
 
-uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py,
-                      uint32_t bucket) {
+uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py, uint32_t bucket) {
   uint32_t id = g_stacks.count.fetch_add(1, std::memory_order_relaxed);
   uint64_t words = static_cast<uint64_t>(n_native) + static_cast<uint64_t>(n_py) * (kPyKeyWords + kPyTextWords);
   uint64_t off = g_stacks.frames_used.fetch_add(words, std::memory_order_relaxed);
@@ -233,9 +240,12 @@ uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFr
 
 namespace {
 // Four independent multiply-rotate lanes: the words of a stack hash in about a cycle each.
-inline uint64_t lane(uint64_t h, uint64_t w) { return ((h ^ w) * 0x9e3779b97f4a7c15ull) << 29 | ((h ^ w) * 0x9e3779b97f4a7c15ull) >> 35; }
+inline uint64_t lane(uint64_t h, uint64_t w) {
+  return ((h ^ w) * 0x9e3779b97f4a7c15ull) << 29 | ((h ^ w) * 0x9e3779b97f4a7c15ull) >> 35;
+}
 uint64_t hash_words(const uint64_t* w, size_t n, uint64_t seed) {
-  uint64_t a = seed, b = seed ^ 0x243f6a8885a308d3ull, c = seed ^ 0x13198a2e03707344ull, d = seed ^ 0xa4093822299f31d0ull;
+  uint64_t a = seed, b = seed ^ 0x243f6a8885a308d3ull, c = seed ^ 0x13198a2e03707344ull,
+           d = seed ^ 0xa4093822299f31d0ull;
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     a = lane(a, w[i]);
@@ -252,14 +262,8 @@ uint64_t hash_frames(const uintptr_t* pcs, int n_native, const PyFrameKey* py, i
 }
 }  // namespace
 
-uint32_t capture_and_intern_stack() noexcept {
-  if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
-  const Config& c = config();
-  uintptr_t pcs[256];
-  PyFrameKey py[256];
-  int n_native = capture_native_stack(pcs, c.native_depth);
-  int n_py = c.python_depth > 0 ? capture_python_frames(py, c.python_depth) : 0;
-  if (n_native == 0 && n_py == 0) return kUnknownStack;
+namespace {
+uint32_t lookup_or_insert(const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
   uint64_t h = hash_frames(pcs, n_native, py, n_py);
   uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & g_stacks.bucket_mask;
   for (uint32_t i = start, probes = 0; probes <= g_stacks.bucket_mask; i = (i + 1) & g_stacks.bucket_mask, ++probes) {
@@ -269,6 +273,31 @@ uint32_t capture_and_intern_stack() noexcept {
     if (e.hash == h && same_frames(e, pcs, n_native, py, n_py)) return v - 1;
   }
   return kUnknownStack;
+}
+}  // namespace
+
+uint32_t capture_and_intern_stack() noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
+  const Config& c = config();
+  uintptr_t pcs[256];
+  PyFrameKey py[256];
+  int n_py = c.python_depth > 0 ? capture_python_frames(py, c.python_depth) : 0;
+  NativeCapture how;
+  how.stop_at_interpreter = n_py > 0 && !c.native_full;
+  int n_native = capture_native_stack(pcs, c.native_depth, &how);
+  if (n_native == 0 && n_py == 0) return kUnknownStack;
+  // A native stack served from the verified cache carries the id this thread last interned with it: the same id
+  // if the Python frames are the same too (compared with the table's copy; no hash).
+  if (how.memo && *how.memo != 0) {
+    uint32_t id = *how.memo - 1;
+    const StackEntry& e = g_stacks.entries[id];
+    if (e.n_native == n_native && e.n_python == n_py &&
+        memcmp(g_stacks.frames + e.offset + e.n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0)
+      return id;
+  }
+  uint32_t id = lookup_or_insert(pcs, n_native, py, n_py);
+  if (how.memo) *how.memo = id == kUnknownStack ? 0 : id + 1;
+  return id;
 }
 
 bool stack_at(uint32_t id, Stack* out) {
@@ -325,8 +354,7 @@ void ring_publish(const LaunchRecord& r) noexcept {
   s.w[7].store((static_cast<uint64_t>(r.grid[0]) << 32) | (static_cast<uint64_t>(r.grid[1] & 0xffff) << 16) |
                    (r.grid[2] & 0xffff),
                std::memory_order_relaxed);
-  s.w[8].store((static_cast<uint64_t>(r.block[0] & 0xffff) << 48) |
-                   (static_cast<uint64_t>(r.block[1] & 0xffff) << 32) |
+  s.w[8].store((static_cast<uint64_t>(r.block[0] & 0xffff) << 48) | (static_cast<uint64_t>(r.block[1] & 0xffff) << 32) |
                    (static_cast<uint64_t>(r.block[2] & 0xffff) << 16) |
                    (static_cast<uint64_t>(static_cast<uint8_t>(r.kind)) << 8) | r.flags,
                std::memory_order_relaxed);
@@ -393,9 +421,7 @@ int stream_slot(uint64_t stream_id) noexcept {
   return -1;
 }
 
-StreamState* stream_state(int slot) noexcept {
-  return (slot < 0 || !g_streams) ? nullptr : &g_streams[slot];
-}
+StreamState* stream_state(int slot) noexcept { return (slot < 0 || !g_streams) ? nullptr : &g_streams[slot]; }
 int stream_slots_used() noexcept { return g_streams_used.load(std::memory_order_relaxed); }
 uint32_t stream_capacity() noexcept { return kStreamCapacity; }
 
@@ -429,5 +455,17 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
 }
 
 const char* recorder_overflow_note() noexcept { return g_overflow.load(); }
+
+uint64_t recorder_mapped_bytes() noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return 0;
+  uint64_t strings =
+      kStringBuckets * sizeof(uint32_t) + kMaxStrings * (sizeof(uint32_t) + sizeof(uint64_t)) + kStringArena;
+  uint64_t stacks = (static_cast<uint64_t>(g_stacks.bucket_mask) + 1) * sizeof(uint32_t) +
+                    static_cast<uint64_t>(g_stacks.capacity) * sizeof(StackEntry) +
+                    g_stacks.frame_words * sizeof(uint64_t);
+  uint64_t ring = (static_cast<uint64_t>(g_ring.mask) + 1) * sizeof(RingSlot);
+  uint64_t rest = kStreamCapacity * sizeof(StreamState) + 2 * kFuncCapacity * sizeof(FuncEntry);
+  return strings + stacks + ring + rest;
+}
 
 }  // namespace cdsa

@@ -27,19 +27,19 @@ constexpr uint32_t kNoString = 0xffffffffu;
 
 enum class LaunchKind : uint8_t { Kernel = 0, KernelEx = 1, Cooperative = 2, Graph = 3 };
 enum LaunchFlags : uint8_t {
-  kFlagCaptured = 1,        // recorded into a graph under stream capture, not run
-  kFlagPerThreadStream = 2, // launched on the per-thread default stream
-  kFlagNoBreadcrumb = 4,    // no completion mark was enqueued for it
+  kFlagCaptured = 1,         // recorded into a graph under stream capture, not run
+  kFlagPerThreadStream = 2,  // launched on the per-thread default stream
+  kFlagNoBreadcrumb = 4,     // no completion mark was enqueued for it
 };
 
 struct LaunchRecord {
-  uint64_t seq = 0;          // global launch number, 1-based
-  uint64_t stream_seq = 0;   // launch number on its stream, 1-based
-  uint64_t stream_id = 0;    // cuStreamGetId
-  uint64_t graph_id = 0;     // captured launches: capture id; graph launches: the capture id of the exec
-  uint64_t time_ns = 0;      // CLOCK_MONOTONIC
-  uint32_t ctx_id = 0;       // cuCtxGetId
-  uint32_t tid = 0;          // gettid
+  uint64_t seq = 0;         // global launch number, 1-based
+  uint64_t stream_seq = 0;  // launch number on its stream, 1-based
+  uint64_t stream_id = 0;   // cuStreamGetId
+  uint64_t graph_id = 0;    // captured launches: capture id; graph launches: the capture id of the exec
+  uint64_t time_ns = 0;     // CLOCK_MONOTONIC
+  uint32_t ctx_id = 0;      // cuCtxGetId
+  uint32_t tid = 0;         // gettid
   uint32_t stack_id = kUnknownStack;
   uint32_t kernel_name = kNoString;  // StringTable id
   uint32_t grid[3] = {0, 0, 0};
@@ -66,7 +66,7 @@ bool recorder_init() noexcept;  // idempotent; false if memory could not be mapp
 
 // ---- strings ----
 uint32_t intern_string(const char* s, size_t len) noexcept;  // kNoString when full
-const char* string_at(uint32_t id) noexcept;                  // "" for kNoString
+const char* string_at(uint32_t id) noexcept;                 // "" for kNoString
 
 // ---- stacks ----
 // Captures the calling thread's native and Python stacks and interns them.
@@ -83,11 +83,11 @@ uint64_t launches_recorded() noexcept;
 
 // ---- streams ----
 struct StreamState {
-  std::atomic<uint64_t> id{0};         // 0 = free entry; stored +1 so id 0 is usable
-  std::atomic<uint64_t> launched{0};   // stream launches so far (last stream_seq handed out)
+  std::atomic<uint64_t> id{0};                   // 0 = free entry; stored +1 so id 0 is usable
+  std::atomic<uint64_t> launched{0};             // stream launches so far (last stream_seq handed out)
   std::atomic<uint64_t> breadcrumb_launched{0};  // last stream_seq whose mark was enqueued
-  std::atomic<uintptr_t> last_handle{0};  // CUstream as last passed (for the exit probe)
-  std::atomic<uintptr_t> last_ctx{0};     // CUcontext current at the last launch
+  std::atomic<uintptr_t> last_handle{0};         // CUstream as last passed (for the exit probe)
+  std::atomic<uintptr_t> last_ctx{0};            // CUcontext current at the last launch
   std::atomic<uint32_t> ctx_id{0};
   std::atomic<bool> per_thread{false};
 };
@@ -104,5 +104,7 @@ uint32_t handle_map_get(HandleMap m, uintptr_t key) noexcept;  // kNoString on a
 void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
 
 const char* recorder_overflow_note() noexcept;  // "" or what filled up
+// Bytes the tables reserve (mapped once, MAP_NORESERVE: resident only as they fill); 0 before recorder_init.
+uint64_t recorder_mapped_bytes() noexcept;
 
 }  // namespace cdsa

@@ -350,6 +350,27 @@ def folded(text):
     return [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in text.splitlines()]
 
 
+def launch_native_frames(tmp_path, env):
+    """The native frames (root first) under the Python frames of many_launches.py's fill_f32 launches."""
+    run = run_python("many_launches.py", cwd=tmp_path, env={"CDSA_PROFILE": "1", **env})
+    trace = one_trace(run)
+    r = cdsa("flame", trace.name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    frames = [f for f, _ in folded(r.stdout) if f[-1] == "fill_f32"][0]
+    first_py = next(i for i, f in enumerate(frames) if ".py:" in f)
+    trace.unlink()
+    return frames[:first_py]
+
+
+def test_native_stack_stops_at_the_interpreter_unless_native_full(tmp_path):
+    short = launch_native_frames(tmp_path, {})
+    full = launch_native_frames(tmp_path, {"CDSA_NATIVE_FULL": "1"})
+    assert full[0] == "_start" and "Py_BytesMain" in full, full
+    assert "_start" not in short and "Py_BytesMain" not in short, short
+    # The innermost native frames are the same; only the interpreter's below them are left out.
+    assert len(short) < len(full) and full[-len(short):] == short, (short, full)
+
+
 def test_profile_flame_and_top(tmp_path):
     run = run_python("many_launches.py", cwd=tmp_path, env={"CDSA_PROFILE": "1"})
     assert run.reports == 1
@@ -376,8 +397,9 @@ def test_profile_flame_and_top(tmp_path):
     first_py = frames.index(py[0])
     assert frames[first_py:-1] == py  # Python frames, outermost first, right under the kernel
     native = frames[:first_py]  # native frames below them, root (outermost) first
-    assert native and native[0] == "_start" and "ffi_call" in native, native
-    assert native.index("Py_BytesMain") < native.index("_ctypes_callproc") < native.index("ffi_call")
+    # By default the native stack stops at the innermost interpreter frame (CDSA_NATIVE_FULL=1 keeps _start...).
+    assert native and "_start" not in native and "Py_BytesMain" not in native and "ffi_call" in native, native
+    assert native.index("_ctypes_callproc") < native.index("ffi_call")
     only_py = folded(cdsa("flame", "--python-only", trace.name, cwd=tmp_path).stdout)
     assert [f for f, k in only_py if f[-1] == "fill_f32"][0] == py + ["fill_f32"]
 

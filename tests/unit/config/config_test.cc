@@ -73,7 +73,7 @@ std::vector<std::string> bad_values(const ConfigVar& v) {
 
 TEST(Config, TableIsComplete) {
   auto vars = config_vars();
-  ASSERT_EQ(vars.size(), 14u);
+  ASSERT_EQ(vars.size(), 15u);
   for (const auto& v : vars) {
     EXPECT_EQ(v.name.rfind("CDSA_", 0), 0u) << v.name;
     // Only a Text variable may be unset by default (CDSA_DEBUG_ENTRY_POINTS: no file, no log).
