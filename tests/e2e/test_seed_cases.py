@@ -143,7 +143,10 @@ def test_autograd_launch_names_the_node_and_lists_forward_candidates(tmp_path):
 
 
 def test_cdsa_report_prints_the_same_and_native_all_unfolds(tmp_path):
-    run = run_python("autograd_case.py", cwd=tmp_path, env={"AUTOGRAD_SIM_LIB": str(AUTOGRAD_LIB)})
+    # CDSA_NATIVE_FULL=1: from Python the native stack is otherwise recorded only down to the innermost
+    # interpreter frame, leaving nothing of the interpreter to unfold.
+    run = run_python("autograd_case.py", cwd=tmp_path, env={"AUTOGRAD_SIM_LIB": str(AUTOGRAD_LIB),
+                                                             "CDSA_NATIVE_FULL": "1"})
     trace = run.traces()[0]
     i = run.err.index(BANNER)
     live = run.err[run.err.rindex("\n=", 0, i):run.err.index(END, i) + len(END)]
@@ -156,5 +159,6 @@ def test_cdsa_report_prints_the_same_and_native_all_unfolds(tmp_path):
     assert "_PyEval_EvalFrameDefault" in full and "folded" not in full and "libcdsa" not in full
     # The live report with CDSA_NATIVE_ALL=1 is the unfolded one, and cdsa report keeps that view.
     run_all = run_python("autograd_case.py", cwd=tmp_path / "..", env={"AUTOGRAD_SIM_LIB": str(AUTOGRAD_LIB),
-                                                                        "CDSA_NATIVE_ALL": "1"})
+                                                                        "CDSA_NATIVE_ALL": "1",
+                                                                        "CDSA_NATIVE_FULL": "1"})
     assert "_PyEval_EvalFrameDefault" in run_all.report and "folded" not in run_all.report
