@@ -301,6 +301,20 @@ int case_capture_to_graph() {
   return r == CUDA_SUCCESS ? 0 : 3;
 }
 
+// The fault happens, nothing surfaces it, and the driver is torn down at exit before cdsa's exit probe runs (as
+// cudart's own exit handlers may do): this handler is registered after cdsa's, so it runs first.
+void tear_down_driver() { cuDevicePrimaryCtxReset(0); }
+
+int case_teardown_at_exit(int64_t target) {
+  init();
+  NllArgs a = nll_args(target);
+  launch_loss(fn("nll_loss_forward_reduce_cuda_kernel_2d"), a);  // TEARDOWN-LAUNCH-SITE
+  usleep(200000);                                                // the kernel faults; no call observes it
+  atexit(tear_down_driver);
+  printf("exiting; the driver is torn down first\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,9 +325,11 @@ int main(int argc, char** argv) {
   if (c == "no-sync") return case_no_sync();
   if (c == "cukernel" && argc > 2) return case_cukernel(argv[2], argc > 3 ? atoll(argv[3]) : 10);
   if (c == "capture-to-graph") return case_capture_to_graph();
+  if (c == "teardown-at-exit") return case_teardown_at_exit(10);
+  if (c == "teardown-at-exit-ok") return case_teardown_at_exit(-100);
   fprintf(stderr,
           "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync"
-          " | cukernel launch|launch-ex|get-function [TARGET] | capture-to-graph\n",
+          " | cukernel launch|launch-ex|get-function [TARGET] | capture-to-graph | teardown-at-exit[-ok]\n",
           argv[0]);
   return 2;
 }
