@@ -72,13 +72,17 @@ def test_cukernel_launch_is_named(tmp_path):
     ("launch", "KERNEL-SITE"),  # the CUkernel cast to CUfunction, as cudart 13 launches: cuKernelGetName names it
     ("launch-ex", "KERNEL-EX-SITE"),
     ("get-function", "FUNCTION-SITE"),  # cuKernelGetFunction gives a CUfunction: cuFuncGetName names it
+    ("module-load", "MODULE-LOAD-SITE"),  # Inductor's static launcher: cuModuleLoad + cuModuleGetFunction
 ])
 def test_native_cukernel_paths_are_named(tmp_path, how, marker):
     run = run_program([CASES, "cukernel", how], cwd=tmp_path)
     assert run.reports == 1, run.err
     part = run.launch_part()
     assert native_site(marker) in part, part
-    assert NLL in kernel_lines(part)[0], part
+    # The driver gives the mangled name the program loaded; the report prints it demangled.
+    assert f"kernel {NLL}(float*, long const*, int, int, long)" in kernel_lines(part)[0], part
+    assert "_Z38" not in run.report, run.report
+
 
 
 # ---- the report comes before the program's own error after cuCtxSynchronize_v2 ------------------------------------
@@ -157,6 +161,16 @@ def test_breadcrumbs_work_with_or_without_64bit_memops(tmp_path, no_64bit):
     assert "breadcrumb write failed" not in run.err, run.err
     assert "breadcrumbs were off" not in run.report, run.report
     assert py_frame("two_streams.py", "LAUNCH-SITE", "<module>") in run.launch_part()
+
+
+@pytest.mark.parametrize("no_64bit", ["1", "0"])
+def test_native_breadcrumbs_work_with_or_without_64bit_memops(tmp_path, no_64bit):
+    run = run_program([CASES, "nll", 10], cwd=tmp_path, env={"SIM_CUDA_NO_64BIT_MEMOPS": no_64bit})
+    assert run.reports == 1, run.err
+    assert "breadcrumb write failed" not in run.err, run.err
+    assert "breadcrumbs were off" not in run.report, run.report
+    assert "the failing launch (the first launch on its stream whose completion never landed)" in run.report
+    assert native_site("LAUNCH-SITE") in run.launch_part(), run.report
 
 
 # ---- the driver torn down at exit before cdsa's probe: the breadcrumbs still name the pending launch -------------
