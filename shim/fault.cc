@@ -60,9 +60,10 @@ void exit_probe() {
     clock_gettime(CLOCK_MONOTONIC, &start);
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
-    CUresult torn_down = CUDA_SUCCESS;
+    CUresult torn_down = CUDA_SUCCESS;  // what the last poll heard from a stream with a missing mark
     for (;;) {
       bool pending = false;
+      torn_down = CUDA_SUCCESS;
       for (const auto& s : stream_views()) {
         if (s.marks && s.landed >= s.launched) continue;
         pending = pending || s.marks;
