@@ -18,6 +18,18 @@ std::mutex g_init_mutex;  // warm-up only
 uint64_t* g_slots = nullptr;
 CUdeviceptr g_dptr = 0;
 size_t g_bytes = 0;
+std::atomic<bool> g_32bit{false};
+
+// Attribute 122 of the current context's device; true when it cannot be read (the 64-bit write then says).
+bool can_use_64bit(const Driver& d) {
+  if (!d.StreamWriteValue64) return false;
+  CUdevice dev = 0;
+  int value = 1;
+  if (d.CtxGetDevice && d.DeviceGetAttribute && d.CtxGetDevice(&dev) == CUDA_SUCCESS &&
+      d.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) == CUDA_SUCCESS)
+    return value != 0;
+  return true;
+}
 
 }  // namespace
 
@@ -32,7 +44,7 @@ bool breadcrumbs_init(const InCdsa&) noexcept {
     g_state.store(kDisabled, std::memory_order_release);
     return false;
   }
-  if (!d.StreamWriteValue64 || !d.MemHostRegister || !d.MemHostGetDevicePointer) {
+  if ((!d.StreamWriteValue64 && !d.StreamWriteValue32) || !d.MemHostRegister || !d.MemHostGetDevicePointer) {
     log_line("the driver has no stream memory operations: attribution will list candidates only");
     g_state.store(kDisabled, std::memory_order_release);
     return false;
@@ -65,16 +77,31 @@ bool breadcrumbs_init(const InCdsa&) noexcept {
     g_state.store(kDisabled, std::memory_order_release);
     return false;
   }
+  bool narrow = !can_use_64bit(d);
+  if (narrow && !d.StreamWriteValue32) {
+    log_line(
+        "the device has no 64-bit stream memory operations and the driver no 32-bit ones: attribution will "
+        "list candidates only");
+    g_state.store(kDisabled, std::memory_order_release);
+    return false;
+  }
+  g_32bit.store(narrow, std::memory_order_relaxed);
   g_state.store(kActive, std::memory_order_release);
   return true;
 }
+
+bool breadcrumbs_32bit() noexcept { return g_32bit.load(std::memory_order_relaxed); }
 
 bool breadcrumbs_active() noexcept { return g_state.load(std::memory_order_acquire) == kActive; }
 
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept {
   if (slot < 0 || g_state.load(std::memory_order_relaxed) != kActive) return CUDA_SUCCESS;
-  CUresult r = driver().StreamWriteValue64(stream, g_dptr + static_cast<CUdeviceptr>(slot) * sizeof(uint64_t),
-                                           stream_seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+  CUdeviceptr at = g_dptr + static_cast<CUdeviceptr>(slot) * sizeof(uint64_t);
+  // 32-bit marks go to the slot's low word (both CUDA hosts, x86-64 and aarch64, are little-endian).
+  CUresult r =
+      g_32bit.load(std::memory_order_relaxed)
+          ? driver().StreamWriteValue32(stream, at, static_cast<cuuint32_t>(stream_seq), CU_STREAM_WRITE_VALUE_DEFAULT)
+          : driver().StreamWriteValue64(stream, at, stream_seq, CU_STREAM_WRITE_VALUE_DEFAULT);
   if (r != CUDA_SUCCESS && !is_sticky_fault(r)) {
     int expected = kActive;
     if (g_state.compare_exchange_strong(expected, kDisabled)) {
@@ -86,9 +113,12 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
   return r;
 }
 
-uint64_t breadcrumb_landed(int slot) noexcept {
+uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept {
   if (slot < 0 || !g_slots) return 0;
-  return __atomic_load_n(&g_slots[slot], __ATOMIC_ACQUIRE);
+  if (!g_32bit.load(std::memory_order_relaxed)) return __atomic_load_n(&g_slots[slot], __ATOMIC_ACQUIRE);
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "32-bit marks are written to the slot's low word");
+  uint32_t low = __atomic_load_n(reinterpret_cast<uint32_t*>(&g_slots[slot]), __ATOMIC_ACQUIRE);
+  return widen_mark(low, launched);
 }
 
 }  // namespace cdsa

@@ -1,10 +1,10 @@
 #include "shim/driver.h"
 
-#include <atomic>
-#include <cstring>
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <atomic>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 
@@ -17,7 +17,6 @@ Driver g_driver;
 std::once_flag g_once;
 std::atomic<bool> g_ready{false};
 
-
 void init_driver(const void* hint) {
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (!h && hint) {
@@ -29,14 +28,19 @@ void init_driver(const void* hint) {
     return;
   }
   DlsymFn sym = real_dlsym();
-  auto get = [&](auto& slot, const char* name) { slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym(h, name)); };
+  auto get = [&](auto& slot, const char* name) {
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym(h, name));
+  };
   get(g_driver.StreamGetId, "cuStreamGetId");
   get(g_driver.CtxGetCurrent, "cuCtxGetCurrent");
   get(g_driver.CtxSetCurrent, "cuCtxSetCurrent");
   get(g_driver.CtxGetId, "cuCtxGetId");
   get(g_driver.FuncGetName, "cuFuncGetName");
+  get(g_driver.KernelGetName, "cuKernelGetName");
   get(g_driver.StreamIsCapturing, "cuStreamIsCapturing");
   get(g_driver.StreamWriteValue64, "cuStreamWriteValue64_v2");
+  get(g_driver.StreamWriteValue32, "cuStreamWriteValue32_v2");
+  get(g_driver.DeviceGetAttribute, "cuDeviceGetAttribute");
   get(g_driver.MemHostRegister, "cuMemHostRegister_v2");
   get(g_driver.MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
   get(g_driver.StreamQuery, "cuStreamQuery");

@@ -17,8 +17,11 @@ struct Driver {
   CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*CtxGetId)(CUcontext, unsigned long long*) = nullptr;
   CUresult (*FuncGetName)(const char**, CUfunction) = nullptr;
+  CUresult (*KernelGetName)(const char**, CUkernel) = nullptr;  // 12.3+
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*StreamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
+  CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
   CUresult (*MemHostRegister)(void*, size_t, unsigned int) = nullptr;
   CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
   CUresult (*StreamQuery)(CUstream) = nullptr;
@@ -43,11 +46,20 @@ DlvsymFn real_dlvsym() noexcept;
 // Any libc function by name, found the same way (no dlsym).
 void* libc_function(const char* name) noexcept;
 
-// True for the sticky kernel faults of cuda.h (700, 702, 710, 714-719, 721).
+// True for the sticky faults cuda.h documents as "the process must be terminated and relaunched": the kernel
+// faults (700, 702, 710, 714-719, 721), 226 CUDA_ERROR_CONTAINED (error containment: NVLink peer faults, some
+// hardware errors) and 911 CUDA_ERROR_EXTERNAL_DEVICE. Not 810 CUDA_ERROR_MPS_CLIENT_TERMINATED: the MPS server
+// ended this client, usually for another client's fault (docs/attribution.md).
 constexpr bool is_sticky_fault(CUresult r) noexcept {
   return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_TIMEOUT || r == CUDA_ERROR_ASSERT ||
          (r >= CUDA_ERROR_HARDWARE_STACK_ERROR && r <= CUDA_ERROR_LAUNCH_FAILED) ||
-         r == CUDA_ERROR_TENSOR_MEMORY_LEAK;
+         r == CUDA_ERROR_TENSOR_MEMORY_LEAK || r == CUDA_ERROR_CONTAINED || r == CUDA_ERROR_EXTERNAL_DEVICE;
+}
+
+// True for what the driver answers once the context is torn down (cudart's exit handlers ran first): 4
+// CUDA_ERROR_DEINITIALIZED, 201 CUDA_ERROR_INVALID_CONTEXT, 709 CUDA_ERROR_CONTEXT_IS_DESTROYED. None is sticky.
+constexpr bool is_torn_down(CUresult r) noexcept {
+  return r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
 }  // namespace cdsa

@@ -58,8 +58,12 @@ void exit_probe() {
     const Driver& d = driver();
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
+    // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
+    CUresult torn_down = CUDA_SUCCESS;  // what the last poll heard from a stream with a missing mark
     for (;;) {
       bool pending = false;
+      torn_down = CUDA_SUCCESS;
       for (const auto& s : stream_views()) {
         if (s.marks && s.landed >= s.launched) continue;
         pending = pending || s.marks;
@@ -70,12 +74,23 @@ void exit_probe() {
           on_sticky_fault(r, "exit probe (cuStreamQuery at process exit)");
           return;
         }
+        if (s.marks && is_torn_down(r)) torn_down = r;
       }
       if (!pending) break;
       timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
       long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-      if (elapsed_ms >= c.exit_probe_ms) break;
+      if (elapsed_ms >= c.exit_probe_ms) {
+        // A torn-down context runs nothing more: a mark still missing now belongs to a launch that never finished
+        // (a context is torn down only after its work has drained, unless that work faulted).
+        if (torn_down != CUDA_SUCCESS) {
+          on_sticky_fault(torn_down,
+                          "exit probe (the driver was torn down before cdsa's exit probe ran; the "
+                          "breadcrumbs show a launch that never finished)");
+          return;
+        }
+        break;
+      }
       usleep(200);
     }
   }

@@ -16,8 +16,9 @@ std::vector<StreamView> stream_views() {
     if (id == 0) continue;
     uint64_t launched = st->launched.load(std::memory_order_acquire);
     if (launched == 0) continue;
-    bool marks = breadcrumbs_active() && st->breadcrumb_launched.load(std::memory_order_acquire) == launched;
-    out.push_back({static_cast<int>(i), id - 1, launched, breadcrumb_landed(static_cast<int>(i)), marks});
+    uint64_t marked = st->breadcrumb_launched.load(std::memory_order_acquire);
+    bool marks = breadcrumbs_active() && marked == launched;
+    out.push_back({static_cast<int>(i), id - 1, launched, breadcrumb_landed(static_cast<int>(i), marked), marks});
   }
   return out;
 }

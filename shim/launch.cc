@@ -137,19 +137,38 @@ CUstream effective_stream(CUstream s, bool per_thread) {
   return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
 }
 
+// A handle whose name the driver would not give: cached too, so a launch makes no failing driver call.
+constexpr uint32_t kNameUnknown = kNoString - 1;
+
+// The driver's name for a launch handle, asked once per handle: a CUfunction (cuModuleGetFunction,
+// cuKernelGetFunction) is named by cuFuncGetName, a CUkernel cast to CUfunction (cudart 12+/13's <<<>>> path) only
+// by cuKernelGetName, which rejects a CUfunction as cuFuncGetName rejects a CUkernel (docs/attribution.md).
+// Only a handle both calls reject is cached as unknown: a dead or missing context may clear up.
+uint32_t lookup_kernel_name(CUfunction func) {
+  const Driver& d = driver();
+  bool transient = false;
+  const char* s = nullptr;
+  auto named = [&](CUresult r) {
+    transient |= r == CUDA_ERROR_NOT_INITIALIZED || is_torn_down(r) || is_sticky_fault(r);
+    return r == CUDA_SUCCESS && s;
+  };
+  if (d.FuncGetName && named(d.FuncGetName(&s, func))) return intern_string(s, strlen(s));
+  s = nullptr;
+  if (d.KernelGetName && named(d.KernelGetName(&s, reinterpret_cast<CUkernel>(func))))
+    return intern_string(s, strlen(s));
+  return transient ? kNoString : kNameUnknown;
+}
+
 uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
   if (!func) return kNoString;
   auto key = reinterpret_cast<uintptr_t>(func);
   uint32_t name = handle_map_get(HandleMap::KernelName, key);
-  const Driver& d = driver();
-  if (name == kNoString && d.FuncGetName) {
-    const char* s = nullptr;
-    if (d.FuncGetName(&s, func) == CUDA_SUCCESS && s) {
-      name = intern_string(s, strlen(s));
-      handle_map_put(HandleMap::KernelName, key, name);
-    }
+  if (__builtin_expect(name == kNoString, 0)) {
+    name = lookup_kernel_name(func);
+    // Not cached when the string table is full (kNoString) or before any context exists: the lookup may work later.
+    if (name != kNoString) handle_map_put(HandleMap::KernelName, key, name);
   }
-  return name;
+  return name == kNameUnknown ? kNoString : name;
 }
 
 }  // namespace

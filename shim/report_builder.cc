@@ -12,6 +12,7 @@
 #include "shim/driver.h"
 #include "shim/profile.h"
 #include "shim/recorder.h"
+#include "symbolizer/demangle.h"
 
 #ifndef CDSA_VERSION
 #define CDSA_VERSION "0.0.0"
@@ -141,7 +142,7 @@ LaunchText launch_text(const LaunchRecord& r) {
   l.ctx_id = r.ctx_id;
   l.tid = r.tid;
   l.stack_id = r.stack_id;
-  l.kernel = string_at(r.kernel_name);
+  l.kernel = symbolizer::demangle(string_at(r.kernel_name));  // cuFuncGetName gives the mangled name
   l.kind = kind_name(r.kind);
   for (int i = 0; i < 3; ++i) {
     l.grid[i] = r.grid[i];

@@ -219,6 +219,17 @@ CUresult primary_release(CUdevice dev) {
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
 SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
 
+// Stands in for the driver's teardown at exit (what cudart's own exit handlers leave behind): from here on every
+// call answers CUDA_ERROR_DEINITIALIZED, also after a fault, and prints nothing. Succeeds even after a fault.
+static CUresult primary_reset(CUdevice dev) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  S().torn_down.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;

@@ -166,6 +166,7 @@ struct Sim {
   std::condition_variable progress;     // any item finished, fault, shutdown
   std::condition_variable shutdown_cv;  // interrupts sleep_us at exit
   std::atomic<bool> initialized{false};
+  std::atomic<bool> torn_down{false};  // cuDevicePrimaryCtxReset: every later call answers CUDA_ERROR_DEINITIALIZED
   std::atomic<int> sticky{0};
   bool dead = false;                     // a fault happened (guarded by mu)
   bool shutdown = false;                 // library destructor ran (guarded by mu)

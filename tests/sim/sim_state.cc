@@ -29,6 +29,7 @@ thread_local Stream* t_per_thread = nullptr;
 // preloaded write() hook does not see it. Never call with S().mu held.
 CUresult sticky_result() {
   Sim& g = S();
+  if (g.torn_down.load(std::memory_order_acquire)) return CUDA_ERROR_DEINITIALIZED;
   int e = g.sticky.load(std::memory_order_acquire);
   if (e == 0) return CUDA_SUCCESS;
   std::call_once(g.report_once, [&g] {

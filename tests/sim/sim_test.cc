@@ -1871,6 +1871,35 @@ TEST(SimChildTest, UnimplementedAfterFault) {
   EXPECT_EXIT(UnimplementedAfterFaultChild(), ::testing::ExitedWithCode(0), "");
 }
 
+// cuDevicePrimaryCtxReset stands in for the driver's teardown at exit: after it every call answers 4, also after
+// a fault that no call observed, and the assert text is never printed.
+void TeardownAfterUnobservedFaultChild() {
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUdeviceptr out = 0, tgt = 0;
+  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
+  CHILD_EQ(cuMemAlloc(&tgt, 8), CUDA_SUCCESS);
+  const int64_t targets[1] = {7};
+  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CHILD_EQ(k_nll(k, nullptr, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 1, 5, -100), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened; no call observed it
+  CHILD_EQ(cuDevicePrimaryCtxReset(1), CUDA_ERROR_INVALID_DEVICE);
+  CHILD_EQ(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_DEINITIALIZED);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_DEINITIALIZED);
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_ERROR_DEINITIALIZED);
+  int v = 0;
+  CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  CHILD_STDERR(cap, "");
+  child_exit_ok();
+}
+
+TEST(SimChildTest, TeardownAfterUnobservedFault) {
+  EXPECT_EXIT(TeardownAfterUnobservedFaultChild(), ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

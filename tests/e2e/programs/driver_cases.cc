@@ -243,7 +243,17 @@ __attribute__((noinline)) void launch_kernel_function(CUkernel k, NllArgs& a) {
   check(r, "cuLaunchKernelEx(cuKernelGetFunction)");
 }
 
-// how: launch | launch-ex | get-function. Faults unless target is -100.
+// Inductor's static launcher: cuModuleLoad of a cubin path, cuModuleGetFunction (a mangled name), cuLaunchKernel.
+__attribute__((noinline)) void launch_module_load(NllArgs& a) {
+  CUmodule m;
+  check(cuModuleLoad(&m, "/proc/self/exe"), "cuModuleLoad");  // the sim loads any readable file
+  CUfunction f;
+  check(cuModuleGetFunction(&f, m, "_Z38nll_loss_forward_reduce_cuda_kernel_2dPfPKliil"), "cuModuleGetFunction");
+  CUresult r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a.get(), nullptr);  // MODULE-LOAD-SITE
+  check(r, "cuLaunchKernel(cuModuleLoad)");
+}
+
+// how: launch | launch-ex | get-function | module-load. Faults unless target is -100.
 int case_cukernel(const char* how, int64_t target) {
   init();
   NllArgs a = nll_args(target);
@@ -253,6 +263,8 @@ int case_cukernel(const char* how, int64_t target) {
     launch_kernel_handle(k, a);
   else if (h == "launch-ex")
     launch_kernel_handle_ex(k, a);
+  else if (h == "module-load")
+    launch_module_load(a);
   else
     launch_kernel_function(k, a);
   CUresult r = synchronize_v2();
@@ -301,6 +313,20 @@ int case_capture_to_graph() {
   return r == CUDA_SUCCESS ? 0 : 3;
 }
 
+// The fault happens, nothing surfaces it, and the driver is torn down at exit before cdsa's exit probe runs (as
+// cudart's own exit handlers may do): this handler is registered after cdsa's, so it runs first.
+void tear_down_driver() { cuDevicePrimaryCtxReset(0); }
+
+int case_teardown_at_exit(int64_t target) {
+  init();
+  NllArgs a = nll_args(target);
+  launch_loss(fn("nll_loss_forward_reduce_cuda_kernel_2d"), a);  // TEARDOWN-LAUNCH-SITE
+  usleep(200000);                                                // the kernel faults; no call observes it
+  atexit(tear_down_driver);
+  printf("exiting; the driver is torn down first\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,9 +337,11 @@ int main(int argc, char** argv) {
   if (c == "no-sync") return case_no_sync();
   if (c == "cukernel" && argc > 2) return case_cukernel(argv[2], argc > 3 ? atoll(argv[3]) : 10);
   if (c == "capture-to-graph") return case_capture_to_graph();
+  if (c == "teardown-at-exit") return case_teardown_at_exit(10);
+  if (c == "teardown-at-exit-ok") return case_teardown_at_exit(-100);
   fprintf(stderr,
           "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync"
-          " | cukernel launch|launch-ex|get-function [TARGET] | capture-to-graph\n",
+          " | cukernel launch|launch-ex|get-function|module-load [TARGET] | capture-to-graph | teardown-at-exit[-ok]\n",
           argv[0]);
   return 2;
 }
