@@ -51,6 +51,24 @@ bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexce
 // Whether a thread other than the caller is inside a wrapped driver call now.
 bool other_thread_in_driver_call() noexcept;
 
+// Launches in flight: a thread between handing a launch to the driver and recording it (shim/launch.h records
+// after the driver call returns). A kernel can fault, and another thread see the sticky error, inside that
+// window: the fault report waits for them (wait_for_launches_in_flight) so the failing launch is in the ring.
+// Bracket the real launch call with LaunchInFlight, from before the call until after record_launch (or the
+// failure). Nests (the CUPTI callbacks inside a wrapped launch); lock-free, allocation-free, and a plain store
+// to this thread's own cache line (the DriverCallScope slot) each way.
+struct LaunchInFlight {
+  LaunchInFlight() noexcept { launch_submitting(); }
+  ~LaunchInFlight() { launch_retired(); }
+  static void launch_submitting() noexcept;
+  static void launch_retired() noexcept;
+};
+// Launches in flight on threads other than the caller (the faulting thread may itself be inside a launch
+// wrapper: it is never counted).
+int other_threads_launches_in_flight() noexcept;
+// Waits until no other thread has a launch in flight, at most until `deadline`. Returns how many are left.
+int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept;
+
 // One parsed device assert line.
 struct DeviceAssert {
   std::string file;
