@@ -17,6 +17,8 @@
 namespace cdsa {
 
 __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+__thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int tl_launch_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -42,15 +44,16 @@ std::atomic<int> g_busy_shared{0};
 std::atomic<int> g_launching_shared{0};
 [[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
-[[gnu::tls_model("initial-exec")]] thread_local int tl_launch_depth = 0;
 
 inline void claim_slot() {
   if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) {
     int i = g_busy_claimed.fetch_add(1, std::memory_order_relaxed);
-    if (i < kBusySlots)
+    if (i < kBusySlots) {
       tl_slot = &g_busy[i];
-    else
+      tl_launch_flag = &tl_slot->launching;
+    } else {
       tl_shared = true;
+    }
   }
 }
 
@@ -164,26 +167,17 @@ bool other_thread_in_driver_call() noexcept {
   return shared > 0;
 }
 
-void LaunchInFlight::launch_submitting() noexcept {
-  if (tl_launch_depth++ != 0) return;
+void LaunchInFlight::submitting_slow() noexcept {
   claim_slot();
-  if (__builtin_expect(tl_slot != nullptr, 1))
-    tl_slot->launching.store(1, std::memory_order_relaxed);
-  else
+  if (tl_launch_flag) {
+    tl_launch_flag->store(1, std::memory_order_relaxed);
+  } else {
     g_launching_shared.fetch_add(1, std::memory_order_relaxed);
-  // The flag must be visible before anything the driver then stores to submit the launch (so before the kernel
-  // can run, fault, and another thread see it): a store-store barrier; free on x86, dmb on Arm.
+  }
   std::atomic_thread_fence(std::memory_order_release);
 }
 
-void LaunchInFlight::launch_retired() noexcept {
-  if (tl_launch_depth <= 0 || --tl_launch_depth != 0) return;
-  // Release: whoever reads 0 here also sees the launch's record in the ring.
-  if (__builtin_expect(tl_slot != nullptr, 1))
-    tl_slot->launching.store(0, std::memory_order_release);
-  else
-    g_launching_shared.fetch_sub(1, std::memory_order_release);
-}
+void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
 
 int other_threads_launches_in_flight() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);

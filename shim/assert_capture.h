@@ -21,6 +21,7 @@
 // driver call wrote to fd 2 (up to 8 KiB) and has not published.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -57,11 +58,30 @@ bool other_thread_in_driver_call() noexcept;
 // Bracket the real launch call with LaunchInFlight, from before the call until after record_launch (or the
 // failure). Nests (the CUPTI callbacks inside a wrapped launch); lock-free, allocation-free, and a plain store
 // to this thread's own cache line (the DriverCallScope slot) each way.
+// This thread's in-flight flag (its DriverCallScope slot's), or null before the thread's first driver call.
+extern __thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec")));
+extern __thread int tl_launch_depth __attribute__((tls_model("initial-exec")));
 struct LaunchInFlight {
   LaunchInFlight() noexcept { launch_submitting(); }
   ~LaunchInFlight() { launch_retired(); }
-  static void launch_submitting() noexcept;
-  static void launch_retired() noexcept;
+  static void launch_submitting() noexcept {
+    if (tl_launch_depth++ != 0) return;
+    if (__builtin_expect(tl_launch_flag == nullptr, 0)) return submitting_slow();
+    tl_launch_flag->store(1, std::memory_order_relaxed);
+    // The flag must be visible before anything the driver then stores to submit the launch (so before the
+    // kernel can run, fault, and another thread see that): a store-store barrier; free on x86, dmb on Arm.
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  static void launch_retired() noexcept {
+    if (tl_launch_depth <= 0 || --tl_launch_depth != 0) return;
+    // Release: whoever reads 0 here also sees the launch's record in the ring.
+    if (__builtin_expect(tl_launch_flag == nullptr, 0)) return retired_slow();
+    tl_launch_flag->store(0, std::memory_order_release);
+  }
+
+ private:
+  static void submitting_slow() noexcept;  // claims the thread's slot first; threads past the slots share a count
+  static void retired_slow() noexcept;
 };
 // Launches in flight on threads other than the caller (the faulting thread may itself be inside a launch
 // wrapper: it is never counted).
