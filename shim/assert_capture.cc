@@ -174,13 +174,14 @@ void LaunchInFlight::submitting_slow() noexcept {
   } else {
     g_launching_shared.fetch_add(1, std::memory_order_relaxed);
   }
-  std::atomic_thread_fence(std::memory_order_release);
+  launch_flag_fence(std::memory_order_release);
 }
 
 void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
 
 int other_threads_launches_in_flight() noexcept {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The caller has just seen the fault (a load through the driver): read the flags after it.
+  launch_flag_fence(std::memory_order_seq_cst);
   int n = 0;
   int claimed = g_busy_claimed.load(std::memory_order_acquire);
   if (claimed > kBusySlots) claimed = kBusySlots;

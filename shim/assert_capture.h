@@ -58,6 +58,17 @@ bool other_thread_in_driver_call() noexcept;
 // Bracket the real launch call with LaunchInFlight, from before the call until after record_launch (or the
 // failure). Nests (the CUPTI callbacks inside a wrapped launch); lock-free, allocation-free, and a plain store
 // to this thread's own cache line (the DriverCallScope slot) each way.
+// A hardware fence for the launch flags against what the driver (not C++ atomics) does. Not under
+// ThreadSanitizer, which does not model fences: the happens-before it checks comes from the flags'
+// release stores and acquire loads.
+inline void launch_flag_fence(std::memory_order order) noexcept {
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(order);
+#else
+  (void)order;
+#endif
+}
+
 // This thread's in-flight flag (its DriverCallScope slot's), or null before the thread's first driver call.
 extern __thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec")));
 extern __thread int tl_launch_depth __attribute__((tls_model("initial-exec")));
@@ -70,7 +81,7 @@ struct LaunchInFlight {
     tl_launch_flag->store(1, std::memory_order_relaxed);
     // The flag must be visible before anything the driver then stores to submit the launch (so before the
     // kernel can run, fault, and another thread see that): a store-store barrier; free on x86, dmb on Arm.
-    std::atomic_thread_fence(std::memory_order_release);
+    launch_flag_fence(std::memory_order_release);
   }
   static void launch_retired() noexcept {
     if (tl_launch_depth <= 0 || --tl_launch_depth != 0) return;
