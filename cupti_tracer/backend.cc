@@ -10,6 +10,7 @@
 
 #include "cupti_tracer/decode.h"
 #include "cupti_tracer/discovery.h"
+#include "shim/assert_capture.h"
 #include "shim/config.h"
 #include "shim/driver.h"
 #include "shim/fault.h"
@@ -99,6 +100,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       }
     }
     prepare_launch(f);
+    // In flight until recorded at the exit (shim/assert_capture.h): a report on another thread waits for it.
+    LaunchInFlight::launch_submitting();
     return;
   }
   if (data.callbackSite != CUPTI_API_EXIT) return;
@@ -109,8 +112,10 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     int n = cupti::decode_launches(cbid, data, li, 8);
     for (int i = 0; i < n; ++i) record_launch(li[i], LaunchSource::Cupti);
     if (n > 0) tl_last = LastLaunch{li[0].func, li[0].graph_exec, li[0].stream, true};
-  } else if (is_sticky_fault(r)) {
-    on_sticky_fault(r, data.functionName ? data.functionName : "a CUDA driver call");
+    LaunchInFlight::launch_retired();
+  } else {
+    if (launch) LaunchInFlight::launch_retired();
+    if (is_sticky_fault(r)) on_sticky_fault(r, data.functionName ? data.functionName : "a CUDA driver call");
   }
 }
 

@@ -17,6 +17,8 @@
 namespace cdsa {
 
 __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+__thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int tl_launch_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -31,23 +33,32 @@ constexpr size_t kCapture = 8192;
 // Which threads are inside a driver call: one flag per thread, each on its own cache line, so entering and
 // leaving a call is a plain store to memory no other thread writes. Threads beyond kBusySlots share a counter.
 constexpr int kBusySlots = 512;
+// The same slot says whether the thread has a launch in flight (LaunchInFlight).
 struct alignas(64) BusySlot {
   std::atomic<int> busy{0};
+  std::atomic<int> launching{0};
 };
 BusySlot g_busy[kBusySlots];
 std::atomic<int> g_busy_claimed{0};
 std::atomic<int> g_busy_shared{0};
+std::atomic<int> g_launching_shared{0};
 [[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
 
-void mark_busy(int v) {
+inline void claim_slot() {
   if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) {
     int i = g_busy_claimed.fetch_add(1, std::memory_order_relaxed);
-    if (i < kBusySlots)
+    if (i < kBusySlots) {
       tl_slot = &g_busy[i];
-    else
+      tl_launch_flag = &tl_slot->launching;
+    } else {
       tl_shared = true;
+    }
   }
+}
+
+void mark_busy(int v) {
+  claim_slot();
   if (tl_slot)
     tl_slot->busy.store(v, std::memory_order_release);
   else
@@ -154,6 +165,39 @@ bool other_thread_in_driver_call() noexcept {
     if (&g_busy[i] != tl_slot && g_busy[i].busy.load(std::memory_order_acquire)) return true;
   int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_driver_call_depth > 0 ? 1 : 0);
   return shared > 0;
+}
+
+void LaunchInFlight::submitting_slow() noexcept {
+  claim_slot();
+  if (tl_launch_flag) {
+    tl_launch_flag->store(1, std::memory_order_relaxed);
+  } else {
+    g_launching_shared.fetch_add(1, std::memory_order_relaxed);
+  }
+  launch_flag_fence(std::memory_order_release);
+}
+
+void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
+
+int other_threads_launches_in_flight() noexcept {
+  // The caller has just seen the fault (a load through the driver): read the flags after it.
+  launch_flag_fence(std::memory_order_seq_cst);
+  int n = 0;
+  int claimed = g_busy_claimed.load(std::memory_order_acquire);
+  if (claimed > kBusySlots) claimed = kBusySlots;
+  for (int i = 0; i < claimed; ++i)
+    if (&g_busy[i] != tl_slot && g_busy[i].launching.load(std::memory_order_acquire)) ++n;
+  int shared = g_launching_shared.load(std::memory_order_acquire) - (tl_shared && tl_launch_depth > 0 ? 1 : 0);
+  return n + (shared > 0 ? shared : 0);
+}
+
+int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept {
+  for (;;) {
+    int n = other_threads_launches_in_flight();
+    if (n == 0 || std::chrono::steady_clock::now() >= deadline) return n;
+    timespec ts{0, 100000};  // 0.1 ms: recording a launch takes microseconds
+    nanosleep(&ts, nullptr);
+  }
 }
 
 bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept {

@@ -21,6 +21,7 @@
 // driver call wrote to fd 2 (up to 8 KiB) and has not published.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -50,6 +51,54 @@ std::string kept_device_text();
 bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept;
 // Whether a thread other than the caller is inside a wrapped driver call now.
 bool other_thread_in_driver_call() noexcept;
+
+// Launches in flight: a thread between handing a launch to the driver and recording it (shim/launch.h records
+// after the driver call returns). A kernel can fault, and another thread see the sticky error, inside that
+// window: the fault report waits for them (wait_for_launches_in_flight) so the failing launch is in the ring.
+// Bracket the real launch call with LaunchInFlight, from before the call until after record_launch (or the
+// failure). Nests (the CUPTI callbacks inside a wrapped launch); lock-free, allocation-free, and a plain store
+// to this thread's own cache line (the DriverCallScope slot) each way.
+// A hardware fence for the launch flags against what the driver (not C++ atomics) does. Not under
+// ThreadSanitizer, which does not model fences: the happens-before it checks comes from the flags'
+// release stores and acquire loads.
+inline void launch_flag_fence(std::memory_order order) noexcept {
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(order);
+#else
+  (void)order;
+#endif
+}
+
+// This thread's in-flight flag (its DriverCallScope slot's), or null before the thread's first driver call.
+extern __thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec")));
+extern __thread int tl_launch_depth __attribute__((tls_model("initial-exec")));
+struct LaunchInFlight {
+  LaunchInFlight() noexcept { launch_submitting(); }
+  ~LaunchInFlight() { launch_retired(); }
+  static void launch_submitting() noexcept {
+    if (tl_launch_depth++ != 0) return;
+    if (__builtin_expect(tl_launch_flag == nullptr, 0)) return submitting_slow();
+    tl_launch_flag->store(1, std::memory_order_relaxed);
+    // The flag must be visible before anything the driver then stores to submit the launch (so before the
+    // kernel can run, fault, and another thread see that): a store-store barrier; free on x86, dmb on Arm.
+    launch_flag_fence(std::memory_order_release);
+  }
+  static void launch_retired() noexcept {
+    if (tl_launch_depth <= 0 || --tl_launch_depth != 0) return;
+    // Release: whoever reads 0 here also sees the launch's record in the ring.
+    if (__builtin_expect(tl_launch_flag == nullptr, 0)) return retired_slow();
+    tl_launch_flag->store(0, std::memory_order_release);
+  }
+
+ private:
+  static void submitting_slow() noexcept;  // claims the thread's slot first; threads past the slots share a count
+  static void retired_slow() noexcept;
+};
+// Launches in flight on threads other than the caller (the faulting thread may itself be inside a launch
+// wrapper: it is never counted).
+int other_threads_launches_in_flight() noexcept;
+// Waits until no other thread has a launch in flight, at most until `deadline`. Returns how many are left.
+int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept;
 
 // One parsed device assert line.
 struct DeviceAssert {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -14,6 +15,7 @@
 
 #include "report/fault_report.h"
 #include "report/trace.h"
+#include "shim/assert_capture.h"
 #include "shim/attribution.h"
 #include "shim/config.h"
 #include "shim/driver.h"
@@ -26,7 +28,12 @@
 namespace cdsa {
 namespace {
 
-std::atomic<bool> g_reported{false};
+std::atomic<bool> g_reported{false};        // the once-only gate: a report has begun
+std::atomic<bool> g_snapshot_taken{false};  // its snapshot is taken: later launches cannot change it
+// How long a report waits for other threads' launches in flight, then (710 without text) for the device's
+// assert text a concurrent driver call is printing. Both waits end as soon as there is nothing to wait for.
+constexpr auto kInFlightWait = std::chrono::milliseconds(200);
+constexpr auto kDeviceTextWait = std::chrono::milliseconds(300);
 bool g_trace_dir_unusable = false;  // already said so at start: do not try, do not say it twice
 int g_pid = 0;
 uint64_t g_start_unix_ns = 0;
@@ -106,7 +113,7 @@ void exit_probe() {
 
 }  // namespace
 
-bool fault_reported() noexcept { return g_reported.load(std::memory_order_acquire); }
+bool fault_reported() noexcept { return g_snapshot_taken.load(std::memory_order_acquire); }
 
 void fault_handling_init() noexcept {
   g_pid = getpid();
@@ -144,7 +151,21 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   rep.fault_time_unix_ns = wall_ns();
   uint32_t here = capture_and_intern_stack();
 
+  // A launch another thread handed to the driver but has not recorded yet may be the failing one (the kernel
+  // ran and faulted before its launch call returned): wait, bounded, for those to be recorded. The count is
+  // taken before the snapshot: a launch it misses was recorded already or submitted after this thread saw the
+  // fault, so it cannot be the failing one. This thread is never counted: it may be inside a launch itself.
+  auto start = std::chrono::steady_clock::now();
+  int in_flight = wait_for_launches_in_flight(start + kInFlightWait);
+  // 710: the driver prints the device's assert text on whichever thread's call flushes it, maybe not this one.
+  // Without it yet, wait (only while another thread is inside a driver call) for a concurrent call's print.
+  if (code == CUDA_ERROR_ASSERT && captured_driver_stderr().find(": block: [") == std::string::npos)
+    wait_for_device_text(start + kDeviceTextWait);
+  if (in_flight > 0) in_flight = other_threads_launches_in_flight();  // the text wait may have let them finish
+
   FaultSnapshot snapshot = take_fault_snapshot(guard);
+  g_snapshot_taken.store(true, std::memory_order_release);
+  snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
   AttributionResult attribution = attribute(snapshot);
   ReportBuilder build(guard);
   rep.surfaced_stack = build.stack(here);

@@ -230,13 +230,19 @@ CUresult dispatch(F real, A... a) {
     prepare_launch(std::get<1>(std::tuple<A...>(a...)));
   else if constexpr (k == Kind::GraphLaunch)
     prepare_launch(nullptr);
+  // Each launch is in flight (shim/assert_capture.h) from before the driver sees it until it is recorded or has
+  // failed: a fault report on another thread waits for it, since the failing launch may be this one.
   if constexpr (k == Kind::Launch) {
+    LaunchInFlight in_flight;
     return on_launch<Id>(real, a...);
   } else if constexpr (k == Kind::LaunchCoop) {
+    LaunchInFlight in_flight;
     return on_launch_coop<Id>(real, a...);
   } else if constexpr (k == Kind::LaunchEx) {
+    LaunchInFlight in_flight;
     return on_launch_ex<Id>(real, a...);
   } else if constexpr (k == Kind::GraphLaunch) {
+    LaunchInFlight in_flight;
     return on_graph_launch<Id>(real, a...);
   } else if constexpr (k == Kind::BeginCapture) {
     CUresult r = real(a...);

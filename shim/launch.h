@@ -9,8 +9,13 @@
 // graph, which is handed to shim/graph_capture.h (a mutex). It calls nothing
 // above it: a front end that must see each launch sets the launch filter.
 //
+// The caller holds a LaunchInFlight (shim/assert_capture.h) from before the real
+// launch until record_launch returns, so a fault report on another thread in
+// between waits for the record; a report already past its snapshot drops it.
+//
 //   LaunchInfo li;
 //   li.func = f; li.stream = s; li.grid[0] = 128; li.block[0] = 256;
+//   LaunchInFlight in_flight;
 //   if (real_cuLaunchKernel(...) == CUDA_SUCCESS) record_launch(li);
 #pragma once
 

@@ -217,10 +217,11 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
     }
     rep->candidates.push_back(std::move(out));
   }
-  if (a.launches_in_flight)
+  if (s.launches_in_flight > 0)
     rep->notes.push_back(std::to_string(s.launches_in_flight) +
-                         " launch(es) on other threads had been submitted but not yet recorded; the failing launch "
-                         "may be one of them");
+                         " launch(es) on other threads were still between the driver call and their record when "
+                         "cdsa stopped waiting for them; the failing launch may be one of them" +
+                         (a.launches_in_flight ? ", so the verdict above is not exact" : ""));
   if (!s.breadcrumbs_active) rep->notes.push_back("breadcrumbs were off: candidates are not proven");
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
 }

@@ -1,5 +1,6 @@
-"""Eight threads launching concurrently, 10,000 launches each, one fault among them."""
+"""Eight threads launching concurrently, 10,000 launches each (or argv[1]), one fault among them, halfway."""
 import ctypes
+import sys
 import threading
 
 import simcuda as cu
@@ -8,7 +9,7 @@ ctx, mod = cu.init()
 nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
 fill = cu.function(mod, "fill_f32")
 target = cu.to_device([3, 7, 10, 1], ctypes.c_int64)
-N = 10000
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 FAULTY = 5
 
 

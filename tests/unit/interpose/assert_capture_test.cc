@@ -157,3 +157,71 @@ TEST(AssertCapture, CdsasOwnReportLinesAreNotDeviceAsserts) {
 
 }  // namespace
 }  // namespace cdsa
+
+namespace cdsa {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Launches in flight: another thread's launch, between the driver call and its record, is counted and awaited;
+// the caller's own launch never is (the faulting thread may be inside a launch wrapper itself).
+TEST(LaunchesInFlight, OtherThreadsAreCountedAndAwaitedButNeverTheCaller) {
+  EXPECT_EQ(other_threads_launches_in_flight(), 0);
+  {
+    DriverCallScope call;
+    LaunchInFlight mine;
+    LaunchInFlight nested;  // a CUPTI callback inside a wrapped launch
+    EXPECT_EQ(other_threads_launches_in_flight(), 0);
+    EXPECT_EQ(wait_for_launches_in_flight(Clock::now() + std::chrono::seconds(60)), 0);  // returns at once
+  }
+
+  std::mutex m;
+  std::condition_variable cv;
+  int stage = 0;
+  auto set_stage = [&](int s) {
+    std::lock_guard<std::mutex> l(m);
+    stage = s;
+    cv.notify_all();
+  };
+  auto wait_stage = [&](int s) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return stage >= s; });
+  };
+  bool recorded = false;  // stands for the launch's record in the ring
+  std::thread launcher([&] {
+    DriverCallScope call;
+    {
+      LaunchInFlight in_flight;
+      set_stage(1);
+      wait_stage(2);  // "inside the driver call" until the main thread has seen it in flight
+      {
+        LaunchInFlight nested;  // nesting does not end the launch early
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      recorded = true;  // record_launch, then the launch retires
+    }
+    wait_stage(3);  // still inside a driver call, no longer launching
+  });
+  wait_stage(1);
+  EXPECT_EQ(other_threads_launches_in_flight(), 1);
+  {
+    DriverCallScope call;  // the waiting thread inside a launch of its own: still counts only the other one
+    LaunchInFlight mine;
+    EXPECT_EQ(other_threads_launches_in_flight(), 1);
+    // Bounded: the other launch is still held in flight, so a short wait gives up and says one is left.
+    auto t0 = Clock::now();
+    EXPECT_EQ(wait_for_launches_in_flight(t0 + std::chrono::milliseconds(20)), 1);
+    EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(20));
+    set_stage(2);
+    EXPECT_EQ(wait_for_launches_in_flight(Clock::now() + std::chrono::seconds(60)), 0);
+    EXPECT_TRUE(recorded);  // what the retiring thread wrote before retiring is visible after the wait
+  }
+  EXPECT_EQ(other_threads_launches_in_flight(), 0);
+  EXPECT_TRUE(other_thread_in_driver_call());
+  set_stage(3);
+  launcher.join();
+  EXPECT_EQ(other_threads_launches_in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace cdsa
