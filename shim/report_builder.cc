@@ -13,9 +13,7 @@
 #include "shim/profile.h"
 #include "shim/recorder.h"
 
-#ifndef CDSA_VERSION
-#define CDSA_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace cdsa {
 namespace {

@@ -215,40 +215,11 @@ SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   return graph_launch(hGraphExec, hStream, true);
 }
 
-SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<GraphExec> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(S().mu);
-    auto it = S().execs.find(hGraphExec);
-    if (it == S().execs.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-      victim = std::move(it->second);
-      S().execs.erase(it);
-    }
-  }
-  victim.reset();
-  return finish(r);
-}
+SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) { return destroy_handle(&Sim::execs, hGraphExec); }
 
 SIM_API CUresult cuGraphDestroy(CUgraph hGraph) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<GraphData> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(S().mu);
-    auto it = S().graphs.find(hGraph);
-    if (it == S().graphs.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else if (graph_in_capture_locked(hGraph)) {
-      r = CUDA_ERROR_ILLEGAL_STATE;  // a stream still captures into it
-    } else {
-      victim = std::move(it->second);
-      S().graphs.erase(it);
-    }
-  }
-  victim.reset();
-  return finish(r);
+  return destroy_handle(&Sim::graphs, hGraph, ForgetNothing{}, [](Sim&, CUgraph h) {
+    // a stream still capturing into it keeps it
+    return graph_in_capture_locked(h) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+  });
 }
