@@ -44,6 +44,16 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
   return CUDA_SUCCESS;
 }
 
+// cuStreamBeginCaptureToGraph: a graph is required.
+CUresult begin_capture_to_graph(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target,
+                                size_t num_dependencies) {
+  if (target == nullptr) {
+    CUresult r = enter();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  return begin_capture(h, mode, ptsz, target, num_dependencies);
+}
+
 void end_capture_locked(Stream& s) {
   s.capturing = false;
   s.capture = nullptr;
@@ -151,20 +161,12 @@ SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
 SIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
                                              const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                              CUstreamCaptureMode mode) {
-  if (hGraph == nullptr) {
-    CUresult r = enter();
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-  }
-  return begin_capture(hStream, mode, false, hGraph, numDependencies);
+  return begin_capture_to_graph(hStream, mode, false, hGraph, numDependencies);
 }
 SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
                                                   const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                                   CUstreamCaptureMode mode) {
-  if (hGraph == nullptr) {
-    CUresult r = enter();
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-  }
-  return begin_capture(hStream, mode, true, hGraph, numDependencies);
+  return begin_capture_to_graph(hStream, mode, true, hGraph, numDependencies);
 }
 
 SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) { return end_capture(hStream, phGraph, false); }

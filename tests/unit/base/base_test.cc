@@ -18,19 +18,18 @@
 namespace cdsa::base {
 namespace {
 
-TEST(Path, Basename) {
-  EXPECT_EQ(basename_of("/usr/lib/x86_64-linux-gnu/libcuda.so.1"), "libcuda.so.1");
-  EXPECT_EQ(basename_of("libcuda.so.1"), "libcuda.so.1");
-  EXPECT_EQ(basename_of("dir/"), "");
-  EXPECT_EQ(basename_of("/x"), "x");
-  EXPECT_EQ(basename_of(""), "");
-}
-
-TEST(Path, Dirname) {
-  EXPECT_EQ(dirname_of("/usr/lib/libcuda.so.1"), "/usr/lib");
-  EXPECT_EQ(dirname_of("libcuda.so.1"), ".");
-  EXPECT_EQ(dirname_of("/libcuda.so.1"), "/");
-  EXPECT_EQ(dirname_of("a/b"), "a");
+TEST(Path, BasenameAndDirname) {
+  struct Case {
+    const char* path;
+    const char* base;
+    const char* dir;
+  };
+  for (const Case& c : {Case{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu"},
+                        Case{"libcuda.so.1", "libcuda.so.1", "."}, Case{"/x", "x", "/"}, Case{"a/b", "b", "a"},
+                        Case{"dir/", "", "dir"}, Case{"", "", "."}}) {
+    EXPECT_EQ(basename_of(c.path), c.base) << c.path;
+    EXPECT_EQ(dirname_of(c.path), c.dir) << c.path;
+  }
 }
 
 TEST(Version, ComesFromTheProject) {
