@@ -22,7 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "base/path.h"
+#include "base/version.h"
 #include "cli/commands.h"
+#include "cli/locate.h"
 #include "cupti_tracer/discovery.h"
 #include "shim/config.h"
 #include "shim/python_stack.h"
@@ -44,30 +47,6 @@ struct Doctor {
     printf("  %-5s %-13s %s\n", tags[static_cast<int>(lv)], what, text.c_str());
   }
 };
-
-std::string dir_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// The same candidates, in the same order, as `cdsa run` without --lib (cli/main.cc).
-std::string find_libcdsa() {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  const std::string dir = dir_of(self);
-  for (const char* rel : {"/../lib/libcdsa.so", "/../lib/cdsa/libcdsa.so", "/libcdsa.so"}) {
-    char real[PATH_MAX];
-    if (is_file(dir + rel) && realpath((dir + rel).c_str(), real)) return real;
-  }
-  return "";
-}
 
 // Runs argv, returns its stdout (at most 64 KiB) and exit status; -1 if it could not start.
 int capture(const std::vector<std::string>& args, std::string* out) {
@@ -192,7 +171,7 @@ bool check_python(Doctor& d, const std::string& python, std::string* probe) {
 
 // Returns whether native frames will be recorded.
 bool check_unwinder(Doctor& d, const std::string& lib) {
-  std::string vendor = dir_of(lib) + "/vendor";
+  std::string vendor = base::dirname_of(lib) + "/vendor";
   const char* dirs[1] = {vendor.c_str()};
   char used[PATH_MAX], why[1024];
   void* h =
@@ -260,7 +239,7 @@ void check_environment(Doctor& d) {
     if (*p) ++p;
     if (entry.empty() || entry.find("libcdsa") != std::string::npos) continue;
     others += (others.empty() ? "" : " ") + entry;
-    const std::string base = entry.substr(entry.rfind('/') == std::string::npos ? 0 : entry.rfind('/') + 1);
+    const std::string base = base::basename_of(entry);
     if (base.rfind("libasan", 0) == 0 || base.rfind("libtsan", 0) == 0 || base.rfind("libclang_rt.", 0) == 0)
       d.line(Level::Info, "LD_PRELOAD", entry + ": a sanitizer runtime; `cdsa run` keeps it first, as it must be");
     if (base.find("cupti") != std::string::npos || base.find("ToolsInjection") != std::string::npos ||

@@ -111,10 +111,7 @@ int cmd_export(int argc, char** argv) {
                    return kGoOn;
                  }};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
-  if (!chrome || paths.empty()) {
-    fprintf(stderr, "usage: cdsa export --chrome FILE... [-o OUT]\n");
-    return 2;
-  }
+  if (!chrome || paths.empty()) return usage_error(cl);
   std::vector<TraceFile> files(paths.size());
   {
     Progress progress("reading trace files", paths.size());

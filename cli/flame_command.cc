@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/path.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/trace_common.h"
@@ -30,13 +31,8 @@ int cmd_flame(int argc, char** argv) {
                  "flamegraph.pl or speedscope.\n",
                  {{"--python-only", false, store(python_only, true)}},
                  keep_last(path)};
-  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
-  if (path.empty()) {
-    fprintf(stderr, "usage: cdsa flame FILE [--python-only]\n");
-    return 2;
-  }
   TraceFile tf;
-  if (!load_profile("flame", path, &tf)) return 1;
+  if (int rc = parse_and_load(cl, argc, argv, path, Needs::Profile, &tf); rc != kGoOn) return rc;
   auto stacks = stacks_by_id(tf.data);
   std::map<std::string, uint64_t> folded;
   for (const auto& s : tf.data.profile.sites) {
@@ -48,10 +44,10 @@ int cmd_flame(int argc, char** argv) {
       const StackText& st = *it->second;
       if (!python_only)
         for (auto f = st.native.rbegin(); f != st.native.rend(); ++f)
-          frames.push_back(f->function.empty() ? fmt::format("{}+{:#x}", base_name(f->module), f->module_offset)
+          frames.push_back(f->function.empty() ? fmt::format("{}+{:#x}", base::basename_of(f->module), f->module_offset)
                                                : f->function);
       for (auto f = st.python.rbegin(); f != st.python.rend(); ++f)
-        frames.push_back(fmt::format("{} ({}:{})", f->function, base_name(f->file), f->line));
+        frames.push_back(fmt::format("{} ({}:{})", f->function, base::basename_of(f->file), f->line));
     }
     frames.push_back(s.kernel.empty() ? "<unknown kernel>" : s.kernel);
     std::string line;

@@ -9,11 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/version.h"
 #include "cli/commands.h"
-
-#ifndef CDSA_VERSION
-#define CDSA_VERSION "0.0.0"
-#endif
 
 namespace cdsa::cli {
 namespace {

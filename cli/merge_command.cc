@@ -94,10 +94,7 @@ int cmd_merge(int argc, char** argv) {
                  /*command_follows=*/false,
                  /*all_positional=*/true};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
-  if (files.empty()) {
-    fprintf(stderr, "usage: cdsa merge DIR|FILES...\n");
-    return 2;
-  }
+  if (files.empty()) return usage_error(cl);
   struct Entry {
     std::string path;
     TraceFile tf;

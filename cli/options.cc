@@ -65,4 +65,9 @@ int parse_command_line(const CommandLine& cl, int argc, char** argv, int* next) 
   return kGoOn;
 }
 
+int usage_error(const CommandLine& cl) {
+  fprintf(stderr, "%s\n", cl.help.substr(0, cl.help.find('\n')).c_str());
+  return 2;
+}
+
 }  // namespace cdsa::cli

@@ -61,4 +61,8 @@ inline std::function<int(const char*)> keep_last(std::string& target) {
 // argument not consumed: the command to run), else the exit status to return.
 int parse_command_line(const CommandLine& cl, int argc, char** argv, int* next = nullptr);
 
+// For a command whose operands are missing: prints the first line of `cl.help` (its "usage: ..." line) on stderr
+// and returns the exit status 2.
+int usage_error(const CommandLine& cl);
+
 }  // namespace cdsa::cli

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/path.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/progress.h"
@@ -66,8 +67,8 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
   });
   progress.finish();
   for (const auto& [path, what] : problems)
-    r.notes.push_back(
-        fmt::format("{}: {}; its frames show the names recorded at the time of the fault", base_name(path), what));
+    r.notes.push_back(fmt::format("{}: {}; its frames show the names recorded at the time of the fault",
+                                  base::basename_of(path), what));
 }
 
 }  // namespace
@@ -93,13 +94,8 @@ int cmd_report(int argc, char** argv) {
                    fprintf(stderr, "cdsa report: one trace file at a time (got %s and %s)\n", path.c_str(), a);
                    return 2;
                  }};
-  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
-  if (path.empty()) {
-    fprintf(stderr, "usage: cdsa report FILE [--json]\n");
-    return 2;
-  }
   TraceFile tf;
-  if (!load("report", path, &tf)) return 1;
+  if (int rc = parse_and_load(cl, argc, argv, path, Needs::Trace, &tf); rc != kGoOn) return rc;
   TraceData& t = tf.data;
   if (!t.has_fault) {
     if (as_json) return print_stdout("null\n") ? 0 : 1;

@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/path.h"
 #include "cli/commands.h"
+#include "cli/locate.h"
 #include "cli/options.h"
 #include "shim/config.h"
 
@@ -24,33 +26,6 @@ extern char** environ;
 
 namespace cdsa::cli {
 namespace {
-
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  auto slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// libcdsa.so next to this binary, or "".
-std::string find_library() {
-  for (const char* rel : {"/../lib/libcdsa.so", "/../lib/cdsa/libcdsa.so", "/libcdsa.so"}) {
-    std::string cand = self_dir() + rel;
-    if (is_file(cand)) {
-      char real[PATH_MAX];
-      return realpath(cand.c_str(), real) ? real : cand;
-    }
-  }
-  return "";
-}
 
 // LD_PRELOAD with `lib` added: after a sanitizer runtime (which must stay first or it refuses to start), before
 // everything else.
@@ -63,7 +38,7 @@ std::string preload_with(const std::string& lib) {
     p += n;
     if (*p) ++p;
     if (entry.empty()) continue;
-    std::string base = entry.substr(entry.rfind('/') == std::string::npos ? 0 : entry.rfind('/') + 1);
+    std::string base = base::basename_of(entry);
     bool sanitizer = base.rfind("libasan", 0) == 0 || base.rfind("libtsan", 0) == 0 ||
                      base.rfind("libclang_rt.", 0) == 0 || base.rfind("libubsan", 0) == 0;
     std::string& to = sanitizer ? first : rest;
@@ -117,7 +92,7 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   if (lib.empty()) {
-    lib = find_library();
+    lib = find_libcdsa();
     if (lib.empty()) {
       fprintf(stderr, "cdsa run: libcdsa.so not found next to %s; pass --lib PATH\n", self_dir().c_str());
       return 2;

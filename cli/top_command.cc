@@ -29,13 +29,8 @@ int cmd_top(int argc, char** argv) {
                    },
                    "a positive number"}},
                  keep_last(path)};
-  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
-  if (path.empty()) {
-    fprintf(stderr, "usage: cdsa top FILE [-n N]\n");
-    return 2;
-  }
   TraceFile tf;
-  if (!load_profile("top", path, &tf)) return 1;
+  if (int rc = parse_and_load(cl, argc, argv, path, Needs::Profile, &tf); rc != kGoOn) return rc;
   auto stacks = stacks_by_id(tf.data);
   auto sites = tf.data.profile.sites;
   std::stable_sort(sites.begin(), sites.end(),

@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "base/io.h"
+#include "base/path.h"
+
 namespace cdsa::cli {
 
 bool load(const char* cmd, const std::string& path, TraceFile* tf) {
@@ -25,32 +28,27 @@ bool load_profile(const char* cmd, const std::string& path, TraceFile* tf) {
   return true;
 }
 
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs, TraceFile* tf) {
+  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
+  if (path.empty()) return usage_error(cl);
+  const char* cmd = cl.command.c_str();
+  return (needs == Needs::Profile ? load_profile(cmd, path, tf) : load(cmd, path, tf)) ? kGoOn : 1;
 }
+
+bool write_all(int fd, const std::string& s) { return base::write_all(fd, s.data(), s.size()); }
 
 bool print_stdout(const std::string& s) {
   fflush(stdout);
   return write_all(1, s);
 }
 
-std::string base_name(const std::string& path) {
-  auto p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
+using base::basename_of;
 
 std::string frame_line(const PyFrameText& f) { return fmt::format("{}:{} in {}", f.file, f.line, f.function); }
 
 std::string frame_line(const NativeFrameText& f) {
   std::string s =
-      fmt::format("{} ({}+{:#x})", f.function.empty() ? "??" : f.function, base_name(f.module), f.module_offset);
+      fmt::format("{} ({}+{:#x})", f.function.empty() ? "??" : f.function, basename_of(f.module), f.module_offset);
   if (!f.file.empty()) s += fmt::format(" at {}:{}", f.file, f.line);
   return s;
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "cli/options.h"
 #include "report/trace.h"
 #include "report/trace_reader.h"
 
@@ -19,12 +20,16 @@ bool load(const char* cmd, const std::string& path, TraceFile* tf);
 // Loads FILE and insists on a launch-site profile (flame, top).
 bool load_profile(const char* cmd, const std::string& path, TraceFile* tf);
 
+enum class Needs { Trace, Profile };
+// The start of a command that reads one trace FILE (report, flame, top): parses the command line (`positional`
+// stores FILE in `path`), insists on FILE, loads it (and its profile, for Needs::Profile). kGoOn with `tf` loaded,
+// else the exit status, the message printed.
+int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs, TraceFile* tf);
+
 // Writes all of `s` to `fd` (retrying on EINTR and short writes).
 bool write_all(int fd, const std::string& s);
 // Writes `s` to stdout after whatever stdio holds.
 bool print_stdout(const std::string& s);
-
-std::string base_name(const std::string& path);
 
 // "file:line in function"; "function (module+0x1f) at file:line".
 std::string frame_line(const PyFrameText& f);

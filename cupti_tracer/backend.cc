@@ -21,7 +21,7 @@
 #include "shim/recorder.h"
 #include "shim/reentrancy.h"
 
-#define CDSA_EXPORT __attribute__((visibility("default")))
+#include "base/export.h"
 
 namespace cdsa {
 namespace {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/path.h"
+
 namespace cdsa::cupti {
 namespace {
 
@@ -23,15 +25,8 @@ bool is_file(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string dirname_of(const std::string& p) {
-  size_t k = p.find_last_of('/');
-  if (k == std::string::npos) return ".";
-  return k == 0 ? "/" : p.substr(0, k);
-}
-std::string basename_of(const std::string& p) {
-  size_t k = p.find_last_of('/');
-  return k == std::string::npos ? p : p.substr(k + 1);
-}
+using base::basename_of;
+using base::dirname_of;
 
 bool is_cuda_library(const std::string& path) {
   std::string b = basename_of(path);

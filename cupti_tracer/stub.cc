@@ -6,7 +6,7 @@
 #include "shim/lifecycle.h"
 #include "shim/log.h"
 
-#define CDSA_EXPORT __attribute__((visibility("default")))
+#include "base/export.h"
 
 namespace cdsa {
 

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "base/path.h"
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
 
@@ -32,14 +33,11 @@ std::string describe_launch(const LaunchText& l) {
 
 namespace {
 
-std::string base_name(const std::string& path) {
-  auto p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
+using base::basename_of;
 
 void append_native(std::string& out, const NativeFrameText& f, const char* indent) {
   std::string fn = f.function.empty() ? "??" : f.function;
-  out += fmt::format("{}{} ({}+{:#x})", indent, fn, base_name(f.module), f.module_offset);
+  out += fmt::format("{}{} ({}+{:#x})", indent, fn, basename_of(f.module), f.module_offset);
   if (!f.file.empty()) out += fmt::format(" at {}:{}", f.file, f.line);
   out += "\n";
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/path.h"
+
 namespace cdsa {
 namespace {
 
@@ -130,7 +132,7 @@ std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std
   std::string cmd;
   // PyTorch's caching allocator hides out-of-bounds accesses inside its pooled blocks from memcheck.
   if (!argv.empty()) {
-    std::string exe = argv[0].substr(argv[0].rfind('/') == std::string::npos ? 0 : argv[0].rfind('/') + 1);
+    std::string exe = base::basename_of(argv[0]);
     if (exe.compare(0, 6, "python") == 0) cmd += "PYTORCH_NO_CUDA_MEMORY_CACHING=1 ";
   }
   cmd += "compute-sanitizer --tool memcheck --kernel-name " + shell_quote("kns=" + kernel);

@@ -2,13 +2,12 @@
 
 #include <cstring>
 
+#include "base/path.h"
+
 namespace cdsa {
 namespace {
 
-std::string base_name(const std::string& path) {
-  auto p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
+using base::basename_of;
 
 bool starts_with(const std::string& s, const char* prefix) { return s.compare(0, strlen(prefix), prefix) == 0; }
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
@@ -84,14 +83,14 @@ bool is_machinery_name(const std::string& fn) {
 }  // namespace
 
 bool in_interpreter_module(const NativeFrameText& f) {
-  std::string b = base_name(f.module);
+  std::string b = basename_of(f.module);
   // python3, python3.11, python3.12d, libpython3.11.so.1.0 (not python extension modules: those
   // are "name.cpython-311-....so", which neither prefix matches).
   return starts_with(b, "libpython") || (starts_with(b, "python") && b.find(".so") == std::string::npos);
 }
 
 FrameRole native_frame_role(const NativeFrameText& f) {
-  std::string b = base_name(f.module);
+  std::string b = basename_of(f.module);
   if (starts_with(b, "libcdsa")) return FrameRole::Cdsa;
   if (is_eval_name(f.function)) return FrameRole::Eval;
   if (in_interpreter_module(f) || starts_with(b, "libffi") || starts_with(b, "_ctypes") ||
@@ -134,12 +133,8 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
     }
   }
 
-  // Rule 3: can the Python frames be placed?
-  const size_t A = anchors.size();
-  if (A == 0 && P > 0 && !nat.empty() && !is_start_name(nat.back()->function) && !in_interpreter_module(*nat.back())) {
-    // Rule 3a: the native stack was cut before it reached any interpreter frame, so every frame it holds ran
-    // below the innermost Python frame.
-    h.merged = true;
+  // Every Python frame (outermost first), then every visible native frame (outermost first).
+  auto python_then_native = [&] {
     for (auto it = st.python.rbegin(); it != st.python.rend(); ++it) h.entries.push_back({&*it, nullptr});
     for (size_t i = nat.size(); i-- > 0;) {
       if (visible(i))
@@ -147,6 +142,15 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
       else
         ++h.folded;
     }
+  };
+
+  // Rule 3: can the Python frames be placed?
+  const size_t A = anchors.size();
+  if (A == 0 && P > 0 && !nat.empty() && !is_start_name(nat.back()->function) && !in_interpreter_module(*nat.back())) {
+    // Rule 3a: the native stack was cut before it reached any interpreter frame, so every frame it holds ran
+    // below the innermost Python frame.
+    h.merged = true;
+    python_then_native();
     return h;
   }
   bool pairs = P > 0 && A >= 1 && A <= P;
@@ -158,14 +162,8 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
 
   if (!pairs) {
     // Rule 5: two lists (or the native list alone).
-    for (auto it = st.python.rbegin(); it != st.python.rend(); ++it) h.entries.push_back({&*it, nullptr});
     h.python_count = P;
-    for (size_t i = nat.size(); i-- > 0;) {
-      if (visible(i))
-        h.entries.push_back({nullptr, nat[i]});
-      else
-        ++h.folded;
-    }
+    python_then_native();
     return h;
   }
 

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/io.h"
+
 namespace cdsa {
 namespace {
 
@@ -247,6 +249,23 @@ class Walker {
            boolean(l, w, "per_thread_stream", &out->per_thread_stream);
   }
 
+  // KEY: an array of {launch, stack} objects (a candidate's graph nodes or autograd forward candidates).
+  bool nodes(const json& obj, const std::string& where, const char* key, std::vector<GraphNodeText>* out) {
+    const json* list = array(obj, where, key);
+    if (!list) return false;
+    const std::string wl = at(where, key);
+    for (size_t k = 0; k < list->size(); ++k) {
+      const json& g = (*list)[k];
+      const std::string wk = at(wl, k);
+      GraphNodeText node;
+      if (!expect(g, json::value_t::object, wk, "an object")) return false;
+      const json* gl = member(g, wk, "launch");
+      if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
+      out->push_back(std::move(node));
+    }
+    return true;
+  }
+
   bool report(const json& r, const std::string& w, FaultReport* out) {
     if (!expect(r, json::value_t::object, w, "an object or null")) return false;
     if (!i32(r, w, "code", &out->code) || !str(r, w, "error_name", &out->error_name) ||
@@ -278,34 +297,11 @@ class Walker {
       if (!l || !launch(*l, at(wi, "launch"), &cand.launch) || !stack(c, wi, "stack", &cand.stack) ||
           !u64(c, wi, "pending", &cand.pending) || !str(c, wi, "why", &cand.why))
         return false;
-      const json* nodes = array(c, wi, "graph_nodes");
-      if (!nodes) return false;
-      std::string wg = at(wi, "graph_nodes");
-      for (size_t k = 0; k < nodes->size(); ++k) {
-        const json& g = (*nodes)[k];
-        std::string wk = at(wg, k);
-        GraphNodeText node;
-        if (!expect(g, json::value_t::object, wk, "an object")) return false;
-        const json* gl = member(g, wk, "launch");
-        if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
-        cand.graph_nodes.push_back(std::move(node));
-      }
+      if (!nodes(c, wi, "graph_nodes", &cand.graph_nodes)) return false;
       // Written since the report names autograd nodes; absent in older files.
       if (c.contains("autograd_node") && !str(c, wi, "autograd_node", &cand.autograd_node)) return false;
-      if (c.contains("forward_candidates")) {
-        const json* fwd = array(c, wi, "forward_candidates");
-        if (!fwd) return false;
-        std::string wf = at(wi, "forward_candidates");
-        for (size_t k = 0; k < fwd->size(); ++k) {
-          const json& g = (*fwd)[k];
-          std::string wk = at(wf, k);
-          GraphNodeText node;
-          if (!expect(g, json::value_t::object, wk, "an object")) return false;
-          const json* gl = member(g, wk, "launch");
-          if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
-          cand.forward_candidates.push_back(std::move(node));
-        }
-      }
+      if (c.contains("forward_candidates") && !nodes(c, wi, "forward_candidates", &cand.forward_candidates))
+        return false;
       out->candidates.push_back(std::move(cand));
     }
     if (r.contains("hints") && !strings(r, w, "hints", &out->hints)) return false;
@@ -533,20 +529,14 @@ bool read_trace_file(const std::string& path, TraceFile* out, std::string* error
   }
   std::string text;
   text.resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = read(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *error = fmt::format("read failed: {}", errno_text(errno));
-      close(fd);
-      return false;
-    }
-    if (n == 0) break;  // shrank while reading
-    done += static_cast<size_t>(n);
+  const ssize_t done = base::read_full(fd, text.data(), text.size());  // fewer if it shrank while reading
+  if (done < 0) {
+    *error = fmt::format("read failed: {}", errno_text(errno));
+    close(fd);
+    return false;
   }
   close(fd);
-  text.resize(done);
+  text.resize(static_cast<size_t>(done));
   return parse_trace(text, out, error);
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "base/io.h"
 #include "report/trace.h"
 
 namespace cdsa {
@@ -176,17 +177,11 @@ bool write_trace_file(const std::string& path, const std::string& contents, std:
     *error = fmt::format("cannot create {}: {}", tmp, strerror(errno));
     return false;
   }
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      *error = fmt::format("cannot write {}: {}", tmp, strerror(errno));
-      close(fd);
-      unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<size_t>(n);
+  if (!base::write_all(fd, contents.data(), contents.size())) {
+    *error = fmt::format("cannot write {}: {}", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp.c_str());
+    return false;
   }
   fsync(fd);
   close(fd);

@@ -12,7 +12,7 @@
 
 #include "shim/driver.h"
 
-#define CDSA_EXPORT __attribute__((visibility("default")))
+#include "base/export.h"
 
 namespace cdsa {
 

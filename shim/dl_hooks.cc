@@ -22,7 +22,7 @@
 #include "shim/interpose.h"
 #include "shim/native_stack.h"
 
-#define CDSA_EXPORT __attribute__((visibility("default")))
+#include "base/export.h"
 
 namespace {
 

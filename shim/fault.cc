@@ -13,6 +13,7 @@
 #include <ctime>
 #include <string>
 
+#include "base/path.h"
 #include "report/fault_report.h"
 #include "report/trace.h"
 #include "shim/assert_capture.h"
@@ -122,8 +123,7 @@ void fault_handling_init() noexcept {
   if (c.trace != TraceMode::Off) {
     // Say now, not at the fault, when the trace file could not be created where asked.
     std::string path = trace_path_for_process(g_start_unix_ns);
-    auto slash = path.rfind('/');
-    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    std::string dir = base::dirname_of(path);
     struct stat sb;
     errno = 0;
     if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir.c_str(), W_OK | X_OK) != 0) {

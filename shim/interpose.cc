@@ -51,7 +51,7 @@
 #include "shim/native_stack.h"
 #include "shim/reentrancy.h"
 
-#define CDSA_EXPORT __attribute__((visibility("default")))
+#include "base/export.h"
 
 namespace cdsa {
 namespace {

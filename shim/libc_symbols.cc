@@ -125,25 +125,22 @@ void* libc_symbol(const char* name) {
 std::atomic<DlsymFn> g_dlsym{nullptr};
 std::atomic<DlvsymFn> g_dlvsym{nullptr};
 
+// libc's NAME, looked up once and kept in `slot`.
+template <class Fn>
+Fn cached_libc_symbol(std::atomic<Fn>& slot, const char* name) noexcept {
+  Fn f = slot.load(std::memory_order_acquire);
+  if (!f) {
+    f = reinterpret_cast<Fn>(libc_symbol(name));
+    slot.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
 }  // namespace
 
-DlsymFn real_dlsym() noexcept {
-  DlsymFn f = g_dlsym.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<DlsymFn>(libc_symbol("dlsym"));
-    g_dlsym.store(f, std::memory_order_release);
-  }
-  return f;
-}
+DlsymFn real_dlsym() noexcept { return cached_libc_symbol(g_dlsym, "dlsym"); }
 
-DlvsymFn real_dlvsym() noexcept {
-  DlvsymFn f = g_dlvsym.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<DlvsymFn>(libc_symbol("dlvsym"));
-    g_dlvsym.store(f, std::memory_order_release);
-  }
-  return f;
-}
+DlvsymFn real_dlvsym() noexcept { return cached_libc_symbol(g_dlvsym, "dlvsym"); }
 
 void* libc_function(const char* name) noexcept { return libc_symbol(name); }
 

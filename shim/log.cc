@@ -4,19 +4,11 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "base/io.h"
+
 namespace cdsa {
 
-void write_stderr(const char* data, unsigned long size) noexcept {
-  while (size > 0) {
-    ssize_t n = ::write(2, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data += n;
-    size -= static_cast<unsigned long>(n);
-  }
-}
+void write_stderr(const char* data, unsigned long size) noexcept { base::write_all(2, data, size); }
 
 void log_line(const char* fmt, ...) noexcept {
   char buf[1024];

@@ -14,9 +14,7 @@
 #include "shim/recorder.h"
 #include "symbolizer/demangle.h"
 
-#ifndef CDSA_VERSION
-#define CDSA_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace cdsa {
 namespace {

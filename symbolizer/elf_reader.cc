@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/io.h"
+
 namespace cdsa::symbolizer::internal {
 
 namespace {
@@ -72,18 +74,7 @@ ElfReader::~ElfReader() {
 bool ElfReader::read_at(uint64_t offset, void* buf, size_t n) const {
   uint64_t end;
   if (add_overflows(offset, n, &end) || end > file_size_) return false;
-  auto* p = static_cast<unsigned char*>(buf);
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (r == 0) return false;
-    done += static_cast<size_t>(r);
-  }
-  return true;
+  return base::read_full(fd_, buf, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
 }
 
 bool ElfReader::read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out,

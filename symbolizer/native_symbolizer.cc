@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/path.h"
 #include "symbolizer/elf_reader.h"
 #include "symbolizer/libdw_loader.h"
 
@@ -29,10 +30,7 @@ using internal::libdw_mutex;
 
 namespace {
 
-std::string basename_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
+using base::basename_of;
 
 std::string hex_u64(uint64_t v) {
   char buf[32];

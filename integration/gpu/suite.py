@@ -37,7 +37,8 @@ import uuid
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CASES = HERE / "cases"
-BANNER = "cdsa: asynchronous CUDA fault"
+sys.path.insert(0, str(HERE))
+from report_text import BANNER, dedent, report_block  # noqa: E402  (one rule with tests/e2e/conftest.py)
 WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)
 MARGIN_S = 15  # kept back from the budget for writing results and killing what is left
 RUN_S = 60  # default per-run limit; the compile cases get more (see all_cases)
@@ -139,11 +140,7 @@ class Run:
 
     @property
     def report(self):
-        i = self.err.find(BANNER)
-        if i < 0:
-            return ""
-        j = self.err.find("\n=====", i + len(BANNER) + 30)
-        return dedent(self.err[i:j if j > 0 else len(self.err)])
+        return report_block(self.err)
 
     def launch_part(self):
         r = self.report
@@ -171,10 +168,6 @@ class Run:
 
     def fallback_lines(self):
         return [l for l in self.err.splitlines() if is_cupti_fallback(l)]
-
-
-def dedent(text):
-    return "\n".join(line.strip() for line in text.splitlines())
 
 
 def cuda_home():

@@ -16,7 +16,8 @@ LIBCDSA = BUILD / "lib" / "libcdsa.so"
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = HERE / "scripts"
 PROGRAMS = BUILD / "tests" / "e2e"
-BANNER = "cdsa: asynchronous CUDA fault"
+sys.path.insert(0, str(ROOT / "integration" / "gpu"))
+from report_text import BANNER, report_block  # noqa: E402  (one rule with the GPU suite)
 
 
 def clean_env(extra=None, preload=True, dll="cdll"):
@@ -54,10 +55,8 @@ class Run:
 
     @property
     def report(self):
-        i = self.err.find(BANNER)
-        assert i >= 0, f"no cdsa report on stderr:\n{self.err}"
-        j = self.err.find("\n=====", i + len(BANNER) + 30)
-        return dedent(self.err[i:j if j > 0 else len(self.err)])
+        assert BANNER in self.err, f"no cdsa report on stderr:\n{self.err}"
+        return report_block(self.err)
 
     def surfaced_part(self):
         r = self.report
@@ -113,10 +112,6 @@ def py_frame(script, marker, function):
     """The two traceback lines cdsa prints for a Python frame at the marker (indentation removed)."""
     n, text = marker_line(SCRIPTS / script, marker)
     return f'File "{SCRIPTS / script}", line {n}, in {function}\n{text}'
-
-
-def dedent(text):
-    return "\n".join(line.strip() for line in text.splitlines())
 
 
 @pytest.fixture(autouse=True)

@@ -126,18 +126,7 @@ CUresult context_arg(CUcontext& ctx) {
   return ctx == &S().primary ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult ctx_synchronize() {
-  Sim& g = S();
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(g.mu);
-    if (g.capturing > 0)
-      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    else
-      wait_all_locked(lk);
-  }
-  return finish(r);
-}
+CUresult ctx_synchronize() { return synchronize_all(); }
 
 }  // namespace sim
 

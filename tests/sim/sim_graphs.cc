@@ -44,6 +44,16 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
   return CUDA_SUCCESS;
 }
 
+// cuStreamBeginCaptureToGraph: a graph is required.
+CUresult begin_capture_to_graph(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target,
+                                size_t num_dependencies) {
+  if (target == nullptr) {
+    CUresult r = enter();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  return begin_capture(h, mode, ptsz, target, num_dependencies);
+}
+
 void end_capture_locked(Stream& s) {
   s.capturing = false;
   s.capture = nullptr;
@@ -151,20 +161,12 @@ SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
 SIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
                                              const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                              CUstreamCaptureMode mode) {
-  if (hGraph == nullptr) {
-    CUresult r = enter();
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-  }
-  return begin_capture(hStream, mode, false, hGraph, numDependencies);
+  return begin_capture_to_graph(hStream, mode, false, hGraph, numDependencies);
 }
 SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
                                                   const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                                   CUstreamCaptureMode mode) {
-  if (hGraph == nullptr) {
-    CUresult r = enter();
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-  }
-  return begin_capture(hStream, mode, true, hGraph, numDependencies);
+  return begin_capture_to_graph(hStream, mode, true, hGraph, numDependencies);
 }
 
 SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) { return end_capture(hStream, phGraph, false); }
@@ -215,40 +217,11 @@ SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   return graph_launch(hGraphExec, hStream, true);
 }
 
-SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<GraphExec> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(S().mu);
-    auto it = S().execs.find(hGraphExec);
-    if (it == S().execs.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-      victim = std::move(it->second);
-      S().execs.erase(it);
-    }
-  }
-  victim.reset();
-  return finish(r);
-}
+SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) { return destroy_handle(&Sim::execs, hGraphExec); }
 
 SIM_API CUresult cuGraphDestroy(CUgraph hGraph) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<GraphData> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(S().mu);
-    auto it = S().graphs.find(hGraph);
-    if (it == S().graphs.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else if (graph_in_capture_locked(hGraph)) {
-      r = CUDA_ERROR_ILLEGAL_STATE;  // a stream still captures into it
-    } else {
-      victim = std::move(it->second);
-      S().graphs.erase(it);
-    }
-  }
-  victim.reset();
-  return finish(r);
+  return destroy_handle(&Sim::graphs, hGraph, ForgetNothing{}, [](Sim&, CUgraph h) {
+    // a stream still capturing into it keeps it
+    return graph_in_capture_locked(h) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+  });
 }

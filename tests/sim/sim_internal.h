@@ -204,6 +204,40 @@ CUresult sticky_result();     // the sticky error, if any; the first caller prin
 CUresult enter();             // initialised, then sticky
 CUresult enter_ctx();         // enter(), then a current context
 CUresult finish(CUresult r);  // cleanup calls: sticky over r
+
+// The cu*Destroy / cu*Unload calls: takes the object for `handle` out of `table` under the lock and destroys it
+// after (queued items refer to static descriptions only). `refuse(g, handle)` may keep it (an error to return, else
+// CUDA_SUCCESS); `forget(g, object)` takes what it holds out of the other tables.
+struct ForgetNothing {
+  template <class... A>
+  void operator()(A&&...) const {}
+};
+struct RefuseNothing {
+  template <class... A>
+  CUresult operator()(A&&...) const {
+    return CUDA_SUCCESS;
+  }
+};
+template <class Map, class Forget = ForgetNothing, class Refuse = RefuseNothing>
+CUresult destroy_handle(Map Sim::*table, typename Map::key_type handle, Forget forget = {}, Refuse refuse = {}) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  Sim& g = S();
+  typename Map::mapped_type victim;
+  CUresult r = CUDA_SUCCESS;
+  {
+    Lock lk(g.mu);
+    auto it = (g.*table).find(handle);
+    if (it == (g.*table).end()) {
+      r = CUDA_ERROR_INVALID_HANDLE;
+    } else if ((r = refuse(g, handle)) == CUDA_SUCCESS) {
+      victim = std::move(it->second);
+      (g.*table).erase(it);
+      forget(g, *victim);
+    }
+  }
+  victim.reset();
+  return finish(r);
+}
 void set_fault_locked(CUresult code, std::vector<std::string> lines);
 void stop_worker(Lock& lk, Stream& s);
 
@@ -217,6 +251,9 @@ void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq);
 void wait_stream_locked(Lock& lk, const StreamP& s);
 std::vector<std::pair<StreamP, uint64_t>> all_streams_locked();
 void wait_all_locked(Lock& lk);  // all work submitted so far on every stream
+// A synchronizing call (cuCtxSynchronize, cuMemcpy, cuMemset*): waits for every stream, unless a capture is under
+// way; then the sticky error, else CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED during a capture, else CUDA_SUCCESS.
+CUresult synchronize_all();
 
 // ---- kernels (sim_kernels.cc)
 struct Fault {

@@ -28,56 +28,41 @@ void fill_memory(void* dst, uint64_t value, size_t n, bool is32) {
 
 CUresult memcpy_sync(void* dst, const void* src, size_t n) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(g.mu);
-    if (g.capturing > 0)
-      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    else
-      wait_all_locked(lk);
-  }
-  CUresult e = sticky_result();
-  if (e != CUDA_SUCCESS) return e;
-  if (r != CUDA_SUCCESS) return r;
+  if (CUresult r = synchronize_all(); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
   memcpy(dst, src, n);
   return CUDA_SUCCESS;
 }
 
-CUresult memcpy_async(void* dst, const void* src, size_t n, CUstream h, bool ptsz) {
+namespace {
+// Queues a copy or memset of `it.n` bytes/elements on stream `h`, as the driver checks it: the stream first, then
+// n == 0 (nothing to do), then `valid` (the addresses).
+CUresult enqueue_plain(CUstream h, bool ptsz, bool valid, const Item& it) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
-  Sim& g = S();
-  Lock lk(g.mu);
+  Lock lk(S().mu);
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (it.n == 0) return CUDA_SUCCESS;
+  if (!valid) return CUDA_ERROR_INVALID_VALUE;
+  return submit_locked(*s, Item(it));
+}
+}  // namespace
+
+CUresult memcpy_async(void* dst, const void* src, size_t n, CUstream h, bool ptsz) {
   Item it;
   it.kind = Item::Copy;
   it.dst = dst;
   it.src = src;
   it.n = n;
-  return submit_locked(*s, std::move(it));
+  return enqueue_plain(h, ptsz, dst != nullptr && src != nullptr, it);
 }
 
 // Synchronous memset: waits for all streams, then fills.
 CUresult memset_sync(CUdeviceptr dst, uint64_t value, size_t n, bool is32) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(g.mu);
-    if (g.capturing > 0)
-      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    else
-      wait_all_locked(lk);
-  }
-  CUresult e = sticky_result();
-  if (e != CUDA_SUCCESS) return e;
-  if (r != CUDA_SUCCESS) return r;
+  if (CUresult r = synchronize_all(); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (dst == 0 || (is32 && dst % 4 != 0)) return CUDA_ERROR_INVALID_VALUE;
   fill_memory(reinterpret_cast<void*>(dst), value, n, is32);
@@ -85,20 +70,12 @@ CUresult memset_sync(CUdeviceptr dst, uint64_t value, size_t n, bool is32) {
 }
 
 CUresult memset_async(CUdeviceptr dst, uint64_t value, size_t n, bool is32, CUstream h, bool ptsz) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  Sim& g = S();
-  Lock lk(g.mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (dst == 0 || (is32 && dst % 4 != 0)) return CUDA_ERROR_INVALID_VALUE;
   Item it;
   it.kind = is32 ? Item::Memset32 : Item::Memset8;
   it.dst = reinterpret_cast<void*>(dst);
   it.value = value;
   it.n = n;
-  return submit_locked(*s, std::move(it));
+  return enqueue_plain(h, ptsz, dst != 0 && !(is32 && dst % 4 != 0), it);
 }
 
 }  // namespace sim

@@ -91,23 +91,9 @@ SIM_API CUresult cuModuleLoad(CUmodule* module, const char* fname) {
 }
 
 SIM_API CUresult cuModuleUnload(CUmodule hmod) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
-  std::unique_ptr<Module> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(g.mu);
-    auto it = g.modules.find(hmod);
-    if (it == g.modules.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-      victim = std::move(it->second);
-      g.modules.erase(it);
-      for (auto& [name, f] : victim->functions) g.functions.erase(f.get());
-    }
-  }
-  victim.reset();  // queued items refer to the static KernelDesc only
-  return finish(r);
+  return destroy_handle(&Sim::modules, hmod, [](Sim& g, Module& m) {
+    for (auto& [name, f] : m.functions) g.functions.erase(f.get());
+  });
 }
 
 SIM_API CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
@@ -166,26 +152,12 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
-  std::unique_ptr<Library> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(g.mu);
-    auto it = g.libraries.find(library);
-    if (it == g.libraries.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-      victim = std::move(it->second);
-      g.libraries.erase(it);
-      for (auto& [name, k] : victim->kernels) {
-        g.kernels.erase(k.get());
-        if (k->function) g.functions.erase(k->function.get());
-      }
+  return destroy_handle(&Sim::libraries, library, [](Sim& g, Library& l) {
+    for (auto& [name, k] : l.kernels) {
+      g.kernels.erase(k.get());
+      if (k->function) g.functions.erase(k->function.get());
     }
-  }
-  victim.reset();
-  return finish(r);
+  });
 }
 
 SIM_API CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {

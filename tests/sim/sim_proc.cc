@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/io.h"
 #include "sim_internal.h"
 #include "sim_proc_table.h"
 
@@ -25,10 +26,7 @@ void log_request(const char* symbol, int version, cuuint64_t flags, CUresult r, 
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
   size_t len = static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1;
-  ssize_t w;
-  do {
-    w = ::write(fd, line, len);  // one O_APPEND write per line: lines from threads never mix
-  } while (w < 0 && errno == EINTR);
+  cdsa::base::write_all(fd, line, len);  // one O_APPEND write per line: lines from threads never mix
   close(fd);
 }
 

@@ -89,6 +89,19 @@ void wait_all_locked(Lock& lk) {
   for (auto& [s, seq] : all_streams_locked()) wait_stream_locked(lk, s, seq);
 }
 
+CUresult synchronize_all() {
+  Sim& g = S();
+  CUresult r = CUDA_SUCCESS;
+  {
+    Lock lk(g.mu);
+    if (g.capturing > 0)
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    else
+      wait_all_locked(lk);
+  }
+  return finish(r);
+}
+
 // Copies, memsets and host functions (no lock held).
 void run_plain(const Item& it) {
   switch (it.kind) {
@@ -465,23 +478,7 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
 }
 
 namespace {
-CUresult event_destroy(CUevent h) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<Event> victim;
-  CUresult r = CUDA_SUCCESS;
-  {
-    Lock lk(S().mu);
-    auto e = S().events.find(h);
-    if (e == S().events.end()) {
-      r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-      victim = std::move(e->second);
-      S().events.erase(e);
-    }
-  }
-  victim.reset();
-  return finish(r);
-}
+CUresult event_destroy(CUevent h) { return destroy_handle(&Sim::events, h); }
 }  // namespace
 
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) { return event_destroy(hEvent); }

@@ -1352,7 +1352,29 @@ TEST_F(SimTest, UnimplementedExportsAnswerNotSupported) {
 
 using SimChildTest = ::testing::Test;
 
-void BeforeCuInitChild() {
+// Device memory of `bytes` bytes (for a child: a failure ends it).
+CUdeviceptr child_alloc(size_t bytes) {
+  CUdeviceptr d = 0;
+  CHILD_EQ(cuMemAlloc(&d, bytes), CUDA_SUCCESS);
+  return d;
+}
+
+// Device memory holding a copy of `host` (for a child: a failure ends it).
+template <class T, size_t N>
+CUdeviceptr child_copy_to_device(const T (&host)[N]) {
+  CUdeviceptr d = child_alloc(sizeof host);
+  CHILD_EQ(cuMemcpyHtoD(d, host, sizeof host), CUDA_SUCCESS);
+  return d;
+}
+
+// A test whose body runs in a forked child (a sim fault is sticky for the whole process): it passes when the child
+// exits 0; a CHILD_* check that fails ends the child with 1 and says why.
+#define SIM_CHILD_TEST(name)                                                                 \
+  void name##Child();                                                                        \
+  TEST(SimChildTest, name) { EXPECT_EXIT(name##Child(), ::testing::ExitedWithCode(0), ""); } \
+  void name##Child()
+
+SIM_CHILD_TEST(BeforeCuInit) {
   int n = 0;
   CHILD_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
   CUstream s;
@@ -1377,17 +1399,12 @@ void BeforeCuInitChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, BeforeCuInit) { EXPECT_EXIT(BeforeCuInitChild(), ::testing::ExitedWithCode(0), ""); }
-
-void NllAssertIsStickyAndPrintedOnceChild() {
+SIM_CHILD_TEST(NllAssertIsStickyAndPrintedOnce) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUdeviceptr out = 0, tgt = 0;
-  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
-  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
   const int64_t targets[5] = {0, 1, -100, 7, 9};  // first offender: i = 3
-  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
   CHILD_EQ(k_nll(k, nullptr, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened by now
   CHILD_STDERR(cap, "");                                       // but no call has returned it yet
@@ -1422,19 +1439,12 @@ void NllAssertIsStickyAndPrintedOnceChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, NllAssertIsStickyAndPrintedOnce) {
-  EXPECT_EXIT(NllAssertIsStickyAndPrintedOnceChild(), ::testing::ExitedWithCode(0), "");
-}
-
-void IndexSelectPrintsEveryOffenderChild() {
+SIM_CHILD_TEST(IndexSelectPrintsEveryOffender) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUdeviceptr out = 0, idx = 0;
-  CHILD_EQ(cuMemAlloc(&out, 6 * 4), CUDA_SUCCESS);
-  CHILD_EQ(cuMemAlloc(&idx, 6 * 8), CUDA_SUCCESS);
   const int64_t index[6] = {0, 5, 2, -1, 4, 3};  // src_size 4: offenders 1, 3, 4
-  CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+  CUdeviceptr out = child_alloc(6 * 4), idx = child_copy_to_device(index);
   CUstream s;
   CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
   CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 6, 4), CUDA_SUCCESS);
@@ -1445,11 +1455,7 @@ void IndexSelectPrintsEveryOffenderChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, IndexSelectPrintsEveryOffender) {
-  EXPECT_EXIT(IndexSelectPrintsEveryOffenderChild(), ::testing::ExitedWithCode(0), "");
-}
-
-void IllegalAddressHasNoTextChild() {
+SIM_CHILD_TEST(IllegalAddressHasNoText) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
@@ -1470,19 +1476,12 @@ void IllegalAddressHasNoTextChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, IllegalAddressHasNoText) {
-  EXPECT_EXIT(IllegalAddressHasNoTextChild(), ::testing::ExitedWithCode(0), "");
-}
-
-void StickyAcrossThreadsTextOnceChild() {
+SIM_CHILD_TEST(StickyAcrossThreadsTextOnce) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUdeviceptr out = 0, tgt = 0;
-  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
-  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
   const int64_t targets[5] = {0, 1, 2, 50, 60};
-  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
   CUstream s;
   CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
   CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
@@ -1514,11 +1513,7 @@ void StickyAcrossThreadsTextOnceChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, StickyAcrossThreadsTextOnce) {
-  EXPECT_EXIT(StickyAcrossThreadsTextOnceChild(), ::testing::ExitedWithCode(0), "");
-}
-
-void FaultDiscardsQueuedWorkOnEveryStreamChild() {
+SIM_CHILD_TEST(FaultDiscardsQueuedWorkOnEveryStream) {
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
   alignas(64) static uint32_t crumbs[4];
@@ -1556,19 +1551,12 @@ void FaultDiscardsQueuedWorkOnEveryStreamChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, FaultDiscardsQueuedWorkOnEveryStream) {
-  EXPECT_EXIT(FaultDiscardsQueuedWorkOnEveryStreamChild(), ::testing::ExitedWithCode(0), "");
-}
-
-void GraphReplayFaultsChild() {
+SIM_CHILD_TEST(GraphReplayFaults) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUdeviceptr out = 0, idx = 0;
-  CHILD_EQ(cuMemAlloc(&out, 16), CUDA_SUCCESS);
-  CHILD_EQ(cuMemAlloc(&idx, 16), CUDA_SUCCESS);
   const int64_t index[2] = {0, 1};
-  CHILD_EQ(cuMemcpyHtoD(idx, index, sizeof index), CUDA_SUCCESS);
+  CUdeviceptr out = child_alloc(16), idx = child_copy_to_device(index);
   CUstream s;
   CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
   CHILD_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
@@ -1589,8 +1577,6 @@ void GraphReplayFaultsChild() {
   CHILD_EQ(cuGraphDestroy(g), CUDA_ERROR_ASSERT);
   child_exit_ok();
 }
-
-TEST(SimChildTest, GraphReplayFaults) { EXPECT_EXIT(GraphReplayFaultsChild(), ::testing::ExitedWithCode(0), ""); }
 
 // A process that exits with work queued exits promptly.
 void ExitWithQueuedWorkIsPromptChild() {
@@ -1747,7 +1733,7 @@ TEST(SimChildTest, ForkChildUsesSim) {
 // The assert text goes through stdio's stderr, never write(2): with stderr
 // pointed at a memory stream, fd 2 sees nothing. The call that prints it is
 // the first to observe the fault, on whatever thread.
-void AssertTextThroughStdioChild() {
+SIM_CHILD_TEST(AssertTextThroughStdio) {
   Fd2Capture cap;
   char* mem = nullptr;
   size_t len = 0;
@@ -1760,11 +1746,8 @@ void AssertTextThroughStdioChild() {
   CHILD_EQ(cuLibraryLoadData(&lib, "fatbin", nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
   CUkernel nll = nullptr;
   CHILD_EQ(cuLibraryGetKernel(&nll, lib, "nll_loss_forward_reduce_cuda_kernel_2d"), CUDA_SUCCESS);
-  CUdeviceptr out = 0, tgt = 0;
-  CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
-  CHILD_EQ(cuMemAlloc(&tgt, 5 * 8), CUDA_SUCCESS);
   const int64_t targets[5] = {0, 1, -100, 7, 9};
-  CHILD_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
+  CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
   int32_t n = 5, classes = 5;
   int64_t ignore = -100;
   void* args[] = {&out, &tgt, &n, &classes, &ignore};
@@ -1788,12 +1771,8 @@ void AssertTextThroughStdioChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, AssertTextThroughStdio) {
-  EXPECT_EXIT(AssertTextThroughStdioChild(), ::testing::ExitedWithCode(0), "");
-}
-
 // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0 and 64-bit writes fail; 32-bit ones work.
-void No64BitMemopsChild() {
+SIM_CHILD_TEST(No64BitMemops) {
   setenv("SIM_CUDA_NO_64BIT_MEMOPS", "1", 1);
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
@@ -1813,10 +1792,8 @@ void No64BitMemopsChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, No64BitMemops) { EXPECT_EXIT(No64BitMemopsChild(), ::testing::ExitedWithCode(0), ""); }
-
 // SIM_CUDA_PROC_LOG=<file>: every cuGetProcAddress request, one line each.
-void ProcAddressLogChild() {
+SIM_CHILD_TEST(ProcAddressLog) {
   char path[] = "/tmp/sim_test_proclog_XXXXXX";
   int fd = mkstemp(path);
   CHILD_CHECK(fd >= 0);
@@ -1847,11 +1824,9 @@ void ProcAddressLogChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, ProcAddressLog) { EXPECT_EXIT(ProcAddressLogChild(), ::testing::ExitedWithCode(0), ""); }
-
 // Unimplemented names: NOT_INITIALIZED before cuInit, the sticky error (and
 // its text) after a fault, like any call that can surface one.
-void UnimplementedAfterFaultChild() {
+SIM_CHILD_TEST(UnimplementedAfterFault) {
   Fd2Capture cap;
   auto array_create = reinterpret_cast<CUresult (*)()>(sym("cuArrayCreate_v2"));
   CHILD_CHECK(array_create != nullptr);
@@ -1867,13 +1842,9 @@ void UnimplementedAfterFaultChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, UnimplementedAfterFault) {
-  EXPECT_EXIT(UnimplementedAfterFaultChild(), ::testing::ExitedWithCode(0), "");
-}
-
 // cuDevicePrimaryCtxReset stands in for the driver's teardown at exit: after it every call answers 4, also after
 // a fault that no call observed, and the assert text is never printed.
-void TeardownAfterUnobservedFaultChild() {
+SIM_CHILD_TEST(TeardownAfterUnobservedFault) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
@@ -1894,10 +1865,6 @@ void TeardownAfterUnobservedFaultChild() {
   CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
   CHILD_STDERR(cap, "");
   child_exit_ok();
-}
-
-TEST(SimChildTest, TeardownAfterUnobservedFault) {
-  EXPECT_EXIT(TeardownAfterUnobservedFaultChild(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

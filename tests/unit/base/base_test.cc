@@ -1,0 +1,110 @@
+// base/: the path helpers, the EINTR-safe I/O loops, the generated version.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "base/io.h"
+#include "base/path.h"
+#include "base/version.h"
+
+namespace cdsa::base {
+namespace {
+
+TEST(Path, BasenameAndDirname) {
+  struct Case {
+    const char* path;
+    const char* base;
+    const char* dir;
+  };
+  for (const Case& c : {Case{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu"},
+                        Case{"libcuda.so.1", "libcuda.so.1", "."}, Case{"/x", "x", "/"}, Case{"a/b", "b", "a"},
+                        Case{"dir/", "", "dir"}, Case{"", "", "."}}) {
+    EXPECT_EQ(basename_of(c.path), c.base) << c.path;
+    EXPECT_EQ(dirname_of(c.path), c.dir) << c.path;
+  }
+}
+
+TEST(Version, ComesFromTheProject) {
+  // The top-level CMakeLists.txt's project(VERSION): three numbers.
+  const std::string v = CDSA_VERSION;
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_NE(v, "0.0.0");
+}
+
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  TempFile() {
+    char name[] = "/tmp/cdsa_base_test_XXXXXX";
+    fd = mkstemp(name);
+    path = name;
+  }
+  ~TempFile() {
+    close(fd);
+    unlink(path.c_str());
+  }
+};
+
+TEST(Io, WriteAllThenReadFullAndPread) {
+  TempFile f;
+  ASSERT_GE(f.fd, 0);
+  std::string data(1 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE(write_all(f.fd, data.data(), data.size()));
+  ASSERT_EQ(lseek(f.fd, 0, SEEK_SET), 0);
+  std::string back(data.size() + 10, 'x');  // asks for more than there is: stops at the end
+  EXPECT_EQ(read_full(f.fd, back.data(), back.size()), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(back.substr(0, data.size()), data);
+  char mid[4];
+  EXPECT_EQ(read_full(f.fd, mid, sizeof mid, 1000), 4);  // pread: at an offset, the file position unchanged
+  EXPECT_EQ(memcmp(mid, data.data() + 1000, 4), 0);
+}
+
+TEST(Io, ErrorsSayWhy) {
+  char c = 0;
+  errno = 0;
+  EXPECT_FALSE(write_all(-1, "x", 1));
+  EXPECT_EQ(errno, EBADF);
+  errno = 0;
+  EXPECT_EQ(read_full(-1, &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
+void on_alarm(int) {}
+
+// A pipe read and a pipe write interrupted by a signal (no SA_RESTART) go on where they stopped.
+TEST(Io, GoesOnAfterEintr) {
+  struct sigaction sa {};
+  sa.sa_handler = on_alarm;  // no SA_RESTART: read/write return EINTR
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pthread_t reader = pthread_self();
+  std::string got(100000, '\0');  // more than a pipe holds: the writer blocks too
+  std::string sent(got.size(), 'a');
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>('a' + i % 26);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the reader is blocked in read() by now
+    pthread_kill(reader, SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(write_all(fds[1], sent.data(), sent.size()));
+    close(fds[1]);
+  });
+  EXPECT_EQ(read_full(fds[0], got.data(), got.size()), static_cast<ssize_t>(got.size()));
+  writer.join();
+  EXPECT_EQ(got, sent);
+  close(fds[0]);
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+}  // namespace
+}  // namespace cdsa::base
