@@ -96,12 +96,6 @@ const char* python_walker_description() noexcept;
 int capture_python_frames(PyFrameKey* out, int max) noexcept;
 int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 
-// Kept from the design notes' interface; resolve_python_frame() reports the
-// line through its int* out-parameter.
-struct PyFrameText {
-  int line;
-};
-
 // Resolves a frame captured by this thread in the same native call (so the
 // code object is alive): file name (co_filename), qualified function name
 // (co_qualname) and line number (-1 if the instruction has no line).

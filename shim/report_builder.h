@@ -53,7 +53,7 @@ class ReportBuilder {
 
  private:
   SourceLines src_;
-  NativeSymbolizer sym_;
+  ReportSymbolizer sym_;
 };
 
 LaunchText launch_text(const LaunchRecord& r);

@@ -6,7 +6,7 @@
 
 namespace cdsa {
 
-std::vector<NativeFrameText> NativeSymbolizer::symbolize(const std::vector<uintptr_t>& pcs) {
+std::vector<NativeFrameText> ReportSymbolizer::symbolize(const std::vector<uintptr_t>& pcs) {
   // Resolve the PCs not seen yet in one call. symbolize_live treats every frame
   // but the first as a return address, so a placeholder goes first.
   std::vector<uintptr_t> todo{0};
@@ -22,7 +22,7 @@ std::vector<NativeFrameText> NativeSymbolizer::symbolize(const std::vector<uintp
   return out;
 }
 
-std::vector<ModuleText> NativeSymbolizer::modules() {
+std::vector<ModuleText> ReportSymbolizer::modules() {
   std::vector<ModuleText> out;
   for (const auto& m : symbolizer::capture_module_map()) out.push_back(module_text(m));
   return out;

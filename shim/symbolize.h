@@ -14,7 +14,7 @@
 
 namespace cdsa {
 
-class NativeSymbolizer {
+class ReportSymbolizer {
  public:
   // Return addresses, innermost first (as recorded): looked up at pc - 1.
   std::vector<NativeFrameText> symbolize(const std::vector<uintptr_t>& return_addresses);
