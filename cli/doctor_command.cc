@@ -53,7 +53,11 @@ int capture(const std::vector<std::string>& args, std::string* out) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
   if (pid == 0) {
     dup2(fds[1], 1);
     close(fds[0]);

@@ -25,7 +25,8 @@ struct Command {
 // A new command: one line here, its declaration in cli/commands.h, its file in cli/CMakeLists.txt.
 const Command kCommands[] = {
     {"run", "[options] -- CMD [ARGS...]", "", cmd_run},
-    {"report", "FILE [--json]", "the fault report again, from a trace file", cmd_report},
+    {"report", "FILE [--json] [--no-resymbolize] [--native-all]", "the fault report again, from a trace file",
+     cmd_report},
     {"export", "--chrome FILE... [-o OUT]", "launches as a Chrome/Perfetto timeline", cmd_export},
     {"merge", "DIR|FILES...", "multi-rank: which rank faulted first", cmd_merge},
     {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", cmd_flame},

@@ -128,6 +128,33 @@ std::string shell_quote(const std::string& w) {
   return q + "'";
 }
 
+namespace {
+// s ends with `close`: drops the bracketed group it closes ("k<int, f<2>>" -> "k"), nested ones included.
+void drop_trailing_group(std::string& s, char open, char close) {
+  if (s.empty() || s.back() != close) return;
+  int depth = 0;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == close) ++depth;
+    if (s[i] == open && --depth == 0) {
+      s.resize(i);
+      return;
+    }
+  }
+}
+}  // namespace
+
+std::string kernel_identifier(const std::string& kernel) {
+  if (kernel.compare(0, 2, "_Z") == 0) return kernel;
+  std::string s = kernel;
+  drop_trailing_group(s, '(', ')');  // the parameter list ("(anonymous namespace)" stays: it is not last)
+  drop_trailing_group(s, '<', '>');  // the template arguments
+  auto scope = s.rfind("::");
+  if (scope != std::string::npos) s = s.substr(scope + 2);  // no namespace or class
+  auto space = s.rfind(' ');
+  if (space != std::string::npos) s = s.substr(space + 1);  // no return type ("void k<int>(...)")
+  return s.empty() ? kernel : s;
+}
+
 std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv) {
   std::string cmd;
   // PyTorch's caching allocator hides out-of-bounds accesses inside its pooled blocks from memcheck.
@@ -165,15 +192,15 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
   if (!is_fault_without_text(r.code) || !failing || failing->kind == "graph" || failing->kernel.empty()) return;
   // compute-sanitizer's --kernel-name kns= matches a substring of the (mangled) name and counts, for
   // --launch-skip, only launches that match: count what it will count, up to the failing launch.
+  // The report's kernel names are demangled: filter on the bare identifier, which the mangled name contains.
+  const std::string ident = kernel_identifier(failing->kernel);
   uint64_t nth = 0;
   for (const auto& l : ctx.launches)
-    if (!l.captured && l.kind != "graph" && l.seq <= failing->seq &&
-        l.kernel.find(failing->kernel) != std::string::npos)
-      ++nth;
+    if (!l.captured && l.kind != "graph" && l.seq <= failing->seq && l.kernel.find(ident) != std::string::npos) ++nth;
   if (nth == 0) nth = 1;
   r.hints.push_back(fmt::format(
       "no assert text; for the faulting thread and address, re-run only this launch under compute-sanitizer: {}",
-      sanitizer_command(failing->kernel, nth, ctx.argv)));
+      sanitizer_command(ident, nth, ctx.argv)));
   if (!ctx.launches_complete)
     r.hints.push_back(fmt::format(
         "the launch count {} only covers the {} launches cdsa kept (CDSA_RING_SIZE): if that kernel ran earlier, "

@@ -53,6 +53,10 @@ struct HintContext {
 // Fills r.hints from r (code, device messages, the failing launch) and the context.
 void add_hints(FaultReport& r, const HintContext& ctx);
 
+// The bare identifier of a kernel name, mangled or demangled: "void at::native::k<float>(float*)" -> "k";
+// "_Z1kPf" stays as it is. compute-sanitizer's `kns=` matches a substring of the mangled name, which holds the
+// identifier, so the filter built from it matches however the name was printed.
+std::string kernel_identifier(const std::string& kernel);
 // The compute-sanitizer command re-running only the n-th launch (1-based) of `kernel`.
 std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv);
 // A word quoted for a POSIX shell where needed.

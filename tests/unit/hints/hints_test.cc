@@ -177,6 +177,36 @@ TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) 
             "--launch-count 1 -- ./prog");
 }
 
+// The report prints demangled names; compute-sanitizer's kns= matches a substring of the mangled one
+// (_Z14illegal_kernelPi): the filter is the bare identifier, which both contain.
+TEST(Hints, TheSanitizerFilterIsTheKernelsIdentifier) {
+  EXPECT_EQ(kernel_identifier("illegal_kernel(int*)"), "illegal_kernel");
+  EXPECT_EQ(
+      kernel_identifier("void at::native::(anonymous namespace)::nll_loss_kernel<float, long>(float*, long const*)"),
+      "nll_loss_kernel");
+  EXPECT_EQ(kernel_identifier("at::native::vectorized_elementwise_kernel"), "vectorized_elementwise_kernel");
+  EXPECT_EQ(kernel_identifier("_Z14illegal_kernelPi"), "_Z14illegal_kernelPi");
+  EXPECT_EQ(kernel_identifier("illegal_address"), "illegal_address");
+
+  HintContext ctx;
+  auto launch = [](uint64_t seq, const char* kernel) {
+    LaunchText l;
+    l.seq = seq;
+    l.kernel = kernel;
+    l.kind = "kernel";
+    return l;
+  };
+  ctx.launches = {launch(1, "illegal_kernel(int*)"), launch(2, "fill(float*)"), launch(3, "illegal_kernel(int*)")};
+  ctx.launches_complete = true;
+  ctx.argv = {"./prog"};
+  FaultReport r = exact_report(700, "illegal_kernel(int*)", 3);
+  add_hints(r, ctx);
+  ASSERT_EQ(r.hints.size(), 1u);
+  EXPECT_NE(r.hints[0].find("--kernel-name kns=illegal_kernel --launch-skip 1 --launch-count 1 -- ./prog"),
+            std::string::npos)
+      << r.hints[0];
+}
+
 TEST(Hints, ShellQuoting) {
   EXPECT_EQ(shell_quote("train.py"), "train.py");
   EXPECT_EQ(shell_quote(""), "''");
