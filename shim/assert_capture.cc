@@ -102,13 +102,19 @@ void publish_lines() {
   g_have_kept.store(true, std::memory_order_release);
 }
 
+// Set while this thread publishes: a signal handler that writes to stderr meanwhile (faulthandler, a crash
+// reporter) must not take g_kept_mutex again on the same thread. Its bytes still reach stderr, uncaptured.
+[[gnu::tls_model("initial-exec")]] thread_local bool tl_publishing = false;
+
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
-  if (tl_driver_call_depth == 0 || !buf || n == 0 || !capture_buffer()) return;
+  if (tl_driver_call_depth == 0 || !buf || n == 0 || tl_publishing || !capture_buffer()) return;
   size_t room = kCapture - tl_len;
   if (n > room) n = room;
   memcpy(tl_buf + tl_len, buf, n);
   tl_len += n;
+  tl_publishing = true;
   publish_lines();
+  tl_publishing = false;
 }
 
 }  // namespace
