@@ -11,7 +11,6 @@
 namespace cdsa {
 
 bool cupti_backend_active() noexcept { return false; }
-bool cupti_backend_recorded(const LaunchInfo&) noexcept { return false; }
 
 void cupti_backend_start() noexcept {
   if (config().enabled && config().backend == Backend::Cupti)

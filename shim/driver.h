@@ -46,6 +46,12 @@ DlvsymFn real_dlvsym() noexcept;
 // Any libc function by name, found the same way (no dlsym).
 void* libc_function(const char* name) noexcept;
 
+// The stream a call means: the NULL stream of a per-thread-default-stream entry point (_ptsz/_ptds, or the
+// per-thread flag of cuGetProcAddress) is this thread's per-thread stream.
+inline CUstream effective_stream(CUstream s, bool per_thread) noexcept {
+  return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
+}
+
 // True for the sticky faults cuda.h documents as "the process must be terminated and relaunched": the kernel
 // faults (700, 702, 710, 714-719, 721), 226 CUDA_ERROR_CONTAINED (error containment: NVLink peer faults, some
 // hardware errors) and 911 CUDA_ERROR_EXTERNAL_DEVICE. Not 810 CUDA_ERROR_MPS_CLIENT_TERMINATED: the MPS server

@@ -30,10 +30,6 @@ uint64_t stream_id_of(const InCdsa&, CUstream s) {
   return id;
 }
 
-CUstream effective_stream(CUstream s, bool per_thread) {
-  return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
-}
-
 bool ready() { return g_ready.load(std::memory_order_acquire); }
 
 }  // namespace

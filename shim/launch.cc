@@ -133,10 +133,6 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   return &e;
 }
 
-CUstream effective_stream(CUstream s, bool per_thread) {
-  return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
-}
-
 // A handle whose name the driver would not give: cached too, so a launch makes no failing driver call.
 constexpr uint32_t kNameUnknown = kNoString - 1;
 
