@@ -6,7 +6,7 @@
 // breadcrumb, the first launch whose mark never landed is the only one that
 // can have failed there. One such stream: exact. Several: each gives a
 // candidate, oldest launch first; when the device's assert text names a
-// function that exactly one candidate's kernel contains, that one is kept.
+// function that exactly one candidate's kernel is (the same whole identifier), that one is kept.
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
 // recorded), since the failing launch may be that one. With nothing pending
@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "shim/fault_snapshot.h"
@@ -59,5 +60,13 @@ struct AttributionResult {
 };
 
 AttributionResult attribute(const FaultSnapshot& snapshot);
+
+// The kernel's identifier in a device assert line's function, as the device prints it: "foo",
+// "void ns::(anonymous namespace)::foo<float, 4>(float*, long)" and "void foo(T*) [with T = float]" all give "foo".
+std::string_view assert_function_identifier(std::string_view function);
+
+// Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
+// identifier, compared demangled, never a part of a longer one ("kernel" does not name "_Z13kernel_helperPi").
+bool kernel_matches_assert_function(std::string_view kernel, std::string_view function);
 
 }  // namespace cdsa

@@ -102,11 +102,52 @@ TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
   EXPECT_EQ(none.candidates.size(), 2u);
   EXPECT_FALSE(none.named_by_device_assert);
 
-  s.asserts = {device_assert("kernel")};  // matches both
+  s.asserts = {device_assert("kernel")};  // a part of both names, the whole of neither
+  AttributionResult part = attribute(s);
+  EXPECT_EQ(part.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(part.candidates.size(), 2u);
+  EXPECT_FALSE(part.named_by_device_assert);
+
+  s.kernel_names[10] = s.kernel_names[12];  // both pending launches run nll_loss_forward_kernel
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
   AttributionResult both = attribute(s);
   EXPECT_EQ(both.verdict, Verdict::Ambiguous);
   EXPECT_EQ(both.candidates.size(), 2u);
   EXPECT_FALSE(both.named_by_device_assert);
+}
+
+TEST(Attribution, AssertFunctionIdentifierIsTheBareKernelName) {
+  EXPECT_EQ(assert_function_identifier("nll_loss_forward_reduce_cuda_kernel_2d"),
+            "nll_loss_forward_reduce_cuda_kernel_2d");
+  EXPECT_EQ(assert_function_identifier("void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)"),
+            "index_kernel");
+  EXPECT_EQ(assert_function_identifier("void foo(T*) [with T = float]"), "foo");
+  EXPECT_EQ(assert_function_identifier("void bar<(int)4>(int*)"), "bar");
+  EXPECT_EQ(assert_function_identifier("ns::baz<Op<int>>"), "baz");
+  EXPECT_EQ(assert_function_identifier(""), "");
+  EXPECT_EQ(assert_function_identifier("<>"), "");
+}
+
+TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
+  // Mangled: compared demangled.
+  EXPECT_TRUE(kernel_matches_assert_function("_Z6kernelPi", "kernel"));
+  EXPECT_TRUE(kernel_matches_assert_function(
+      "_ZN2at6native38nll_loss_forward_reduce_cuda_kernel_2dIflEEvPT_S3_PKS2_PKT0_S5_bllll",
+      "nll_loss_forward_reduce_cuda_kernel_2d"));
+  EXPECT_TRUE(kernel_matches_assert_function("_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
+                                             "void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, "
+                                             "long)"));
+  EXPECT_FALSE(kernel_matches_assert_function("_Z13kernel_helperPi", "kernel"));
+  EXPECT_FALSE(kernel_matches_assert_function("_Z16kernel_helperXYZPi", "kernel"));
+  EXPECT_FALSE(kernel_matches_assert_function("_Z3fooI6kernelEvPi", "kernel"));  // foo<kernel>: a type argument
+  EXPECT_FALSE(kernel_matches_assert_function("_Z6kernelPi", "kern"));
+  // Plain and demangled names: the identifier standing whole.
+  EXPECT_TRUE(kernel_matches_assert_function("elementwise_add", "elementwise_add"));
+  EXPECT_TRUE(kernel_matches_assert_function("void gemm_kernel<float>(float*)", "gemm_kernel"));
+  EXPECT_FALSE(kernel_matches_assert_function("void gemm_kernel<float>(float*)", "kernel"));
+  EXPECT_FALSE(kernel_matches_assert_function("elementwise_add2", "elementwise_add"));
+  EXPECT_FALSE(kernel_matches_assert_function("elementwise_add", ""));
+  EXPECT_FALSE(kernel_matches_assert_function("", "elementwise_add"));
 }
 
 TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {
