@@ -10,12 +10,21 @@ case "$seconds" in ''|*[!0-9]*) echo "usage: tests/fuzz/run.sh SECONDS" >&2; exi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${CDSA_FUZZ_BUILD:-$root/build-fuzz}
 artifacts=${CDSA_FUZZ_ARTIFACTS:-$build/artifacts}
-cmake -S "$root" -B "$build" -G Ninja -DCDSA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cc=$(command -v clang-14 || command -v clang) || { echo "tests/fuzz/run.sh: needs clang (apt: clang)" >&2; exit 2; }
+cxx=$(command -v clang++-14 || command -v clang++) || { echo "tests/fuzz/run.sh: needs clang++ (apt: clang)" >&2; exit 2; }
+# A tree configured with another compiler (an older gcc-built one) is reconfigured from scratch.
+grep -qx "CMAKE_CXX_COMPILER:[A-Z]*=$cxx" "$build/CMakeCache.txt" 2>/dev/null || rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+cmake -S "$root" -B "$build" -G Ninja -DCDSA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$build" --target trace_reader_fuzzer >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$artifacts"
+mkdir -p "$artifacts" "$work/new"
+# The dictionary: tests/fuzz/trace.dict, plus every key the reader looks for, as a JSON string.
+dict=$work/trace.dict
+cp "$root/tests/fuzz/trace.dict" "$dict"
+grep -oE '"[a-z_]+"' "$root/report/trace_reader.cc" | sort -u | sed 's/^"\(.*\)"$/"\\"\1\\""/' >>"$dict"
 echo "tests/fuzz/run.sh: fuzzing the trace reader for ${seconds}s (corpus tests/fuzz/corpus)"
 "$build/bin/trace_reader_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-  -dict="$root/tests/fuzz/trace.dict" -print_final_stats=1 -artifact_prefix="$artifacts/" \
-  "$work" "$root/tests/fuzz/corpus"
+  -dict="$dict" -print_final_stats=1 -artifact_prefix="$artifacts/" \
+  "$work/new" "$root/tests/fuzz/corpus"
