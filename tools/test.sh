@@ -2,7 +2,8 @@
 # Runs every test: the normal build, then the wheel (tests/wheel: built, installed into a fresh venv, run), then
 # AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
 # then ThreadSanitizer (the recorder's and the simulated driver's tests), then 60 s of fuzzing the trace reader.
-# CDSA_TEST_QUICK=1 runs the normal build only.
+# TEST_QUICK=1 runs the normal build only; FUZZ_SECONDS=N fuzzes N seconds (default 60). (Not CDSA_ names:
+# those are the product's own, which cdsa reports as unknown.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -28,7 +29,7 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
 }
 
 build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo --
-if [ "${CDSA_TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
+if [ "${TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
 
 # The wheel as a user installs it (build tree kept in build-wheel/; the simulated driver comes from build/).
 echo "== wheel: tools/build_wheel.sh, then tests/wheel in a fresh venv"
@@ -49,6 +50,6 @@ export TSAN_OPTIONS="halt_on_error=1"
 BUILD_TARGETS="recorder_test sim_test" \
   build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim"
 
-tests/fuzz/run.sh "${CDSA_FUZZ_SECONDS:-60}"
+tests/fuzz/run.sh "${FUZZ_SECONDS:-60}"
 echo "== all test runs passed (normal, ASan+UBSan, TSan, fuzzing)"
 echo "$passed passed, 0 failed"

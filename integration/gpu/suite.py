@@ -408,14 +408,22 @@ def not_one_report(r):
     return f"{r.reports} reports (rc {r.rc}); stderr tail: {short(r.err[-200:])}"
 
 
+def one_report(r, backend="driver", timeout_text="timed out"):
+    """Why `r` cannot be judged (timed out, the CUPTI backend did not run, not exactly one report), or None."""
+    if r.timed_out:
+        return timeout_text
+    if backend == "cupti" and r.fallback_lines():
+        return "CUPTI backend did not run: " + short(r.fallback_lines()[0], 100)
+    if r.reports != 1:
+        return not_one_report(r)
+    return None
+
+
 def check_named(r, script, marker, kernel, backend="driver"):
     """One report; it names the launch's Python line (File + source text) and a kernel containing `kernel`."""
-    if r.timed_out:
-        return False, f"timed out after {r.secs:.0f} s"
-    if backend == "cupti" and r.fallback_lines():
-        return False, "CUPTI backend did not run: " + short(r.fallback_lines()[0], 100)
-    if r.reports != 1:
-        return False, not_one_report(r)
+    why = one_report(r, backend, f"timed out after {r.secs:.0f} s")
+    if why:
+        return False, why
     part = r.launch_part()
     n, _ = marker_line(CASES / script, marker)
     kname = kernel_name(r)
@@ -437,12 +445,9 @@ def check_no_report(r, must_out=None):
 
 
 def check_native(r, fn, src, marker, kernel, backend="driver", code=None):
-    if r.timed_out:
-        return False, "timed out"
-    if backend == "cupti" and r.fallback_lines():
-        return False, "CUPTI backend did not run: " + short(r.fallback_lines()[0], 100)
-    if r.reports != 1:
-        return False, not_one_report(r)
+    why = one_report(r, backend)
+    if why:
+        return False, why
     part = r.launch_part()
     n, _ = marker_line(CASES / src, marker)
     site = f"{src}:{n}"
@@ -534,11 +539,21 @@ def c_thousand(ctx, key, backend):
     return check_named(ctx.run(key, ctx.py("c09_thousand_ops_later.py"), backend=backend), "c09_thousand_ops_later.py", "LOSS-LINE", "nll_loss")
 
 
-def c_backward(ctx, key, backend):
-    r = ctx.run(key, ctx.py("c10_backward_only.py"), backend=backend)
-    if r.reports != 1:
-        return False, not_one_report(r)
-    part = r.launch_part()
+def judge_one_report(script):
+    """A case that runs `script` and judges its one report by check(r, launch part) -> (verdict, evidence); a run
+    without exactly one report fails."""
+    def wrap(check):
+        def run(ctx, key, backend):
+            r = ctx.run(key, ctx.py(script), backend=backend)
+            if r.reports != 1:
+                return False, not_one_report(r)
+            return check(r, r.launch_part())
+        return run
+    return wrap
+
+
+@judge_one_report("c10_backward_only.py")
+def c_backward(r, part):
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', part)
     fwd, bwd = names_py(part, "c10_backward_only.py", "FORWARD-LINE"), names_py(part, "c10_backward_only.py", "BACKWARD-LINE")
     where = "backward line" if bwd else "forward line" if fwd else f"{len(frames)} Python frames" if frames else "native frames only (autograd thread)"
@@ -563,13 +578,10 @@ def c_report_view(script, marker, kernel, hint):
     return run
 
 
-def c_autograd_node(ctx, key, backend):
+@judge_one_report("c10_backward_only.py")
+def c_autograd_node(r, part):
     """Case 24c: the backward-only fault (case 10's script) names its autograd node and lists the forward
     index_select line as a candidate, never as certain."""
-    r = ctx.run(key, ctx.py("c10_backward_only.py"), backend=backend)
-    if r.reports != 1:
-        return False, not_one_report(r)
-    part = r.launch_part()
     m = re.search(r"running the backward node (\w+)", part)
     cands = part[part.find("CANDIDATES, not certain"):] if "CANDIDATES, not certain" in part else ""
     fwd = bool(cands) and names_py(cands, "c10_backward_only.py", "FORWARD-LINE")
@@ -605,22 +617,16 @@ def c_compile(ctx, key, backend):
     return check_named(r, "c11_compile_oob.py", "COMPILED-CALL", "", backend)
 
 
-def c_graph(ctx, key, backend):
-    r = ctx.run(key, ctx.py("c12_graph_replay.py"), backend=backend)
-    if r.reports != 1:
-        return False, not_one_report(r)
-    part = r.launch_part()
+@judge_one_report("c12_graph_replay.py")
+def c_graph(r, part):
     rep = names_py(part, "c12_graph_replay.py", "REPLAY-LINE")
     cap = names_py(part, "c12_graph_replay.py", "CAPTURE-LINE")
     return rep and cap, (f"{short(r.kernel_line(), 40)}; replay line {'named' if rep else 'NOT named'}, capture line "
                          f"{'named' if cap else 'NOT named'}; {surfaced(r)}")
 
 
-def c_side(ctx, key, backend):
-    r = ctx.run(key, ctx.py("c13_side_stream.py"), backend=backend)
-    if r.reports != 1:
-        return False, not_one_report(r)
-    part = r.launch_part()
+@judge_one_report("c13_side_stream.py")
+def c_side(r, part):
     named = names_py(part, "c13_side_stream.py", "SIDE-LOSS-LINE")
     amb = "cdsa: AMBIGUOUS" in r.report
     return named, (("ambiguity stated, " if amb else "exact, ") + ("side-stream loss line named" if named else "loss line NOT named")

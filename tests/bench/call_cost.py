@@ -9,18 +9,15 @@ import argparse
 import os
 import pathlib
 import platform
-import re
 import statistics
 import subprocess
 import tempfile
 
+from benchlib import callgrind_total, child_env, cpu_model
+
 
 def env_for(build, cdsa):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
-    env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
-    if cdsa:
-        env["LD_PRELOAD"] = str(build / "lib" / "libcdsa.so")
-    return env
+    return child_env(build, build / "lib" / "libcdsa.so" if cdsa else None)
 
 
 def timed(build, cdsa, calls):
@@ -37,8 +34,7 @@ def instructions(build, cdsa, calls):
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                         str(build / "tests" / "bench" / "call_bench"), str(calls), "1"],
                        env=env_for(build, cdsa), capture_output=True, text=True, check=True)
-        summary = next(l for l in open(out) if l.startswith(("summary:", "totals:")))
-        return int(re.findall(r"\d+", summary)[0])
+        return callgrind_total(out)
 
 
 def main():
@@ -50,7 +46,7 @@ def main():
     a = ap.parse_args()
     build = a.build.resolve()
     runs = {cdsa: [timed(build, cdsa, a.calls) for _ in range(a.repeats)] for cdsa in (False, True)}
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    cpu = cpu_model()
     print(f"driver call cost over the simulated driver: {a.calls} calls x 7 batches x {a.repeats} runs, one core")
     print(f"machine: {cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}")
     if a.callgrind:

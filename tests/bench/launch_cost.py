@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import callgrind_total, child_env, cpu_model
+
 CONFIGS = [
     ("bare (no cdsa)", None),
     ("cdsa, no stacks, no breadcrumbs", {"CDSA_NATIVE_DEPTH": "0", "CDSA_PYTHON_DEPTH": "0", "CDSA_BREADCRUMBS": "0"}),
@@ -66,11 +68,7 @@ def child(build, n, pydepth=PYDEPTH, cdepth=1, pin=True):
 
 def callgrind_counts(cg_file):
     """(instructions in the measured loop, of which in the simulated driver's cuStreamWriteValue*)."""
-    total = 0
-    with open(cg_file) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                total = max(total, int(line.split()[1]))
+    total = callgrind_total(cg_file)
     ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", cg_file],
                          capture_output=True, text=True, check=True).stdout
     memop = 0
@@ -86,11 +84,8 @@ def run_callgrind(build, n, cdsa_lib):
     rows = []
     base = {}
     for name, pydepth, cdepth, env_extra in CALLGRIND_CONFIGS:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
-        env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
-        if env_extra is not None:
-            env["LD_PRELOAD"] = str(cdsa_lib)
-            env.update(env_extra)
+        env = child_env(build, cdsa_lib if env_extra is not None else None)
+        env.update(env_extra or {})
         with tempfile.TemporaryDirectory() as tmp:
             cg = os.path.join(tmp, "cg.out")
             cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "--collect-atstart=no",
@@ -142,11 +137,9 @@ def main():
     for name, env_extra in CONFIGS:
         medians, p99s, rss = [], [], []
         for _ in range(a.repeats):
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
-            env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
-            if env_extra is not None:
-                env["LD_PRELOAD"] = str((a.cdsa_lib or build / "lib" / "libcdsa.so").resolve())
-                env.update(env_extra)
+            cdsa_lib = (a.cdsa_lib or build / "lib" / "libcdsa.so").resolve()
+            env = child_env(build, cdsa_lib if env_extra is not None else None)
+            env.update(env_extra or {})
             proc = subprocess.run([sys.executable, __file__, str(build), "--launches", str(a.launches), "--child"],
                                   env=env, capture_output=True, text=True, check=True)
             vals = sorted(int(x) for x in proc.stdout.split())
@@ -155,7 +148,7 @@ def main():
             p99s.append(percentile(vals, 99))
         results.append((name, statistics.median(medians), statistics.median(p99s), statistics.median(rss)))
     base = results[0][1]
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    cpu = cpu_model()
     print(f"launch cost over the simulated driver: {a.launches} launches x {a.repeats} runs per configuration, "
           f"{PYDEPTH} Python frames at each launch, pinned to one core")
     print(f"machine: {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}")

@@ -16,17 +16,15 @@ import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from benchlib import child_env  # noqa: E402
 from launch_cost import CONFIGS  # noqa: E402
 
 
 def launch_instructions(build, env_extra, launches):
     """Inclusive instructions of the benchmark's launch loop in a whole run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
-    env["LD_LIBRARY_PATH"] = str(build / "lib" / "sim")
+    env = child_env(build, build / "lib" / "libcdsa.so" if env_extra is not None else None)
     env["CDSA_EXIT_PROBE_MS"] = "0"
-    if env_extra is not None:
-        env["LD_PRELOAD"] = str(build / "lib" / "libcdsa.so")
-        env.update(env_extra)
+    env.update(env_extra or {})
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,

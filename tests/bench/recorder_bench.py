@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchlib import callgrind_total, child_env
+
 NATIVE_DEPTHS = [8, 16, 32, 64]
 PY_DEPTHS = [8, 16, 32]
 CASES = ([("native hit", 0, d) for d in NATIVE_DEPTHS] + [("native evicted", 1, d) for d in NATIVE_DEPTHS] +
@@ -51,15 +53,6 @@ def child(build, kase, depth, iters, timed):
             print((lib.cdsa_rb_now_ns() - t0) / iters)
 
 
-def callgrind_ir(out_file):
-    total = 0
-    with open(out_file) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                total = max(total, int(line.split()[1]))
-    return total
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", type=pathlib.Path)
@@ -81,7 +74,7 @@ def main():
         return child(build, a.child[0], a.child[1], a.iters, a.time)
     if not lib_path(build).exists():
         sys.exit(f"{lib_path(build)} not built (cmake --build {a.build} --target cdsa_recorder_bench)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
+    env = child_env()
     if not a.time and not shutil.which("valgrind"):
         sys.exit("valgrind not found (apt-get install valgrind), or use --time")
     iters = a.iters or (200000 if a.time else 2000)
@@ -102,7 +95,7 @@ def main():
                 cg = os.path.join(tmp, "cg.out")
                 subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "--collect-atstart=no"]
                                + cmd, env=env, capture_output=True, check=True)
-                val = callgrind_ir(cg) / iters
+                val = callgrind_total(cg) / iters
         shown = "" if name == "ring publish" else str(depth)
         print(f"{name:<22} {shown:>6} {val:>13.0f}")
 

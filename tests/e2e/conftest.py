@@ -21,6 +21,8 @@ from report_text import BANNER, report_block  # noqa: E402  (one rule with the G
 
 
 def clean_env(extra=None, preload=True, dll="cdll"):
+    # No CDSA_ variable from outside: the developer's own settings would change the reports, and ctest's
+    # CDSA_BUILD_DIR would be reported as unknown.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
     env["PYTHONPATH"] = str(SCRIPTS)
     env["LD_LIBRARY_PATH"] = str(SIMDIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")

@@ -70,17 +70,24 @@ def blank_native_names(stack):
         f["function"], f["file"], f["line"] = "", "", 0
 
 
+def stripped_copy(trace):
+    """A copy of the trace file, beside it, with the native frames' recorded names removed from the report's
+    stacks (what the offline pass must restore)."""
+    data = json.loads(trace.read_text())
+    blank_native_names(data["report"]["surfaced_stack"])
+    for c in data["report"]["candidates"]:
+        blank_native_names(c["stack"])
+    stripped = trace.parent / "stripped.json"
+    stripped.write_text(json.dumps(data))
+    return stripped
+
+
 def test_offline_symbolization_restores_every_native_frame(tmp_path):
     """With the recorded names removed, the offline pass alone (from the module map and build-ids) must
     print the same native frames as the live process did."""
     run = run_program([PROGRAMS / "e2e_driver_cases", "nll", 10], cwd=tmp_path)
     trace = one_trace(run)
-    data = json.loads(trace.read_text())
-    blank_native_names(data["report"]["surfaced_stack"])
-    for c in data["report"]["candidates"]:
-        blank_native_names(c["stack"])
-    stripped = tmp_path / "stripped.json"
-    stripped.write_text(json.dumps(data))
+    stripped = stripped_copy(trace)
     rep = cdsa("report", stripped.name, cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert "launch_loss(" in rep.stdout and "main (e2e_driver_cases+0x" in rep.stdout
@@ -100,12 +107,7 @@ def test_rebuilt_binary_is_detected_by_build_id(tmp_path):
     # "Rebuild" it: another ELF file at the same path, with another build-id.
     prog.unlink()
     shutil.copy(BUILD / "lib" / "sim" / "libcuda.so.1", prog)
-    data = json.loads(trace.read_text())
-    blank_native_names(data["report"]["surfaced_stack"])
-    for c in data["report"]["candidates"]:
-        blank_native_names(c["stack"])
-    stripped = tmp_path / "stripped.json"
-    stripped.write_text(json.dumps(data))
+    stripped = stripped_copy(trace)
     for name in (trace.name, stripped.name):
         rep = cdsa("report", name, cwd=tmp_path)
         assert rep.returncode == 0, rep.stderr

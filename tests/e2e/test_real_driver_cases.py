@@ -34,12 +34,13 @@ def native_site(marker):
 
 # ---- the scenarios on the simulated driver alone: what the programs do without cdsa ------------------------------
 
-@pytest.mark.parametrize("script,surface", [("cukernel_launch.py", "cuCtxSynchronize"),
-                                            ("sync_v2.py", "cuCtxSynchronize_v2"),
-                                            ("two_busy_streams.py", "cuCtxSynchronize"),
-                                            ("capture_to_graph.py", "cuStreamSynchronize")])
-def test_scenario_faults_as_the_real_driver_would(tmp_path, script, surface):
-    bare = run_python(script, cwd=tmp_path, preload=False)
+@pytest.mark.parametrize("script,args,surface", [("cukernel_launch.py", [], "cuCtxSynchronize"),
+                                                 ("sync_v2.py", [], "cuCtxSynchronize_v2"),
+                                                 ("two_busy_streams.py", [], "cuCtxSynchronize"),
+                                                 ("graph_replay.py", ["to-graph"], "cuStreamSynchronize")],
+                         ids=["cukernel_launch", "sync_v2", "two_busy_streams", "capture_to_graph"])
+def test_scenario_faults_as_the_real_driver_would(tmp_path, script, args, surface):
+    bare = run_python(script, *args, cwd=tmp_path, preload=False)
     assert bare.rc == 1, bare.err
     assert bare.err.count("Assertion `") >= 1, bare.err
     assert f"CudaError: CUDA error: {surface} returned 710 CUDA_ERROR_ASSERT" in bare.err, bare.err
@@ -105,39 +106,40 @@ def test_native_report_before_the_programs_error_after_sync_v2(tmp_path):
 
 # ---- busy streams and threads resolved to the one failing launch by the assert text ------------------------------
 
-def test_two_busy_streams_resolved_by_the_assert_text(tmp_path):
-    run = run_python("two_busy_streams.py", cwd=tmp_path)
+def resolved_by_the_assert_text(run, script, function):
+    """One exact report, picked by the device's assert text, naming the script's LAUNCH-SITE line; its launch part."""
     assert run.reports == 1, run.err
     assert NLL_TEXT in run.report
     part = run.launch_part()
     assert "AMBIGUOUS" not in run.report, run.report
     assert "matches the device's assert" in part, part
-    assert py_frame("two_busy_streams.py", "LAUNCH-SITE", "<module>") in part
+    assert py_frame(script, "LAUNCH-SITE", function) in part
+    return part
+
+
+def test_two_busy_streams_resolved_by_the_assert_text(tmp_path):
+    run = run_python("two_busy_streams.py", cwd=tmp_path)
+    part = resolved_by_the_assert_text(run, "two_busy_streams.py", "<module>")
     assert "OTHER-SITE" not in part
 
 
 def test_eight_busy_threads_resolved_by_the_assert_text(tmp_path):
-    run = run_python("eight_busy_threads.py", cwd=tmp_path, timeout=600)
-    assert run.reports == 1, run.err
-    assert NLL_TEXT in run.report
-    part = run.launch_part()
-    assert "AMBIGUOUS" not in run.report, run.report
-    assert "matches the device's assert" in part, part
-    assert py_frame("eight_busy_threads.py", "LAUNCH-SITE", "worker") in part
+    run = run_python("eight_threads.py", "busy", cwd=tmp_path, timeout=600)
+    resolved_by_the_assert_text(run, "eight_threads.py", "worker")
 
 
 # ---- capture into an existing graph: the program keeps working, the replay's fault names the capture line --------
 
 def test_capture_to_graph_replayed_then_attributed_to_the_capture_line(tmp_path):
-    run = run_python("capture_to_graph.py", cwd=tmp_path)
+    run = run_python("graph_replay.py", "to-graph", cwd=tmp_path)
     assert "first replay ok" in run.out, run.err  # cdsa added no node the graph rejects
     assert run.reports == 1, run.err
     part = run.launch_part()
     assert "graph launch (graph" in part, part
-    assert py_frame("capture_to_graph.py", "LAUNCH-SITE", "<module>") in part
+    assert py_frame("graph_replay.py", "LAUNCH-SITE", "<module>") in part
     assert "FIRST-REPLAY" not in part
     assert "kernel indexSelectSmallIndex" in part
-    assert py_frame("capture_to_graph.py", "CAPTURE-SITE", "capture") in part
+    assert py_frame("graph_replay.py", "CAPTURE-SITE", "capture") in part
 
 
 def test_native_capture_to_graph_replayed_then_attributed(tmp_path):

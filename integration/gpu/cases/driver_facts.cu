@@ -12,13 +12,14 @@
 //   exit-nosync    an asserting kernel, then return from main without any synchronize
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cassert>
 #include <cstdio>
 #include <cstring>
 #include <thread>
+
+#include "host_page.h"
 
 __global__ void named_kernel(int* p) {
   if (p) p[threadIdx.x] += 1;
@@ -35,11 +36,9 @@ static int attr() {
   int v = -1;
   CUresult r = cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev);
   printf("attr 122 %d rc %d\n", v, (int)r);
-  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  memset(page, 0, 4096);
+  void* page = nullptr;
   CUdeviceptr d = 0;
-  r = cuMemHostRegister(page, 4096, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-  if (r == CUDA_SUCCESS) r = cuMemHostGetDevicePointer(&d, page, 0);
+  r = registered_host_page(&page, &d);
   if (r != CUDA_SUCCESS) {
     printf("host register rc %d\n", (int)r);
     return 1;

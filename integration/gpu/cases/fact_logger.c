@@ -65,50 +65,39 @@ static void note_fmt(const char* fn, FILE* f, const char* fmt, va_list ap) {
   if (n > 0) note_text(fn, stream_fd(f), buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-/* ---- stdio (what libcuda imports) and write */
-int vfprintf(FILE* f, const char* fmt, va_list ap) {
-  note_fmt("vfprintf", f, fmt, ap);
+/* ---- stdio (what libcuda imports) and write. Each printf-family function is logged under its own name, then
+ * forwarded to the real vfprintf or __vfprintf_chk with its arguments as a va_list. */
+static int forward_vfprintf(const char* fn, FILE* f, const char* fmt, va_list ap) {
+  note_fmt(fn, f, fmt, ap);
   return ((int (*)(FILE*, const char*, va_list))next("vfprintf"))(f, fmt, ap);
 }
-int fprintf(FILE* f, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  note_fmt("fprintf", f, fmt, ap);
-  int r = ((int (*)(FILE*, const char*, va_list))next("vfprintf"))(f, fmt, ap);
-  va_end(ap);
-  return r;
-}
-int __vfprintf_chk(FILE* f, int flag, const char* fmt, va_list ap) {
-  note_fmt("__vfprintf_chk", f, fmt, ap);
+static int forward_vfprintf_chk(const char* fn, FILE* f, int flag, const char* fmt, va_list ap) {
+  note_fmt(fn, f, fmt, ap);
   return ((int (*)(FILE*, int, const char*, va_list))next("__vfprintf_chk"))(f, flag, fmt, ap);
 }
+/* The body of a variadic wrapper: `call` made with the arguments after `last` as the va_list ap. */
+#define WITH_VA_LIST(last, call) \
+  va_list ap;                    \
+  va_start(ap, last);            \
+  int r = call;                  \
+  va_end(ap);                    \
+  return r
+
+int vfprintf(FILE* f, const char* fmt, va_list ap) { return forward_vfprintf("vfprintf", f, fmt, ap); }
+int fprintf(FILE* f, const char* fmt, ...) { WITH_VA_LIST(fmt, forward_vfprintf("fprintf", f, fmt, ap)); }
+int __vfprintf_chk(FILE* f, int flag, const char* fmt, va_list ap) {
+  return forward_vfprintf_chk("__vfprintf_chk", f, flag, fmt, ap);
+}
 int __fprintf_chk(FILE* f, int flag, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  note_fmt("__fprintf_chk", f, fmt, ap);
-  int r = ((int (*)(FILE*, int, const char*, va_list))next("__vfprintf_chk"))(f, flag, fmt, ap);
-  va_end(ap);
-  return r;
+  WITH_VA_LIST(fmt, forward_vfprintf_chk("__fprintf_chk", f, flag, fmt, ap));
 }
 int vprintf(const char* fmt, va_list ap) {
   note_fmt("vprintf", stdout, fmt, ap);
   return ((int (*)(const char*, va_list))next("vprintf"))(fmt, ap);
 }
-int printf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  note_fmt("printf", stdout, fmt, ap);
-  int r = ((int (*)(FILE*, const char*, va_list))next("vfprintf"))(stdout, fmt, ap);
-  va_end(ap);
-  return r;
-}
+int printf(const char* fmt, ...) { WITH_VA_LIST(fmt, forward_vfprintf("printf", stdout, fmt, ap)); }
 int __printf_chk(int flag, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  note_fmt("__printf_chk", stdout, fmt, ap);
-  int r = ((int (*)(FILE*, int, const char*, va_list))next("__vfprintf_chk"))(stdout, flag, fmt, ap);
-  va_end(ap);
-  return r;
+  WITH_VA_LIST(fmt, forward_vfprintf_chk("__printf_chk", stdout, flag, fmt, ap));
 }
 int fputs(const char* s, FILE* f) {
   note_text("fputs", stream_fd(f), s, strlen(s));

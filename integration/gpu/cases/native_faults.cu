@@ -8,12 +8,13 @@
 //                registered host memory (cdsa's breadcrumb), as the gpu-probe measures it
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <sys/mman.h>
 #include <cassert>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "host_page.h"
 
 __global__ void ok_kernel(int* p) {
   if (p) p[threadIdx.x] += 1;
@@ -53,11 +54,9 @@ static int fault_case(bool assert_mode) {
 
 static int memop_cost() {
   cudaFree(0);
-  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  memset(page, 0, 4096);
+  void* page = nullptr;
   CUdeviceptr dslot = 0;
-  CUresult r = cuMemHostRegister(page, 4096, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-  if (r == CUDA_SUCCESS) r = cuMemHostGetDevicePointer(&dslot, page, 0);
+  CUresult r = registered_host_page(&page, &dslot);
   if (r != CUDA_SUCCESS) {
     printf("memop-cost: host register failed: %d\n", (int)r);
     return 1;
