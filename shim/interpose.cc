@@ -136,6 +136,13 @@ inline void check(CUresult r) {
   }
 }
 
+// The launch handlers, one per launching Kind, chosen by KindTag<k>. Each registers the breadcrumb memory before
+// the first kernel runs (so even the first launch gets its mark), then holds the launch in flight
+// (shim/assert_capture.h) from before the driver sees it until it is recorded or has failed: a fault report on
+// another thread waits for it, since the failing launch may be this one.
+template <Kind k>
+struct KindTag {};
+
 // What cuLaunchKernel and cuLaunchCooperativeKernel share: record on success, check for a sticky fault otherwise.
 template <int Id>
 CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
@@ -157,21 +164,28 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
 }
 
 template <int Id, typename F>
-CUresult on_launch(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                   unsigned shmem, CUstream s, void** params, void** extra) {
+CUresult on_launch(KindTag<Kind::Launch>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
   return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx, gy,
                                gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
-CUresult on_launch_coop(F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned shmem, CUstream s, void** params) {
+CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
   return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx, gy,
                                gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
-CUresult on_launch_ex(F real, const CUlaunchConfig* cfg, CUfunction f, void** params, void** extra) {
+CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
+                   void** extra) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
   CUresult r = real(cfg, f, params, extra);
   if (r == CUDA_SUCCESS && cfg) {
     LaunchInfo li;
@@ -193,7 +207,9 @@ CUresult on_launch_ex(F real, const CUlaunchConfig* cfg, CUfunction f, void** pa
 }
 
 template <int Id, typename F>
-CUresult on_graph_launch(F real, CUgraphExec g, CUstream s) {
+CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s) {
+  prepare_launch(nullptr);
+  LaunchInFlight in_flight;
   CUresult r = real(g, s);
   if (r == CUDA_SUCCESS) {
     LaunchInfo li;
@@ -223,27 +239,8 @@ CUresult dispatch(F real, A... a) {
   if (!config().enabled || InCdsa::active() || in_driver_call()) return real(a...);
   DriverCallScope scope;  // lets the fault handler see what this very call printed (the device's assert text)
   ensure_started(reinterpret_cast<const void*>(real));
-  // Register the breadcrumb memory before the first kernel runs, so even the first launch gets its mark.
-  if constexpr (k == Kind::Launch || k == Kind::LaunchCoop)
-    prepare_launch(std::get<0>(std::tuple<A...>(a...)));
-  else if constexpr (k == Kind::LaunchEx)
-    prepare_launch(std::get<1>(std::tuple<A...>(a...)));
-  else if constexpr (k == Kind::GraphLaunch)
-    prepare_launch(nullptr);
-  // Each launch is in flight (shim/assert_capture.h) from before the driver sees it until it is recorded or has
-  // failed: a fault report on another thread waits for it, since the failing launch may be this one.
-  if constexpr (k == Kind::Launch) {
-    LaunchInFlight in_flight;
-    return on_launch<Id>(real, a...);
-  } else if constexpr (k == Kind::LaunchCoop) {
-    LaunchInFlight in_flight;
-    return on_launch_coop<Id>(real, a...);
-  } else if constexpr (k == Kind::LaunchEx) {
-    LaunchInFlight in_flight;
-    return on_launch_ex<Id>(real, a...);
-  } else if constexpr (k == Kind::GraphLaunch) {
-    LaunchInFlight in_flight;
-    return on_graph_launch<Id>(real, a...);
+  if constexpr (k == Kind::Launch || k == Kind::LaunchCoop || k == Kind::LaunchEx || k == Kind::GraphLaunch) {
+    return on_launch<Id>(KindTag<k>{}, real, a...);  // the launch handler of this kind (above)
   } else if constexpr (k == Kind::BeginCapture) {
     CUresult r = real(a...);
     if (r == CUDA_SUCCESS) note_capture_begin(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].per_thread);

@@ -9,107 +9,99 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // Mirrors of _Py_DebugOffsets (Include/internal/pycore_runtime.h in 3.13,
-// Include/internal/pycore_debug_offsets.h in 3.14), x86-64. Only the
-// positions matter; unused groups are plain arrays.
-struct DebugOffsets313 {
+// Include/internal/pycore_debug_offsets.h in 3.14), x86-64: one description,
+// DebugOffsets<V>, where V says what differs between the versions. Only the
+// positions matter; groups the walker does not read are plain arrays.
+
+struct ThreadStateOffsets {
+  uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
+};
+struct PyObjectOffsets {
+  uint64_t size, ob_type;
+};
+struct TypeObjectOffsets {
+  uint64_t size, tp_name, tp_repr, tp_flags;
+};
+struct UnicodeObjectOffsets {
+  uint64_t size, state, length, asciiobject_size;
+};
+// The frame and code groups as 3.13 has them; a later version appends `More`.
+template <class More>
+struct InterpreterFrameOffsets {
+  uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+  [[no_unique_address]] More more;
+};
+template <class More>
+struct CodeObjectOffsets {
+  uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames, localspluskinds,
+      co_code_adaptive;
+  [[no_unique_address]] More more;
+};
+
+template <class V>
+struct DebugOffsets {
   char cookie[8];
   uint64_t version;
   uint64_t free_threaded;
   uint64_t runtime_state[3];
-  uint64_t interpreter_state[13];
-  struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
-  } thread_state;
-  struct {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
-  } interpreter_frame;
-  struct {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames, localspluskinds,
-        co_code_adaptive;
-  } code_object;
-  struct {
-    uint64_t size, ob_type;
-  } pyobject;
-  struct {
-    uint64_t size, tp_name, tp_repr, tp_flags;
-  } type_object;
+  uint64_t interpreter_state[V::kInterpreterStateFields];
+  ThreadStateOffsets thread_state;
+  InterpreterFrameOffsets<typename V::FrameMore> interpreter_frame;
+  CodeObjectOffsets<typename V::CodeMore> code_object;
+  PyObjectOffsets pyobject;
+  TypeObjectOffsets type_object;
   uint64_t tuple_object[3];
   uint64_t list_object[3];
+  [[no_unique_address]] typename V::SetObject set_object;
   uint64_t dict_object[3];
   uint64_t float_object[2];
   uint64_t long_object[3];
   uint64_t bytes_object[3];
-  struct {
-    uint64_t size, state, length, asciiobject_size;
-  } unicode_object;
+  UnicodeObjectOffsets unicode_object;
   uint64_t gc[2];
+  [[no_unique_address]] typename V::Tail tail;
 };
 
-struct DebugOffsets314 {
-  char cookie[8];
-  uint64_t version;
-  uint64_t free_threaded;
-  uint64_t runtime_state[3];
+// What a version lacks is an empty struct, each of its own type: it takes no room.
+struct Python313 {
+  static constexpr int kInterpreterStateFields = 13;
+  struct FrameMore {};
+  struct CodeMore {};
+  struct SetObject {};
+  struct Tail {};
+};
+struct Python314 {
   // size id next threads_head threads_main gc imports_modules sysdict builtins
   // ceval_gil gil_runtime_state gil_runtime_state_{enabled,locked,holder}
   // code_object_generation tlbc_generation
-  uint64_t interpreter_state[16];
-  struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
-  } thread_state;
-  struct {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer, tlbc_index;
-  } interpreter_frame;
-  struct {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames, localspluskinds,
-        co_code_adaptive, co_tlbc;
-  } code_object;
-  struct {
-    uint64_t size, ob_type;
-  } pyobject;
-  struct {
-    uint64_t size, tp_name, tp_repr, tp_flags;
-  } type_object;
-  uint64_t tuple_object[3];
-  uint64_t list_object[3];
-  uint64_t set_object[4];
-  uint64_t dict_object[3];
-  uint64_t float_object[2];
-  uint64_t long_object[3];
-  uint64_t bytes_object[3];
-  struct {
-    uint64_t size, state, length, asciiobject_size;
-  } unicode_object;
-  uint64_t gc[2];
-  uint64_t gen_object[4];
-  uint64_t llist_node[2];
-  uint64_t debugger_support[6];
+  static constexpr int kInterpreterStateFields = 16;
+  struct FrameMore {
+    uint64_t stackpointer, tlbc_index;
+  };
+  struct CodeMore {
+    uint64_t co_tlbc;
+  };
+  struct SetObject {
+    uint64_t fields[4];
+  };
+  struct Tail {
+    uint64_t gen_object[4], llist_node[2], debugger_support[6];
+  };
 };
+using DebugOffsets313 = DebugOffsets<Python313>;
+using DebugOffsets314 = DebugOffsets<Python314>;
+// The groups 3.13 lacks take no room: the mirror ends where gc does and dict_object follows list_object.
+static_assert(sizeof(DebugOffsets313) == offsetof(DebugOffsets313, gc) + sizeof(DebugOffsets313::gc));
+static_assert(offsetof(DebugOffsets313, dict_object) ==
+              offsetof(DebugOffsets313, list_object) + sizeof(DebugOffsets313::list_object));
+static_assert(sizeof(DebugOffsets313::interpreter_frame) == 6 * sizeof(uint64_t));
+static_assert(sizeof(DebugOffsets313::code_object) == 10 * sizeof(uint64_t));
 
 template <class D>
 void fill_fields(DebugOffsetsFields* f) {
-#define CDSA_POS(dst, member) f->dst = static_cast<int32_t>(offsetof(D, member))
-  CDSA_POS(version, version);
-  CDSA_POS(free_threaded, free_threaded);
-  CDSA_POS(tstate_current_frame, thread_state.current_frame);
-  CDSA_POS(frame_previous, interpreter_frame.previous);
-  CDSA_POS(frame_executable, interpreter_frame.executable);
-  CDSA_POS(frame_instr_ptr, interpreter_frame.instr_ptr);
-  CDSA_POS(frame_owner, interpreter_frame.owner);
-  CDSA_POS(code_size, code_object.size);
-  CDSA_POS(code_filename, code_object.filename);
-  CDSA_POS(code_name, code_object.name);
-  CDSA_POS(code_qualname, code_object.qualname);
-  CDSA_POS(code_linetable, code_object.linetable);
-  CDSA_POS(code_firstlineno, code_object.firstlineno);
-  CDSA_POS(code_adaptive, code_object.co_code_adaptive);
-  CDSA_POS(pyobject_size, pyobject.size);
-  CDSA_POS(pyobject_ob_type, pyobject.ob_type);
-  CDSA_POS(unicode_size, unicode_object.size);
-  CDSA_POS(unicode_state, unicode_object.state);
-  CDSA_POS(unicode_length, unicode_object.length);
-  CDSA_POS(unicode_ascii_size, unicode_object.asciiobject_size);
-#undef CDSA_POS
+#define CDSA_POSITION(field, member, ...) f->field = static_cast<int32_t>(offsetof(D, member));
+  CDSA_PY_DEBUG_OFFSETS_FIELDS(CDSA_POSITION, CDSA_POSITION, CDSA_POSITION)
+#undef CDSA_POSITION
   f->end = static_cast<int32_t>(sizeof(D));
 }
 
@@ -191,78 +183,70 @@ bool build_from(int minor, const D& d, PyLayout* L, const char** why) {
   return true;
 }
 
+template <class D>
+bool parse(int minor, const void* debug_offsets, size_t available, PyLayout* out, const char** why) {
+  D d;
+  if (available < sizeof d) {
+    *why = "debug offsets truncated";
+    return false;
+  }
+  std::memcpy(&d, debug_offsets, sizeof d);
+  return build_from(minor, d, out, why);
+}
+
+// The hard-coded layouts of 3.10, 3.11 and 3.12 (x86-64, default builds), one column per version: every int32_t
+// field of PyLayout, -1 where the version has no such field.
+struct BuiltinRow {
+  int32_t PyLayout::*field;
+  int32_t v310, v311, v312;
+};
+constexpr BuiltinRow kBuiltinLayouts[] = {
+    // 3.10: the frames are PyFrameObjects.
+    {&PyLayout::tstate_frame, 24, -1, -1},  // prev next interp frame
+    {&PyLayout::frame_lasti, 96, -1, -1},
+    {&PyLayout::code_code, 48, -1, -1},
+    // 3.11, 3.12: PyThreadState -> _PyCFrame -> _PyInterpreterFrame.
+    {&PyLayout::tstate_cframe, -1, 56, 56},
+    {&PyLayout::cframe_current_frame, -1, 8, 0},  // 3.11: after uint8_t use_tracing
+    {&PyLayout::tstate_current_frame, -1, -1, -1},
+    // 3.10 PyFrameObject: PyObject_VAR_HEAD f_back f_code; 3.11: f_func f_globals f_builtins f_locals f_code.
+    {&PyLayout::frame_code, 32, 32, 0},
+    {&PyLayout::frame_previous, 24, 48, 8},
+    {&PyLayout::frame_instr, -1, 56, 56},  // prev_instr
+    {&PyLayout::frame_owner, -1, 69, 70},
+    // FRAME_OWNED_BY_GENERATOR; 3.10 has no frame owners: every frame on the chain is shown.
+    {&PyLayout::owner_generator, -1, 1, 1},
+    {&PyLayout::owner_skip_min, -1, 3, 3},  // 3.11: owners are 0..2; 3.12: FRAME_OWNED_BY_CSTACK
+    {&PyLayout::code_filename, 104, 112, 112},
+    {&PyLayout::code_name, 112, 120, 120},
+    {&PyLayout::code_qualname, 112, 128, 128},  // 3.10: co_name (CPython 3.10 tracebacks print it too)
+    {&PyLayout::code_linetable, 120, 136, 136},
+    {&PyLayout::code_firstlineno, 40, 72, 68},
+    {&PyLayout::code_firsttraceable, -1, 168, 176},
+    {&PyLayout::code_adaptive, -1, 184, 192},
+    {&PyLayout::code_basicsize, 176, 192, 200},
+    {&PyLayout::ob_type, 8, 8, 8},
+    {&PyLayout::ob_size, 16, 16, 16},
+    {&PyLayout::type_flags, 168, 168, 168},
+    {&PyLayout::str_length, 16, 16, 16},
+    {&PyLayout::str_state, 32, 32, 32},
+    {&PyLayout::str_ascii_size, 48, 48, 40},    // 3.10, 3.11: has wchar_t *wstr
+    {&PyLayout::str_compact_size, 72, 72, 56},  // utf8_length utf8 (3.10, 3.11: wstr_length)
+    {&PyLayout::str_data_any, 72, 72, 56},
+    {&PyLayout::str_basicsize, 80, 80, 64},
+    {&PyLayout::state_kind_shift, 2, 2, 2},
+    {&PyLayout::state_compact_shift, 5, 5, 5},
+    {&PyLayout::state_ascii_shift, 6, 6, 6},
+    {&PyLayout::state_ready_shift, 7, 7, -1},
+};
+
 }  // namespace
 
 bool builtin_layout(int minor, PyLayout* out) noexcept {
+  if (minor < 10 || minor > 12) return false;
   PyLayout L;
   L.minor = minor;
-  L.owner_generator = 1;  // FRAME_OWNED_BY_GENERATOR
-  L.owner_skip_min = 3;   // 3.11: owners are 0..2; 3.12: FRAME_OWNED_BY_CSTACK
-  L.ob_type = 8;
-  L.ob_size = 16;
-  L.type_flags = 168;
-  L.str_length = 16;
-  L.str_state = 32;
-  L.state_kind_shift = 2;
-  L.state_compact_shift = 5;
-  L.state_ascii_shift = 6;
-  L.code_filename = 112;
-  L.code_name = 120;
-  L.code_qualname = 128;
-  L.code_linetable = 136;
-  if (minor == 10) {
-    L.tstate_frame = 24;    // prev next interp frame
-    L.frame_previous = 24;  // PyFrameObject: PyObject_VAR_HEAD f_back f_code
-    L.frame_code = 32;
-    L.frame_lasti = 96;
-    L.owner_generator = -1;  // no frame owners: every frame on the chain is shown
-    L.owner_skip_min = -1;
-    L.code_firstlineno = 40;
-    L.code_code = 48;
-    L.code_filename = 104;
-    L.code_name = 112;
-    L.code_qualname = 112;  // co_name: CPython 3.10 tracebacks print it too
-    L.code_linetable = 120;
-    L.code_basicsize = 176;
-    L.str_ascii_size = 48;  // has wchar_t *wstr
-    L.str_compact_size = 72;
-    L.str_data_any = 72;
-    L.str_basicsize = 80;
-    L.state_ready_shift = 7;
-  } else if (minor == 11) {
-    L.tstate_cframe = 56;
-    L.cframe_current_frame = 8;  // after uint8_t use_tracing
-    L.frame_code = 32;           // f_func f_globals f_builtins f_locals f_code
-    L.frame_previous = 48;
-    L.frame_instr = 56;  // prev_instr
-    L.frame_owner = 69;
-    L.code_firstlineno = 72;
-    L.code_firsttraceable = 168;
-    L.code_adaptive = 184;
-    L.code_basicsize = 192;
-    L.str_ascii_size = 48;    // has wchar_t *wstr
-    L.str_compact_size = 72;  // utf8_length utf8 wstr_length
-    L.str_data_any = 72;
-    L.str_basicsize = 80;
-    L.state_ready_shift = 7;
-  } else if (minor == 12) {
-    L.tstate_cframe = 56;
-    L.cframe_current_frame = 0;
-    L.frame_code = 0;
-    L.frame_previous = 8;
-    L.frame_instr = 56;  // prev_instr
-    L.frame_owner = 70;
-    L.code_firstlineno = 68;
-    L.code_firsttraceable = 176;
-    L.code_adaptive = 192;
-    L.code_basicsize = 200;
-    L.str_ascii_size = 40;
-    L.str_compact_size = 56;
-    L.str_data_any = 56;
-    L.str_basicsize = 64;
-  } else {
-    return false;
-  }
+  for (const BuiltinRow& r : kBuiltinLayouts) L.*r.field = minor == 10 ? r.v310 : minor == 11 ? r.v311 : r.v312;
   *out = L;
   return true;
 }
@@ -287,24 +271,8 @@ bool layout_from_debug_offsets(int minor, const void* debug_offsets, size_t avai
     *why = "no debug offsets";
     return false;
   }
-  if (minor == 13) {
-    DebugOffsets313 d;
-    if (available < sizeof d) {
-      *why = "debug offsets truncated";
-      return false;
-    }
-    std::memcpy(&d, debug_offsets, sizeof d);
-    return build_from(13, d, out, why);
-  }
-  if (minor == 14) {
-    DebugOffsets314 d;
-    if (available < sizeof d) {
-      *why = "debug offsets truncated";
-      return false;
-    }
-    std::memcpy(&d, debug_offsets, sizeof d);
-    return build_from(14, d, out, why);
-  }
+  if (minor == 13) return parse<DebugOffsets313>(13, debug_offsets, available, out, why);
+  if (minor == 14) return parse<DebugOffsets314>(14, debug_offsets, available, out, why);
   *why = "no known _Py_DebugOffsets layout for this version";
   return false;
 }

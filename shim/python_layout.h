@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "python_layout_fields.h"
+
 namespace cdsa {
 namespace pystack {
 
@@ -73,15 +75,13 @@ bool builtin_layout(int minor, PyLayout* out) noexcept;
 bool layout_from_debug_offsets(int minor, const void* debug_offsets, size_t available, PyLayout* out,
                                const char** why) noexcept;
 
-// Byte positions, inside that version's _Py_DebugOffsets, of the fields the
-// walker reads (for the offsets test). False for minors without one.
+// Byte positions, inside that version's _Py_DebugOffsets, of the fields the walker reads (python_layout_fields.h),
+// for the offsets test. False for minors without one.
 struct DebugOffsetsFields {
-  int32_t version, free_threaded;
-  int32_t tstate_current_frame;
-  int32_t frame_previous, frame_executable, frame_instr_ptr, frame_owner;
-  int32_t code_size, code_filename, code_name, code_qualname, code_linetable, code_firstlineno, code_adaptive;
-  int32_t pyobject_size, pyobject_ob_type;
-  int32_t unicode_size, unicode_state, unicode_length, unicode_ascii_size;
+#define CDSA_PY_DEBUG_OFFSETS_POSITION(field, member, ...) int32_t field;
+  CDSA_PY_DEBUG_OFFSETS_FIELDS(CDSA_PY_DEBUG_OFFSETS_POSITION, CDSA_PY_DEBUG_OFFSETS_POSITION,
+                               CDSA_PY_DEBUG_OFFSETS_POSITION)
+#undef CDSA_PY_DEBUG_OFFSETS_POSITION
   int32_t end;  // bytes needed to read all of the above
 };
 bool debug_offsets_fields(int minor, DebugOffsetsFields* out) noexcept;

@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cupti_tracer/decode.h"
 #include "cupti_tracer/discovery.h"
@@ -29,49 +31,61 @@ CUpti_CallbackData exit_data(const void* params, CUresult* rv, const char* symbo
   return d;
 }
 
-TEST(Decode, LaunchCbidsAreTheDriverHeaders) {
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz));
-  EXPECT_TRUE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel));
-  EXPECT_FALSE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2));
-  EXPECT_FALSE(is_launch_cbid(CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc));
-  EXPECT_FALSE(is_launch_cbid(0));
+// Feeds a parameter block to the decoder as CUPTI's API-exit callback of a call that succeeded.
+class Decode : public ::testing::Test {
+ protected:
+  // The number of launches decoded into li_ (at most `max`).
+  int decode(uint32_t cbid, const void* params, int max = 1) {
+    d_ = exit_data(params, &rv_);
+    return decode_launches(cbid, d_, li_, max);
+  }
+  CUresult rv_ = CUDA_SUCCESS;
+  CUpti_CallbackData d_{};
+  LaunchInfo li_[3];
+};
+
+void expect_geometry(const LaunchInfo& li, const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
+                     unsigned shared_mem) {
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(li.grid[i], grid[i]) << "grid[" << i << "]";
+    EXPECT_EQ(li.block[i], block[i]) << "block[" << i << "]";
+  }
+  EXPECT_EQ(li.shared_mem, shared_mem);
 }
 
-TEST(Decode, LaunchKernelGridBlockStream) {
+TEST_F(Decode, LaunchCbidsAreTheDriverHeaders) {
+  for (uint32_t cbid : std::initializer_list<uint32_t>{
+           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+           CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+           CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel})
+    EXPECT_TRUE(is_launch_cbid(cbid)) << cbid;
+  for (uint32_t cbid : std::initializer_list<uint32_t>{CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+                                                       CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc, 0})
+    EXPECT_FALSE(is_launch_cbid(cbid)) << cbid;
+}
+
+TEST_F(Decode, LaunchKernelGridBlockStream) {
   cuLaunchKernel_params p{};
   p.f = reinterpret_cast<CUfunction>(0x1234);
   p.gridDimX = 4, p.gridDimY = 5, p.gridDimZ = 6;
   p.blockDimX = 32, p.blockDimY = 2, p.blockDimZ = 1;
   p.sharedMemBytes = 1024;
   p.hStream = reinterpret_cast<CUstream>(0x5678);
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(&p, &rv);
-  LaunchInfo li[2];
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, li, 2), 1);
-  EXPECT_EQ(li[0].kind, LaunchKind::Kernel);
-  EXPECT_EQ(li[0].func, p.f);
-  EXPECT_EQ(li[0].stream, p.hStream);
-  EXPECT_FALSE(li[0].per_thread);
-  EXPECT_EQ(li[0].grid[0], 4u);
-  EXPECT_EQ(li[0].grid[1], 5u);
-  EXPECT_EQ(li[0].grid[2], 6u);
-  EXPECT_EQ(li[0].block[0], 32u);
-  EXPECT_EQ(li[0].block[1], 2u);
-  EXPECT_EQ(li[0].block[2], 1u);
-  EXPECT_EQ(li[0].shared_mem, 1024u);
-  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d), p.f);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2), 1);
+  EXPECT_EQ(li_[0].kind, LaunchKind::Kernel);
+  EXPECT_EQ(li_[0].func, p.f);
+  EXPECT_EQ(li_[0].stream, p.hStream);
+  EXPECT_FALSE(li_[0].per_thread);
+  expect_geometry(li_[0], {4, 5, 6}, {32, 2, 1}, 1024);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d_), p.f);
 
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, d, li, 2), 1);
-  EXPECT_TRUE(li[0].per_thread);
-  EXPECT_EQ(li[0].grid[2], 6u);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &p, 2), 1);
+  EXPECT_TRUE(li_[0].per_thread);
+  EXPECT_EQ(li_[0].grid[2], 6u);
 }
 
-TEST(Decode, LaunchKernelExReadsTheConfigAndCooperativeAttribute) {
+TEST_F(Decode, LaunchKernelExReadsTheConfigAndCooperativeAttribute) {
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
   attr.value.cooperative = 1;
@@ -83,58 +97,45 @@ TEST(Decode, LaunchKernelExReadsTheConfigAndCooperativeAttribute) {
   cuLaunchKernelEx_params p{};
   p.config = &cfg;
   p.f = reinterpret_cast<CUfunction>(0x42);
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(&p, &rv);
-  LaunchInfo li[1];
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, d, li, 1), 1);
-  EXPECT_EQ(li[0].kind, LaunchKind::KernelEx);
-  EXPECT_TRUE(li[0].per_thread);
-  EXPECT_EQ(li[0].func, p.f);
-  EXPECT_EQ(li[0].stream, cfg.hStream);
-  EXPECT_EQ(li[0].grid[0], 7u);
-  EXPECT_EQ(li[0].grid[2], 2u);
-  EXPECT_EQ(li[0].block[0], 128u);
-  EXPECT_EQ(li[0].shared_mem, 48u);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, &p), 1);
+  EXPECT_EQ(li_[0].kind, LaunchKind::KernelEx);
+  EXPECT_TRUE(li_[0].per_thread);
+  EXPECT_EQ(li_[0].func, p.f);
+  EXPECT_EQ(li_[0].stream, cfg.hStream);
+  expect_geometry(li_[0], {7, 1, 2}, {128, 1, 1}, 48);
 
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, d, li, 1), 1);
-  EXPECT_EQ(li[0].kind, LaunchKind::Cooperative);
-  EXPECT_FALSE(li[0].per_thread);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p), 1);
+  EXPECT_EQ(li_[0].kind, LaunchKind::Cooperative);
+  EXPECT_FALSE(li_[0].per_thread);
 
   p.config = nullptr;  // a malformed block: not a launch, no crash
-  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, d, li, 1), 0);
+  EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p), 0);
 }
 
-TEST(Decode, GraphLaunchHasNoFunction) {
+TEST_F(Decode, GraphLaunchHasNoFunction) {
   cuGraphLaunch_params p{};
   p.hGraph = reinterpret_cast<CUgraphExec>(0xabc);
   p.hStream = reinterpret_cast<CUstream>(0xdef);
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(&p, &rv);
-  LaunchInfo li[1];
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, d, li, 1), 1);
-  EXPECT_EQ(li[0].kind, LaunchKind::Graph);
-  EXPECT_EQ(li[0].graph_exec, p.hGraph);
-  EXPECT_EQ(li[0].stream, p.hStream);
-  EXPECT_EQ(li[0].func, nullptr);
-  EXPECT_TRUE(li[0].per_thread);
-  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, d), nullptr);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, &p), 1);
+  EXPECT_EQ(li_[0].kind, LaunchKind::Graph);
+  EXPECT_EQ(li_[0].graph_exec, p.hGraph);
+  EXPECT_EQ(li_[0].stream, p.hStream);
+  EXPECT_EQ(li_[0].func, nullptr);
+  EXPECT_TRUE(li_[0].per_thread);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, d_), nullptr);
 }
 
-TEST(Decode, CooperativeAndMultiDevice) {
+TEST_F(Decode, CooperativeAndMultiDevice) {
   cuLaunchCooperativeKernel_params p{};
   p.f = reinterpret_cast<CUfunction>(0x77);
   p.gridDimX = 3, p.gridDimY = 1, p.gridDimZ = 1, p.blockDimX = 64, p.blockDimY = 1, p.blockDimZ = 1;
   p.hStream = reinterpret_cast<CUstream>(0x11);
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(&p, &rv);
-  LaunchInfo li[3];
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, d, li, 3), 1);
-  EXPECT_EQ(li[0].kind, LaunchKind::Cooperative);
-  EXPECT_EQ(li[0].grid[0], 3u);
-  EXPECT_EQ(li[0].block[0], 64u);
-  EXPECT_TRUE(li[0].per_thread);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, &p, 3), 1);
+  EXPECT_EQ(li_[0].kind, LaunchKind::Cooperative);
+  expect_geometry(li_[0], {3, 1, 1}, {64, 1, 1}, 0);
+  EXPECT_TRUE(li_[0].per_thread);
 
   CUDA_LAUNCH_PARAMS lp[2]{};
   lp[0].function = reinterpret_cast<CUfunction>(0x1);
@@ -145,42 +146,34 @@ TEST(Decode, CooperativeAndMultiDevice) {
   cuLaunchCooperativeKernelMultiDevice_params m{};
   m.launchParamsList = lp;
   m.numDevices = 2;
-  d.functionParams = &m;
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, d, li, 3), 2);
-  EXPECT_EQ(li[1].func, lp[1].function);
-  EXPECT_EQ(li[1].grid[0], 9u);
-  EXPECT_EQ(li[1].stream, lp[1].hStream);
-  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, d, li, 1), 1);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, &m, 3), 2);
+  EXPECT_EQ(li_[1].func, lp[1].function);
+  EXPECT_EQ(li_[1].grid[0], 9u);
+  EXPECT_EQ(li_[1].stream, lp[1].hStream);
+  EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice, &m, 1), 1);
 }
 
-TEST(Decode, LegacyLaunchGrid) {
+TEST_F(Decode, LegacyLaunchGrid) {
   cuLaunchGridAsync_params p{};
   p.f = reinterpret_cast<CUfunction>(0x5);
   p.grid_width = 8;
   p.grid_height = 3;
   p.hStream = reinterpret_cast<CUstream>(0x6);
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(&p, &rv);
-  LaunchInfo li[1];
-  ASSERT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync, d, li, 1), 1);
-  EXPECT_EQ(li[0].grid[0], 8u);
-  EXPECT_EQ(li[0].grid[1], 3u);
-  EXPECT_EQ(li[0].stream, p.hStream);
+  ASSERT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync, &p), 1);
+  EXPECT_EQ(li_[0].grid[0], 8u);
+  EXPECT_EQ(li_[0].grid[1], 3u);
+  EXPECT_EQ(li_[0].stream, p.hStream);
 }
 
-TEST(Decode, NonLaunchAndMissingParams) {
-  CUresult rv = CUDA_SUCCESS;
-  CUpti_CallbackData d = exit_data(nullptr, &rv);
-  LaunchInfo li[1];
-  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, li, 1), 0);
+TEST_F(Decode, NonLaunchAndMissingParams) {
+  EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, nullptr), 0);
   cuMemcpyDtoH_v2_params m{};
-  d.functionParams = &m;
-  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, d, li, 1), 0);
-  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, d), nullptr);
-  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d, nullptr, 1), 0);
+  EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, &m), 0);
+  EXPECT_EQ(launch_function(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, d_), nullptr);
+  EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d_, nullptr, 1), 0);
 }
 
-TEST(Decode, ExitResultOnlyAtExit) {
+TEST_F(Decode, ExitResultOnlyAtExit) {
   CUresult rv = CUDA_ERROR_ASSERT;
   CUpti_CallbackData d = exit_data(nullptr, &rv);
   EXPECT_EQ(exit_result(d), CUDA_ERROR_ASSERT);
@@ -193,7 +186,7 @@ TEST(Decode, ExitResultOnlyAtExit) {
   EXPECT_EQ(exit_result(d), CUDA_SUCCESS);
 }
 
-TEST(Decode, SymbolNameIsCopiedAndTruncated) {
+TEST_F(Decode, SymbolNameIsCopiedAndTruncated) {
   CUresult rv = CUDA_SUCCESS;
   std::string name = "_ZN2at6native27nll_loss_forward_reduce_cuda_kernel_2dIfxEEvPT_";
   CUpti_CallbackData d = exit_data(nullptr, &rv, name.c_str());
@@ -224,9 +217,22 @@ class Discovery : public ::testing::Test {
     std::ofstream(p) << "x";
     return p.string();
   }
+  std::string at(const std::string& rel) const { return root_ + "/" + rel; }
+  std::vector<std::string> at(std::initializer_list<std::string> rels) const {
+    std::vector<std::string> v;
+    for (const std::string& r : rels) v.push_back(at(r));
+    return v;
+  }
   SearchInputs inputs() {
     SearchInputs in;
-    in.default_toolkit = root_ + "/no-default-toolkit";
+    in.default_toolkit = at("no-default-toolkit");
+    return in;
+  }
+  // CUDA_HOME pinned to a toolkit folder: no bare sonames at the end of the candidates.
+  SearchInputs pinned_inputs(std::vector<std::string> loaded) {
+    SearchInputs in = inputs();
+    in.loaded = std::move(loaded);
+    in.cuda_home = at("toolkit");
     return in;
   }
   std::string root_;
@@ -237,61 +243,41 @@ TEST_F(Discovery, Cu13WheelNextToLoadedTorch) {
   std::string torch = touch(sp + "/torch/lib/libtorch_cuda.so");
   std::string cupti = touch(sp + "/nvidia/cu13/lib/libcupti.so.13");
   touch(sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
-  SearchInputs in = inputs();
-  in.loaded = {"/lib/x86_64-linux-gnu/libc.so.6", torch};
-  in.cuda_home = root_ + "/toolkit";  // pinned: no bare sonames at the end
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0], root_ + "/" + sp + "/nvidia/cu13/lib/libcupti.so.13");
+  auto c = cupti_candidates(pinned_inputs({"/lib/x86_64-linux-gnu/libc.so.6", torch}));
+  EXPECT_EQ(c, at({sp + "/nvidia/cu13/lib/libcupti.so.13", sp + "/nvidia/cuda_cupti/lib/libcupti.so.12"}));
+  ASSERT_FALSE(c.empty());
   EXPECT_EQ(c[0], cupti);
-  EXPECT_EQ(c[1], root_ + "/" + sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
 }
 
 TEST_F(Discovery, Cu12WheelNextToLoadedCudart) {
-  std::string sp = "env/site-packages";
-  std::string cudart = touch(sp + "/nvidia/cuda_runtime/lib/libcudart.so.12");
-  touch(sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
-  SearchInputs in = inputs();
-  in.loaded = {cudart};
-  in.cuda_home = root_ + "/toolkit";
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0], root_ + "/" + sp + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+  std::string cudart = touch("env/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12");
+  touch("env/site-packages/nvidia/cuda_cupti/lib/libcupti.so.12");
+  EXPECT_EQ(cupti_candidates(pinned_inputs({cudart})), at({"env/site-packages/nvidia/cuda_cupti/lib/libcupti.so.12"}));
 }
 
 TEST_F(Discovery, SameFolderAsLoadedCudartInCu13Layout) {
   std::string cudart = touch("sp/nvidia/cu13/lib/libcudart.so.13");
   touch("sp/nvidia/cu13/lib/libcupti.so.13");
-  SearchInputs in = inputs();
-  in.loaded = {cudart};
-  in.cuda_home = root_ + "/toolkit";
+  SearchInputs in = pinned_inputs({cudart});
   auto dirs = cupti_search_dirs(in);
   ASSERT_FALSE(dirs.empty());
-  EXPECT_EQ(dirs[0], root_ + "/sp/nvidia/cu13/lib");
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 1u);  // the folder is found twice (itself, and as a wheel layout) but listed once
-  EXPECT_EQ(c[0], root_ + "/sp/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(dirs[0], at("sp/nvidia/cu13/lib"));
+  // The folder is found twice (itself, and as a wheel layout) but listed once.
+  EXPECT_EQ(cupti_candidates(in), at({"sp/nvidia/cu13/lib/libcupti.so.13"}));
 }
 
 TEST_F(Discovery, UnrelatedLoadedLibrariesAreNotSearched) {
   std::string other = touch("other/lib/libfoo.so");
   touch("other/nvidia/cu13/lib/libcupti.so.13");
-  SearchInputs in = inputs();
-  in.loaded = {other};
-  in.cuda_home = root_ + "/toolkit";
-  EXPECT_TRUE(cupti_candidates(in).empty());
+  EXPECT_TRUE(cupti_candidates(pinned_inputs({other})).empty());
 }
 
 TEST_F(Discovery, PythonPathSitePackages) {
   touch("pp/nvidia/cu13/lib/libcupti.so.13");
   touch("conda/lib/libcupti.so.13");
-  SearchInputs in = inputs();
-  in.python_dirs = {root_ + "/missing", root_ + "/pp", root_ + "/conda/lib"};
-  in.cuda_home = root_ + "/toolkit";
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0], root_ + "/pp/nvidia/cu13/lib/libcupti.so.13");
-  EXPECT_EQ(c[1], root_ + "/conda/lib/libcupti.so.13");
+  SearchInputs in = pinned_inputs({});
+  in.python_dirs = at({"missing", "pp", "conda/lib"});
+  EXPECT_EQ(cupti_candidates(in), at({"pp/nvidia/cu13/lib/libcupti.so.13", "conda/lib/libcupti.so.13"}));
 }
 
 TEST_F(Discovery, ToolkitLayoutsAfterWheels) {
@@ -300,28 +286,19 @@ TEST_F(Discovery, ToolkitLayoutsAfterWheels) {
   touch("toolkit/extras/CUPTI/lib64/libcupti.so.12");
   touch("toolkit/targets/x86_64-linux/lib/libcupti.so.13");
   touch("toolkit/lib64/libcupti.so");
-  SearchInputs in = inputs();
-  in.loaded = {cudart};
-  in.cuda_home = root_ + "/toolkit";
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 4u);
-  EXPECT_EQ(c[0], root_ + "/sp/nvidia/cu13/lib/libcupti.so.13");
-  EXPECT_EQ(c[1], root_ + "/toolkit/lib64/libcupti.so");
-  EXPECT_EQ(c[2], root_ + "/toolkit/extras/CUPTI/lib64/libcupti.so.12");
-  EXPECT_EQ(c[3], root_ + "/toolkit/targets/x86_64-linux/lib/libcupti.so.13");
+  EXPECT_EQ(cupti_candidates(pinned_inputs({cudart})),
+            at({"sp/nvidia/cu13/lib/libcupti.so.13", "toolkit/lib64/libcupti.so",
+                "toolkit/extras/CUPTI/lib64/libcupti.so.12", "toolkit/targets/x86_64-linux/lib/libcupti.so.13"}));
 }
 
 TEST_F(Discovery, DefaultToolkitAndLoaderSearchOnlyWhenCudaHomeUnset) {
   touch("default/lib64/libcupti.so.13");
   SearchInputs in = inputs();
-  in.default_toolkit = root_ + "/default";
-  auto c = cupti_candidates(in);
-  ASSERT_EQ(c.size(), 3u);
-  EXPECT_EQ(c[0], root_ + "/default/lib64/libcupti.so.13");
-  EXPECT_EQ(c[1], "libcupti.so.13");
-  EXPECT_EQ(c[2], "libcupti.so.12");
+  in.default_toolkit = at("default");
+  EXPECT_EQ(cupti_candidates(in),
+            (std::vector<std::string>{at("default/lib64/libcupti.so.13"), "libcupti.so.13", "libcupti.so.12"}));
 
-  in.cuda_home = root_ + "/nonexistent";  // pinned to a toolkit without CUPTI: nothing at all
+  in.cuda_home = at("nonexistent");  // pinned to a toolkit without CUPTI: nothing at all
   EXPECT_TRUE(cupti_candidates(in).empty());
   EXPECT_EQ(join_dirs(cupti_search_dirs(in)), "(no candidate folder exists)");
 }

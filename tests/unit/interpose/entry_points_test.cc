@@ -14,46 +14,59 @@
 namespace cdsa {
 namespace {
 
-std::string pfn_of(const char* name, int version, bool per_thread) {
-  int i = select_entry_point(name, version, per_thread);
-  return i < 0 ? std::string("(none)") : entry_point(i).pfn;
-}
-std::string symbol_of(const char* name, int version, bool per_thread) {
-  int i = select_entry_point(name, version, per_thread);
-  return i < 0 ? std::string("(none)") : entry_point(i).symbol;
+// A (name, version, per-thread flag) request and what it selects: the typedef of the wrapper and the symbol it
+// exports, nullptr where a row does not check one.
+struct Selection {
+  const char* name;
+  int version;
+  bool per_thread;
+  const char* pfn;
+  const char* symbol;
+};
+
+void expect_selections(std::initializer_list<Selection> rows) {
+  for (const Selection& r : rows) {
+    SCOPED_TRACE(std::string(r.name) + " " + std::to_string(r.version) + (r.per_thread ? " per-thread" : ""));
+    int i = select_entry_point(r.name, r.version, r.per_thread);
+    if (i < 0) {
+      ADD_FAILURE() << "selects no entry point";
+      continue;
+    }
+    if (r.pfn) EXPECT_STREQ(entry_point(i).pfn, r.pfn);
+    if (r.symbol) EXPECT_STREQ(entry_point(i).symbol, r.symbol);
+  }
 }
 
 TEST(EntryPoints, Cuda13SynchronizeAndGetDeviceAreTheContextTakingV2) {
-  EXPECT_EQ(pfn_of("cuCtxSynchronize", 13000, false), "PFN_cuCtxSynchronize_v13000");
-  EXPECT_EQ(symbol_of("cuCtxSynchronize", 13000, false), "cuCtxSynchronize_v2");
-  EXPECT_EQ(symbol_of("cuCtxSynchronize", 13000, true), "cuCtxSynchronize_v2");  // no per-thread variant
-  EXPECT_EQ(pfn_of("cuCtxSynchronize", 12090, false), "PFN_cuCtxSynchronize_v2000");
-  EXPECT_EQ(symbol_of("cuCtxSynchronize", 12090, false), "cuCtxSynchronize");
-  EXPECT_EQ(pfn_of("cuCtxGetDevice", 13000, false), "PFN_cuCtxGetDevice_v13000");
-  EXPECT_EQ(symbol_of("cuCtxGetDevice", 13000, false), "cuCtxGetDevice_v2");
+  expect_selections({
+      {"cuCtxSynchronize", 13000, false, "PFN_cuCtxSynchronize_v13000", "cuCtxSynchronize_v2"},
+      {"cuCtxSynchronize", 13000, true, nullptr, "cuCtxSynchronize_v2"},  // no per-thread variant
+      {"cuCtxSynchronize", 12090, false, "PFN_cuCtxSynchronize_v2000", "cuCtxSynchronize"},
+      {"cuCtxGetDevice", 13000, false, "PFN_cuCtxGetDevice_v13000", "cuCtxGetDevice_v2"},
+  });
 }
 
 TEST(EntryPoints, PerThreadFlagPicksThePtszOrPtdsVariant) {
-  EXPECT_EQ(pfn_of("cuLaunchKernel", 12000, false), "PFN_cuLaunchKernel_v4000");
-  EXPECT_EQ(pfn_of("cuLaunchKernel", 12000, true), "PFN_cuLaunchKernel_v7000_ptsz");
-  EXPECT_EQ(symbol_of("cuLaunchKernel", 12000, true), "cuLaunchKernel_ptsz");
-  EXPECT_EQ(pfn_of("cuMemcpyDtoH", 12000, true), "PFN_cuMemcpyDtoH_v7000_ptds");
-  EXPECT_EQ(symbol_of("cuMemcpyDtoH", 12000, true), "cuMemcpyDtoH_v2_ptds");
-  EXPECT_EQ(symbol_of("cuStreamBeginCapture", 12000, true), "cuStreamBeginCapture_v2_ptsz");
-  EXPECT_EQ(symbol_of("cuStreamBeginCapture", 10000, true), "cuStreamBeginCapture_ptsz");
+  expect_selections({
+      {"cuLaunchKernel", 12000, false, "PFN_cuLaunchKernel_v4000", nullptr},
+      {"cuLaunchKernel", 12000, true, "PFN_cuLaunchKernel_v7000_ptsz", "cuLaunchKernel_ptsz"},
+      {"cuMemcpyDtoH", 12000, true, "PFN_cuMemcpyDtoH_v7000_ptds", "cuMemcpyDtoH_v2_ptds"},
+      {"cuStreamBeginCapture", 12000, true, nullptr, "cuStreamBeginCapture_v2_ptsz"},
+      {"cuStreamBeginCapture", 10000, true, nullptr, "cuStreamBeginCapture_ptsz"},
+  });
 }
 
 TEST(EntryPoints, OlderVersionsGetTheOlderSignature) {
-  EXPECT_EQ(pfn_of("cuMemAlloc", 3020, false), "PFN_cuMemAlloc_v3020");
-  EXPECT_EQ(symbol_of("cuMemAlloc", 3020, false), "cuMemAlloc_v2");
-  EXPECT_EQ(pfn_of("cuMemAlloc", 3010, false), "PFN_cuMemAlloc_v2000");
-  EXPECT_EQ(symbol_of("cuMemAlloc", 3010, false), "cuMemAlloc");
-  EXPECT_EQ(symbol_of("cuCtxCreate", 11040, false), "cuCtxCreate_v3");
-  EXPECT_EQ(symbol_of("cuCtxCreate", 13000, false), "cuCtxCreate_v4");
-  EXPECT_EQ(symbol_of("cuGetProcAddress", 12000, false), "cuGetProcAddress_v2");
-  EXPECT_EQ(symbol_of("cuGetProcAddress", 11030, false), "cuGetProcAddress");
-  // A per-thread request older than the per-thread variant: the plain signature of that version.
-  EXPECT_EQ(pfn_of("cuMemcpyDtoH", 3020, true), "PFN_cuMemcpyDtoH_v3020");
+  expect_selections({
+      {"cuMemAlloc", 3020, false, "PFN_cuMemAlloc_v3020", "cuMemAlloc_v2"},
+      {"cuMemAlloc", 3010, false, "PFN_cuMemAlloc_v2000", "cuMemAlloc"},
+      {"cuCtxCreate", 11040, false, nullptr, "cuCtxCreate_v3"},
+      {"cuCtxCreate", 13000, false, nullptr, "cuCtxCreate_v4"},
+      {"cuGetProcAddress", 12000, false, nullptr, "cuGetProcAddress_v2"},
+      {"cuGetProcAddress", 11030, false, nullptr, "cuGetProcAddress"},
+      // A per-thread request older than the per-thread variant: the plain signature of that version.
+      {"cuMemcpyDtoH", 3020, true, "PFN_cuMemcpyDtoH_v3020", nullptr},
+  });
 }
 
 TEST(EntryPoints, UnknownExemptAndTooOldPassThrough) {

@@ -1,10 +1,12 @@
 /* Layout facts computed from a CPython installation's own headers (compiled
    with -DPy_BUILD_CORE, one object per installation), compared by
-   offsets_test.cc with the tables in shim/python_stack.cc. Plain C. */
+   offsets_test.cc with the tables in shim/python_layout.cc. Plain C. */
 #ifndef CDSA_TESTS_PYSTACK_HEADER_LAYOUT_H
 #define CDSA_TESTS_PYSTACK_HEADER_LAYOUT_H
 #include <stddef.h>
 #include <stdint.h>
+
+#include "shim/python_layout_fields.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,26 +25,21 @@ extern "C" {
   X(str_data_any) X(str_basicsize) X(state_kind_shift)                     \
   X(state_compact_shift) X(state_ascii_shift) X(state_ready_shift)
 
-/* X(name): fields of cdsa::pystack::DebugOffsetsFields. */
-#define CDSA_HDR_DEBUG_FIELDS(X)                                           \
-  X(version) X(free_threaded) X(tstate_current_frame) X(frame_previous)    \
-  X(frame_executable) X(frame_instr_ptr) X(frame_owner) X(code_size)       \
-  X(code_filename) X(code_name) X(code_qualname) X(code_linetable)         \
-  X(code_firstlineno) X(code_adaptive) X(pyobject_size) X(pyobject_ob_type) \
-  X(unicode_size) X(unicode_state) X(unicode_length) X(unicode_ascii_size)
-
 #define CDSA_HDR_DECL(name) int64_t name;
+#define CDSA_HDR_DEBUG_DECL(field, member, ...) int64_t field;
 struct cdsa_header_layout {
   int64_t hexversion;     /* PY_VERSION_HEX of the headers */
   CDSA_HDR_LAYOUT_FIELDS(CDSA_HDR_DECL)
   int has_debug_offsets;  /* 3.13+: the fields below are filled */
-  struct { CDSA_HDR_DEBUG_FIELDS(CDSA_HDR_DECL) } dbg;  /* positions inside _Py_DebugOffsets */
+  /* positions inside _Py_DebugOffsets of the fields of shim/python_layout_fields.h */
+  struct { CDSA_PY_DEBUG_OFFSETS_FIELDS(CDSA_HDR_DEBUG_DECL, CDSA_HDR_DEBUG_DECL, CDSA_HDR_DEBUG_DECL) } dbg;
   /* A _Py_DebugOffsets as the runtime initialiser fills it (only the fields
      the walker reads; the rest zero), 3.13+ only. */
   unsigned char debug_offsets[4096];
   size_t debug_offsets_size;
 };
 #undef CDSA_HDR_DECL
+#undef CDSA_HDR_DEBUG_DECL
 
 #ifdef __cplusplus
 }

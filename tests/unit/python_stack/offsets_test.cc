@@ -68,8 +68,8 @@ TEST_P(HeaderOffsets, TableMatchesHeaders) {
     ASSERT_EQ(h.has_debug_offsets, 1);
     DebugOffsetsFields f;
     ASSERT_TRUE(cdsa::pystack::debug_offsets_fields(minor, &f)) << "no _Py_DebugOffsets mirror for 3." << minor;
-#define CDSA_CMP(n) EXPECT_EQ(h.dbg.n, int64_t(f.n)) << "_Py_DebugOffsets field " #n;
-    CDSA_HDR_DEBUG_FIELDS(CDSA_CMP)
+#define CDSA_CMP(field, member, ...) EXPECT_EQ(h.dbg.field, int64_t(f.field)) << "_Py_DebugOffsets." #member;
+    CDSA_PY_DEBUG_OFFSETS_FIELDS(CDSA_CMP, CDSA_CMP, CDSA_CMP)
 #undef CDSA_CMP
     EXPECT_LE(size_t(f.end), h.debug_offsets_size);
     const char* why = nullptr;
@@ -101,9 +101,9 @@ std::vector<unsigned char> fake_debug_offsets(int minor, uint64_t version) {
   std::memcpy(b.data(), "xdebugpy", 8);
   put(f.version, version);
   put(f.free_threaded, 0);
+  put(f.tstate_size, 4096);
   put(f.tstate_current_frame, 72);
-  put(f.tstate_current_frame - 32, 4096);  // thread_state.size
-  put(f.frame_previous - 8, 80);           // interpreter_frame.size
+  put(f.frame_size, 80);
   put(f.frame_previous, 8);
   put(f.frame_executable, 0);
   put(f.frame_instr_ptr, 56);
@@ -117,8 +117,8 @@ std::vector<unsigned char> fake_debug_offsets(int minor, uint64_t version) {
   put(f.code_adaptive, 208);
   put(f.pyobject_size, 16);
   put(f.pyobject_ob_type, 8);
-  put(f.pyobject_ob_type + 8, 416);       // type_object.size
-  put(f.pyobject_ob_type + 8 + 24, 168);  // type_object.tp_flags
+  put(f.type_size, 416);
+  put(f.type_flags, 168);
   put(f.unicode_size, 64);
   put(f.unicode_state, 32);
   put(f.unicode_length, 16);

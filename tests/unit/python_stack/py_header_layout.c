@@ -100,57 +100,22 @@ void CDSA_HDR_FN(struct cdsa_header_layout* L) {
 
 #if PY_VERSION_HEX >= 0x030D0000
   L->has_debug_offsets = 1;
-#  define DPOS(dst, member) L->dbg.dst = offsetof(_Py_DebugOffsets, member)
-  DPOS(version, version);
-  DPOS(free_threaded, free_threaded);
-  DPOS(tstate_current_frame, thread_state.current_frame);
-  DPOS(frame_previous, interpreter_frame.previous);
-  DPOS(frame_executable, interpreter_frame.executable);
-  DPOS(frame_instr_ptr, interpreter_frame.instr_ptr);
-  DPOS(frame_owner, interpreter_frame.owner);
-  DPOS(code_size, code_object.size);
-  DPOS(code_filename, code_object.filename);
-  DPOS(code_name, code_object.name);
-  DPOS(code_qualname, code_object.qualname);
-  DPOS(code_linetable, code_object.linetable);
-  DPOS(code_firstlineno, code_object.firstlineno);
-  DPOS(code_adaptive, code_object.co_code_adaptive);
-  DPOS(pyobject_size, pyobject.size);
-  DPOS(pyobject_ob_type, pyobject.ob_type);
-  DPOS(unicode_size, unicode_object.size);
-  DPOS(unicode_state, unicode_object.state);
-  DPOS(unicode_length, unicode_object.length);
-  DPOS(unicode_ascii_size, unicode_object.asciiobject_size);
+#  define DPOS(field, member, ...) L->dbg.field = offsetof(_Py_DebugOffsets, member);
+  CDSA_PY_DEBUG_OFFSETS_FIELDS(DPOS, DPOS, DPOS)
 #  undef DPOS
   {
-    /* Same expressions as _PyRuntimeState_INIT's .debug_offsets initialiser. */
+    /* A _Py_DebugOffsets as the runtime initialiser (_PyRuntimeState_INIT, _Py_DebugOffsets_INIT) fills
+       it, for the fields the walker reads (shim/python_layout_fields.h); the rest zero. */
     _Py_DebugOffsets d;
     memset(&d, 0, sizeof d);
     memcpy(d.cookie, "xdebugpy", 8);
-    d.version = PY_VERSION_HEX;
-    d.free_threaded = 0;
-    d.thread_state.size = sizeof(PyThreadState);
-    d.thread_state.current_frame = offsetof(PyThreadState, current_frame);
-    d.interpreter_frame.size = sizeof(_PyInterpreterFrame);
-    d.interpreter_frame.previous = offsetof(_PyInterpreterFrame, previous);
-    d.interpreter_frame.executable = offsetof(_PyInterpreterFrame, f_executable);
-    d.interpreter_frame.instr_ptr = offsetof(_PyInterpreterFrame, instr_ptr);
-    d.interpreter_frame.owner = offsetof(_PyInterpreterFrame, owner);
-    d.code_object.size = sizeof(PyCodeObject);
-    d.code_object.filename = offsetof(PyCodeObject, co_filename);
-    d.code_object.name = offsetof(PyCodeObject, co_name);
-    d.code_object.qualname = offsetof(PyCodeObject, co_qualname);
-    d.code_object.linetable = offsetof(PyCodeObject, co_linetable);
-    d.code_object.firstlineno = offsetof(PyCodeObject, co_firstlineno);
-    d.code_object.co_code_adaptive = offsetof(PyCodeObject, co_code_adaptive);
-    d.pyobject.size = sizeof(PyObject);
-    d.pyobject.ob_type = offsetof(PyObject, ob_type);
-    d.type_object.size = sizeof(PyTypeObject);
-    d.type_object.tp_flags = offsetof(PyTypeObject, tp_flags);
-    d.unicode_object.size = sizeof(PyUnicodeObject);
-    d.unicode_object.state = offsetof(PyUnicodeObject, _base._base.state);
-    d.unicode_object.length = offsetof(PyUnicodeObject, _base._base.length);
-    d.unicode_object.asciiobject_size = sizeof(PyASCIIObject);
+#  define DVALUE(field, member, value) d.member = (value);
+#  define DSIZE(field, member, type) d.member = sizeof(type);
+#  define DOFFSET(field, member, type, cpython_member) d.member = offsetof(type, cpython_member);
+    CDSA_PY_DEBUG_OFFSETS_FIELDS(DVALUE, DSIZE, DOFFSET)
+#  undef DVALUE
+#  undef DSIZE
+#  undef DOFFSET
     _Static_assert(sizeof d <= sizeof L->debug_offsets, "debug offsets too big");
     memset(L->debug_offsets, 0, sizeof L->debug_offsets);
     memcpy(L->debug_offsets, &d, sizeof d);

@@ -22,20 +22,6 @@
 #include "symbolizer/native_symbolizer.h"
 #include "testlib.h"
 
-using cdsa::symbolizer::capture_module_map;
-using cdsa::symbolizer::demangle;
-using cdsa::symbolizer::find_module;
-using cdsa::symbolizer::Module;
-using cdsa::symbolizer::ModuleStatus;
-using cdsa::symbolizer::NativeFrame;
-using cdsa::symbolizer::OfflineSymbolizer;
-using cdsa::symbolizer::read_build_id_from_file;
-using cdsa::symbolizer::Segment;
-using cdsa::symbolizer::symbolize_live;
-using cdsa::symbolizer::symbolizer_backend_description;
-using cdsa::symbolizer::symbolizer_has_libdw;
-using cdsa::symbolizer::SymbolizerOptions;
-
 // A static (internal linkage, so not in .dynsym) function with a known line.
 static __attribute__((noinline)) int cdsa_symtest_static_capture(uintptr_t* out, int max, int* line) {
   int n = cdsa_test_backtrace(out, max); *line = __LINE__;
@@ -82,6 +68,13 @@ __attribute__((noinline)) Stack capture_in_lib_inlined() {
   s.pcs.resize(n > 0 ? n : 0);
   return s;
 }
+
+}  // namespace
+
+// The tests live in the unit's namespace; the capture helpers above stay outside it, since the tests check
+// their demangled names.
+namespace cdsa::symbolizer {
+namespace {
 
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa, sb;
@@ -172,6 +165,29 @@ void expect_same_frames(const std::vector<NativeFrame>& a, const std::vector<Nat
   }
 }
 
+// A captured stack symbolized live, its PCs taken as return addresses.
+std::vector<NativeFrame> symbolize_stack(const Stack& s, const SymbolizerOptions& o = SymbolizerOptions()) {
+  return symbolize_live(s.pcs.data(), s.pcs.size(), true, o);
+}
+
+// Where frame `f` was symbolized to: its function, its source file (by its name's end), its line and its module
+// (the same file as `module`); nullptr: that one is not checked.
+void expect_at(const NativeFrame& f, const std::string& function, const char* file, int line,
+               const char* module = nullptr) {
+  EXPECT_EQ(f.function, function) << f.describe();
+  if (file) EXPECT_TRUE(ends_with(f.file, file)) << f.file;
+  EXPECT_EQ(f.line, line);
+  if (module) EXPECT_TRUE(same_file(f.module, module)) << f.module;
+}
+
+// describe() of a frame there: "<function> (<module file name>+0x<offset>) ... at <file>:<line>".
+void expect_described_as(const NativeFrame& f, const std::string& function, const std::string& module,
+                         const std::string& file, int line) {
+  const std::string d = f.describe();
+  EXPECT_EQ(d.rfind(function + " (" + module + "+0x", 0), 0u) << d;
+  EXPECT_TRUE(ends_with(d, " at " + file + ":" + std::to_string(line))) << d;
+}
+
 #define REQUIRE_LIBDW()                                                              \
   do {                                                                               \
     if (!symbolizer_has_libdw()) GTEST_SKIP() << symbolizer_backend_description(); \
@@ -182,8 +198,6 @@ bool libdw_env_disabled() {
   const char* b = std::getenv("CDSA_SYMBOLIZER_NO_LIBDW");
   return (a && *a) || (b && *b && std::strcmp(b, "0") != 0);
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 
@@ -336,17 +350,14 @@ TEST(SymbolizeLive, StaticFunctionInExecutable) {
   REQUIRE_LIBDW();
   const Stack s = capture_in_static();
   ASSERT_GE(s.pcs.size(), 3u);
-  const std::vector<NativeFrame> f = symbolize_live(s.pcs.data(), s.pcs.size(), true);
+  const std::vector<NativeFrame> f = symbolize_stack(s);
   ASSERT_EQ(f.size(), s.pcs.size());
 
   // Frame 0: inside the static function (named from .symtab, not .dynsym).
   EXPECT_EQ(f[0].pc, s.pcs[0]);
-  EXPECT_EQ(f[0].function, kStaticName) << f[0].describe();
-  EXPECT_TRUE(ends_with(f[0].file, "symbolizer_test.cc")) << f[0].file;
-  EXPECT_EQ(f[0].line, s.line);
+  expect_at(f[0], kStaticName, "symbolizer_test.cc", s.line, CDSA_TEST_EXE);
   EXPECT_TRUE(f[0].inlined.empty());
   EXPECT_TRUE(f[0].error.empty()) << f[0].error;
-  EXPECT_TRUE(same_file(f[0].module, CDSA_TEST_EXE)) << f[0].module;
   EXPECT_GT(f[0].symbol_offset, 0u);
   const std::vector<Module> map = capture_module_map();
   const Module* exe = module_for_file(map, CDSA_TEST_EXE);
@@ -354,13 +365,9 @@ TEST(SymbolizeLive, StaticFunctionInExecutable) {
   EXPECT_EQ(f[0].module_offset, s.pcs[0] - exe->bias);
 
   // Frame 1: the return address into capture_in_static (looked up at pc-1).
-  EXPECT_EQ(f[1].function, "(anonymous namespace)::capture_in_static()") << f[1].describe();
-  EXPECT_TRUE(ends_with(f[1].file, "symbolizer_test.cc")) << f[1].file;
-  EXPECT_EQ(f[1].line, s.call_line);
+  expect_at(f[1], "(anonymous namespace)::capture_in_static()", "symbolizer_test.cc", s.call_line);
 
-  const std::string d = f[0].describe();
-  EXPECT_EQ(d.rfind(std::string(kStaticName) + " (symbolizer_unit_tests+0x", 0), 0u) << d;
-  EXPECT_TRUE(ends_with(d, " at symbolizer_test.cc:" + std::to_string(s.line))) << d;
+  expect_described_as(f[0], kStaticName, "symbolizer_unit_tests", "symbolizer_test.cc", s.line);
 
   // module_offset is what addr2line takes.
   if (std::strlen(CDSA_ADDR2LINE) != 0) {
@@ -377,28 +384,19 @@ TEST(SymbolizeLive, SharedLibraryFunction) {
   REQUIRE_LIBDW();
   const Stack l = capture_in_lib();
   ASSERT_GE(l.pcs.size(), 3u);
-  const std::vector<NativeFrame> f = symbolize_live(l.pcs.data(), l.pcs.size(), true);
-  EXPECT_EQ(f[0].function, kLibName) << f[0].describe();
-  EXPECT_TRUE(same_file(f[0].module, CDSA_TESTLIB_PATH)) << f[0].module;
-  EXPECT_TRUE(ends_with(f[0].file, "testlib.cc")) << f[0].file;
-  EXPECT_EQ(f[0].line, l.line);
-  EXPECT_EQ(f[1].function, "(anonymous namespace)::capture_in_lib()") << f[1].describe();
-  EXPECT_TRUE(same_file(f[1].module, CDSA_TEST_EXE));
-  EXPECT_EQ(f[1].line, l.call_line);
-  const std::string d = f[0].describe();
-  EXPECT_EQ(d.rfind(std::string(kLibName) + " (libcdsa_symtest_lib.so+0x", 0), 0u) << d;
-  EXPECT_TRUE(ends_with(d, " at testlib.cc:" + std::to_string(l.line))) << d;
+  const std::vector<NativeFrame> f = symbolize_stack(l);
+  expect_at(f[0], kLibName, "testlib.cc", l.line, CDSA_TESTLIB_PATH);
+  expect_at(f[1], "(anonymous namespace)::capture_in_lib()", nullptr, l.call_line, CDSA_TEST_EXE);
+  expect_described_as(f[0], kLibName, "libcdsa_symtest_lib.so", "testlib.cc", l.line);
 }
 
 TEST(SymbolizeLive, InlinedFrames) {
   REQUIRE_LIBDW();
   const Stack l = capture_in_lib_inlined();
   ASSERT_GE(l.pcs.size(), 2u);
-  const std::vector<NativeFrame> f = symbolize_live(l.pcs.data(), l.pcs.size(), true);
+  const std::vector<NativeFrame> f = symbolize_stack(l);
   // The physical function, at the inlined call's call site...
-  EXPECT_EQ(f[0].function, kLibInlinedName) << f[0].describe();
-  EXPECT_TRUE(ends_with(f[0].file, "testlib.cc")) << f[0].file;
-  EXPECT_EQ(f[0].line, l.line2);
+  expect_at(f[0], kLibInlinedName, "testlib.cc", l.line2);
   // ...and the inlined helper at the PC's own line.
   ASSERT_EQ(f[0].inlined.size(), 1u) << f[0].describe();
   EXPECT_NE(f[0].inlined[0].function.find("inner_capture"), std::string::npos)
@@ -445,8 +443,8 @@ TEST(SymbolizeLive, DladdrFallbackByOption) {
   o.use_libdw = false;
   const Stack l = capture_in_lib();
   const Stack s = capture_in_static();
-  const std::vector<NativeFrame> fl = symbolize_live(l.pcs.data(), l.pcs.size(), true, o);
-  const std::vector<NativeFrame> fs = symbolize_live(s.pcs.data(), s.pcs.size(), true, o);
+  const std::vector<NativeFrame> fl = symbolize_stack(l, o);
+  const std::vector<NativeFrame> fs = symbolize_stack(s, o);
   // Exported function: named; no file:line without libdw.
   EXPECT_EQ(fl[0].function, kLibName) << fl[0].describe();
   EXPECT_TRUE(fl[0].file.empty());
@@ -464,7 +462,7 @@ TEST(SymbolizeLive, DladdrFallbackByOption) {
   EXPECT_TRUE(same_file(fs[0].module, CDSA_TEST_EXE));
 
   // Same module/offset as the libdw path.
-  const std::vector<NativeFrame> full = symbolize_live(l.pcs.data(), l.pcs.size(), true);
+  const std::vector<NativeFrame> full = symbolize_stack(l);
   for (size_t i = 0; i < full.size(); ++i) {
     EXPECT_EQ(full[i].module, fl[i].module);
     EXPECT_EQ(full[i].module_offset, fl[i].module_offset);
@@ -482,7 +480,7 @@ TEST(Offline, MatchesLiveForRecordedPcs) {
   const std::vector<Module> map = capture_module_map();
   OfflineSymbolizer off(map);
   for (const Stack* st : {&s, &l, &i}) {
-    const std::vector<NativeFrame> live = symbolize_live(st->pcs.data(), st->pcs.size(), true);
+    const std::vector<NativeFrame> live = symbolize_stack(*st);
     const std::vector<NativeFrame> rec = off.symbolize(st->pcs.data(), st->pcs.size(), true);
     expect_same_frames(live, rec);
     // The frames in the test binary and library are fully resolved offline.
@@ -524,7 +522,7 @@ TEST(Offline, ElfSymtabFallbackWithoutLibdw) {
   EXPECT_EQ(fl[0].function, kLibName);
   EXPECT_TRUE(same_file(fl[0].module, CDSA_TESTLIB_PATH));
   if (symbolizer_has_libdw()) {
-    const std::vector<NativeFrame> live = symbolize_live(s.pcs.data(), s.pcs.size(), true);
+    const std::vector<NativeFrame> live = symbolize_stack(s);
     EXPECT_EQ(live[0].symbol_offset, fs[0].symbol_offset);
     EXPECT_EQ(live[0].module_offset, fs[0].module_offset);
   }
@@ -733,8 +731,8 @@ TEST(Offline, RecordedWithoutBuildIdButFileHasOneIsAMismatch) {
 TEST(Concurrency, LiveAndOfflineFromManyThreads) {
   const Stack s = capture_in_static();
   const Stack l = capture_in_lib_inlined();
-  const std::vector<NativeFrame> want_s = symbolize_live(s.pcs.data(), s.pcs.size(), true);
-  const std::vector<NativeFrame> want_l = symbolize_live(l.pcs.data(), l.pcs.size(), true);
+  const std::vector<NativeFrame> want_s = symbolize_stack(s);
+  const std::vector<NativeFrame> want_l = symbolize_stack(l);
   OfflineSymbolizer off(capture_module_map());
   std::vector<int> ok(8, 0);
   std::vector<std::thread> threads;
@@ -789,8 +787,8 @@ TEST(NoLibdwEnv, FallsBackToDladdrAndSaysSo) {
 
   const Stack l = capture_in_lib();
   const Stack s = capture_in_static();
-  const std::vector<NativeFrame> fl = symbolize_live(l.pcs.data(), l.pcs.size(), true);
-  const std::vector<NativeFrame> fs = symbolize_live(s.pcs.data(), s.pcs.size(), true);
+  const std::vector<NativeFrame> fl = symbolize_stack(l);
+  const std::vector<NativeFrame> fs = symbolize_stack(s);
   EXPECT_EQ(fl[0].function, kLibName);
   EXPECT_TRUE(fl[0].file.empty());
   EXPECT_TRUE(same_file(fl[0].module, CDSA_TESTLIB_PATH));
@@ -803,3 +801,6 @@ TEST(NoLibdwEnv, FallsBackToDladdrAndSaysSo) {
   // libdw was never loaded into this process.
   EXPECT_EQ(dlopen("libdw.so.1", RTLD_NOW | RTLD_NOLOAD), nullptr);
 }
+
+}  // namespace
+}  // namespace cdsa::symbolizer
