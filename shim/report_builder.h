@@ -56,6 +56,7 @@ class ReportBuilder {
   ReportSymbolizer sym_;
 };
 
+// A ring record as the report and the trace keep it (kernel name demangled, kind spelled out).
 report::Launch report_launch(const LaunchRecord& r);
 // Where this process's trace file goes (CDSA_TRACE_FILE expanded).
 std::string trace_path_for_process(uint64_t start_unix_ns);
