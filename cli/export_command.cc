@@ -20,11 +20,11 @@ namespace cdsa::cli {
 namespace {
 
 // Most recent call last, as the report prints: Python frames, then native frames.
-std::string stack_lines_json(const StackText* st) {
+std::string stack_lines_json(const report::CallStack* st) {
   std::string out = "[";
   bool first = true;
   auto add = [&](const std::string& s) {
-    out += (first ? "" : ",") + json_escape(s);
+    out += (first ? "" : ",") + report::json_escape(s);
     first = false;
   };
   if (st) {
@@ -35,7 +35,7 @@ std::string stack_lines_json(const StackText* st) {
 }
 
 // Appends one trace file's processes, tracks and launches. `t0`: the time that becomes 0.
-void chrome_events(const TraceData& t, int pid, uint64_t t0, std::string& out) {
+void chrome_events(const report::TraceData& t, int pid, uint64_t t0, std::string& out) {
   auto stacks = stacks_by_id(t);
   std::map<uint64_t, int> track;  // stream id -> track number
   for (const auto& l : t.launches) track.emplace(l.stream_id, 0);
@@ -51,7 +51,7 @@ void chrome_events(const TraceData& t, int pid, uint64_t t0, std::string& out) {
                           ? fmt::format("rank {} (pid {} on {})", t.process.rank, t.process.pid, t.process.host)
                           : fmt::format("pid {} on {}", t.process.pid, t.process.host);
   out += fmt::format("{}{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}",
-                     out.back() == '\n' ? "" : ",\n", pid, json_escape("cdsa: " + label));
+                     out.back() == '\n' ? "" : ",\n", pid, report::json_escape("cdsa: " + label));
   if (t.process.rank >= 0)
     out += fmt::format(
         ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}", pid,
@@ -60,11 +60,11 @@ void chrome_events(const TraceData& t, int pid, uint64_t t0, std::string& out) {
     std::string name =
         (id >> 63) ? fmt::format("stream <handle {:#x}>", id & ~(1ull << 63)) : fmt::format("stream {}", id);
     out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
-                       pid, k, json_escape(name));
+                       pid, k, report::json_escape(name));
   }
   for (const auto& l : t.launches) {
     auto it = stacks.find(l.stack_id);
-    const StackText* st = it == stacks.end() ? nullptr : it->second;
+    const report::CallStack* st = it == stacks.end() ? nullptr : it->second;
     bool failed = failing.count(l.seq) > 0;
     std::string name =
         l.kind == "graph" ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
@@ -73,16 +73,18 @@ void chrome_events(const TraceData& t, int pid, uint64_t t0, std::string& out) {
         ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":1,\"args\":{{"
         "\"seq\":{},\"stream_seq\":{},\"stream_id\":{},\"kernel\":{},\"kind\":{},\"grid\":\"{},{},{}\","
         "\"block\":\"{},{},{}\",\"shared_mem\":{},\"thread\":{},\"captured\":{},\"stack_id\":{},\"stack\":{}{}}}}}",
-        failed ? "failing-launch" : (l.captured ? "captured" : "launch"), json_escape(failed ? "FAULT: " + name : name),
-        pid, track[l.stream_id], ts, l.seq, l.stream_seq, l.stream_id, json_escape(l.kernel), json_escape(l.kind),
-        l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_mem, l.tid,
-        l.captured ? "true" : "false", l.stack_id == 0xffffffffu ? std::string("null") : std::to_string(l.stack_id),
-        stack_lines_json(st), failed ? ",\"fault\":" + json_escape(fault_name) : std::string());
+        failed ? "failing-launch" : (l.captured ? "captured" : "launch"),
+        report::json_escape(failed ? "FAULT: " + name : name), pid, track[l.stream_id], ts, l.seq, l.stream_seq,
+        l.stream_id, report::json_escape(l.kernel), report::json_escape(l.kind), l.grid[0], l.grid[1], l.grid[2],
+        l.block[0], l.block[1], l.block[2], l.shared_mem, l.tid, l.captured ? "true" : "false",
+        l.stack_id == 0xffffffffu ? std::string("null") : std::to_string(l.stack_id), stack_lines_json(st),
+        failed ? ",\"fault\":" + report::json_escape(fault_name) : std::string());
     if (failed)
       out += fmt::format(
           ",\n{{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"fault\",\"name\":{},\"pid\":{},\"tid\":{},"
           "\"ts\":{:.3f},\"args\":{{\"seq\":{},\"surfaced_at\":{}}}}}",
-          json_escape(fault_name), pid, track[l.stream_id], ts, l.seq, json_escape(t.report.surfaced_call));
+          report::json_escape(fault_name), pid, track[l.stream_id], ts, l.seq,
+          report::json_escape(t.report.surfaced_call));
   }
 }
 
@@ -112,13 +114,13 @@ int cmd_export(int argc, char** argv) {
                  }};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
   if (!chrome || paths.empty()) return usage_error(cl);
-  std::vector<TraceFile> files(paths.size());
+  std::vector<report::TraceFile> files(paths.size());
   {
     Progress progress("reading trace files", paths.size());
     for (size_t i = 0; i < paths.size(); ++i) {
       progress.step(i + 1);
       std::string error;
-      if (!read_trace_file(paths[i], &files[i], &error)) {
+      if (!report::read_trace_file(paths[i], &files[i], &error)) {
         progress.finish();
         fprintf(stderr, "cdsa export: %s: %s\n", paths[i].c_str(), error.c_str());
         return 1;
@@ -133,7 +135,7 @@ int cmd_export(int argc, char** argv) {
     for (const auto& l : f.data.launches) t0_all = std::min(t0_all, l.time_ns);
   }
   std::string out = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"cdsa-chrome\",\"sources\":[";
-  for (size_t i = 0; i < paths.size(); ++i) out += (i ? "," : "") + json_escape(paths[i]);
+  for (size_t i = 0; i < paths.size(); ++i) out += (i ? "," : "") + report::json_escape(paths[i]);
   out += fmt::format("],\"clocks\":\"{}\"}},\"traceEvents\":[\n",
                      one_host ? "aligned (one host)" : "each process starts at 0 (several hosts)");
   std::set<int> pids;

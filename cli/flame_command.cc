@@ -31,7 +31,7 @@ int cmd_flame(int argc, char** argv) {
                  "flamegraph.pl or speedscope.\n",
                  {{"--python-only", false, store(python_only, true)}},
                  keep_last(path)};
-  TraceFile tf;
+  report::TraceFile tf;
   if (int rc = parse_and_load(cl, argc, argv, path, Needs::Profile, &tf); rc != kGoOn) return rc;
   auto stacks = stacks_by_id(tf.data);
   std::map<std::string, uint64_t> folded;
@@ -41,7 +41,7 @@ int cmd_flame(int argc, char** argv) {
     if (it == stacks.end()) {
       frames.push_back("[stack not recorded]");
     } else {
-      const StackText& st = *it->second;
+      const report::CallStack& st = *it->second;
       if (!python_only)
         for (auto f = st.native.rbegin(); f != st.native.rend(); ++f)
           frames.push_back(f->function.empty() ? fmt::format("{}+{:#x}", base::basename_of(f->module), f->module_offset)

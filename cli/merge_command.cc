@@ -27,12 +27,12 @@ std::string utc(uint64_t unix_ns) {
   return fmt::format("{}.{:03d} UTC", buf, static_cast<int>(unix_ns / 1000000ull % 1000));
 }
 
-std::string who(const TraceData& t) {
+std::string who(const report::TraceData& t) {
   return t.process.rank >= 0 ? fmt::format("rank {}", t.process.rank) : fmt::format("pid {}", t.process.pid);
 }
 
 // The launch's Python frames (most recent call last, the innermost kMax), else its innermost named native frame.
-std::string launched_from(const StackText& st, const char* indent) {
+std::string launched_from(const report::CallStack& st, const char* indent) {
   constexpr size_t kMax = 4;
   if (st.python.empty()) return fmt::format("{}launched at {}\n", indent, site_of(st));
   std::string out = fmt::format("{}launched from (most recent call last):\n", indent);
@@ -46,7 +46,7 @@ std::string launched_from(const StackText& st, const char* indent) {
 
 // For a trace written at exit: "N launches unfinished on stream S[, ...]" when completion marks show work that
 // never finished (a kernel waiting for a peer that died), else "".
-std::string unfinished_at_exit(const TraceData& t) {
+std::string unfinished_at_exit(const report::TraceData& t) {
   std::string out;
   for (const auto& s : t.streams) {
     if (!s.breadcrumbs || s.landed >= s.launched) continue;
@@ -95,18 +95,18 @@ int cmd_merge(int argc, char** argv) {
                  /*all_positional=*/true};
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
   if (files.empty()) return usage_error(cl);
-  struct Entry {
+  struct RankTrace {  // one trace file read, with the path it came from
     std::string path;
-    TraceFile tf;
+    report::TraceFile tf;
   };
-  std::vector<Entry> ok;
+  std::vector<RankTrace> ok;
   int bad = 0;
   {
     Progress progress("reading trace files", files.size());
     for (size_t i = 0; i < files.size(); ++i) {
-      Entry e{files[i], {}};
+      RankTrace e{files[i], {}};
       std::string error;
-      if (read_trace_file(files[i], &e.tf, &error))
+      if (report::read_trace_file(files[i], &e.tf, &error))
         ok.push_back(std::move(e));
       else {
         progress.finish();
@@ -116,19 +116,19 @@ int cmd_merge(int argc, char** argv) {
       progress.step(i + 1);
     }
   }
-  std::vector<const Entry*> faulted, aftermath, clean;
+  std::vector<const RankTrace*> faulted, aftermath, clean;
   for (const auto& e : ok) {
-    const TraceData& t = e.tf.data;
+    const report::TraceData& t = e.tf.data;
     if (!t.has_fault && unfinished_at_exit(t).empty())
       clean.push_back(&e);
     else if (!t.has_fault)
       aftermath.push_back(&e);  // no error of its own, but work that never finished (e.g. a collective's peer died)
-    else if (t.report.attribution == Attribution::Unknown)
+    else if (t.report.attribution == report::Attribution::Unknown)
       aftermath.push_back(&e);
     else
       faulted.push_back(&e);
   }
-  auto by_time = [](const Entry* a, const Entry* b) {
+  auto by_time = [](const RankTrace* a, const RankTrace* b) {
     uint64_t ta = a->tf.data.report.fault_time_unix_ns, tb = b->tf.data.report.fault_time_unix_ns;
     if ((ta == 0) != (tb == 0)) return tb == 0;  // unknown times last
     if (ta != tb) return ta < tb;
@@ -137,48 +137,49 @@ int cmd_merge(int argc, char** argv) {
   std::sort(faulted.begin(), faulted.end(), by_time);
   std::sort(aftermath.begin(), aftermath.end(), by_time);
   std::sort(clean.begin(), clean.end(),
-            [](const Entry* a, const Entry* b) { return a->tf.data.process.rank < b->tf.data.process.rank; });
+            [](const RankTrace* a, const RankTrace* b) { return a->tf.data.process.rank < b->tf.data.process.rank; });
 
   std::string out = fmt::format("cdsa merge: {} trace file{}: {} faulted, {} saw only the aftermath, {} clean{}\n",
                                 ok.size(), ok.size() == 1 ? "" : "s", faulted.size(), aftermath.size(), clean.size(),
                                 bad ? fmt::format(", {} unreadable", bad) : std::string());
-  const Entry* first = !faulted.empty() ? faulted.front() : (!aftermath.empty() ? aftermath.front() : nullptr);
+  const RankTrace* first = !faulted.empty() ? faulted.front() : (!aftermath.empty() ? aftermath.front() : nullptr);
   uint64_t t_first = first ? first->tf.data.report.fault_time_unix_ns : 0;
   if (first) {
-    const TraceData& t = first->tf.data;
+    const report::TraceData& t = first->tf.data;
     out += fmt::format("\nFirst fault: {} (pid {} on {}) at {}: CUDA error {} {}\n", who(t), t.process.pid,
                        t.process.host, t.report.fault_time_unix_ns ? utc(t.report.fault_time_unix_ns) : "unknown time",
                        t.report.code, t.report.error_name);
     if (!t.report.candidates.empty()) {
       const auto& c = t.report.candidates.front();
-      out += fmt::format("  {} launch: {}\n", t.report.attribution == Attribution::Exact ? "failing" : "likely failing",
-                         describe_launch(c.launch));
+      out += fmt::format("  {} launch: {}\n",
+                         t.report.attribution == report::Attribution::Exact ? "failing" : "likely failing",
+                         report::describe_launch(c.launch));
       out += launched_from(c.stack, "  ");
     }
     out += fmt::format("  the whole report: cdsa report {}\n", first->path);
   }
-  auto delta = [&](const TraceData& t) {
+  auto delta = [&](const report::TraceData& t) {
     uint64_t ft = t.report.fault_time_unix_ns;
     if (!ft || !t_first) return std::string("time unknown");
     return fmt::format("+{:.3f} s", static_cast<double>(ft - std::min(ft, t_first)) / 1e9);
   };
   if (!faulted.empty()) {
     out += "\nRanks that faulted, in order of fault time:\n";
-    for (const Entry* e : faulted) {
-      const TraceData& t = e->tf.data;
+    for (const RankTrace* e : faulted) {
+      const report::TraceData& t = e->tf.data;
       out += fmt::format("  {:<10} {:>12}  CUDA error {} {}  {}\n", who(t), delta(t), t.report.code,
                          t.report.error_name, e->path);
       for (const auto& c : t.report.candidates) {
-        out += fmt::format("      {}{}\n",
-                           t.report.attribution == Attribution::Exact ? "" : "candidate: ", describe_launch(c.launch));
+        out += fmt::format("      {}{}\n", t.report.attribution == report::Attribution::Exact ? "" : "candidate: ",
+                           report::describe_launch(c.launch));
         out += launched_from(c.stack, "      ");
       }
     }
   }
   if (!aftermath.empty()) {
     out += "\nRanks that only saw the aftermath (no failing launch of their own):\n";
-    for (const Entry* e : aftermath) {
-      const TraceData& t = e->tf.data;
+    for (const RankTrace* e : aftermath) {
+      const report::TraceData& t = e->tf.data;
       if (t.has_fault)
         out += fmt::format("  {:<10} {:>12}  CUDA error {} {} surfaced at {}  {}\n", who(t), delta(t), t.report.code,
                            t.report.error_name, t.report.surfaced_call, e->path);
@@ -189,7 +190,7 @@ int cmd_merge(int argc, char** argv) {
   }
   if (!clean.empty()) {
     out += "\nClean ranks (no fault; trace written at exit):\n";
-    for (const Entry* e : clean)
+    for (const RankTrace* e : clean)
       out += fmt::format("  {:<10} {} launches recorded  {}\n", who(e->tf.data), e->tf.data.launches.size(), e->path);
   }
   if (!print_stdout(out)) return 1;

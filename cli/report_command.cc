@@ -20,7 +20,7 @@ namespace cdsa::cli {
 namespace {
 
 // Every native frame the report shows.
-void for_each_native(FaultReport& r, const std::function<void(NativeFrameText&)>& fn) {
+void for_each_native(report::FaultReport& r, const std::function<void(report::ResolvedFrame&)>& fn) {
   for (auto& f : r.surfaced_stack.native) fn(f);
   for (auto& c : r.candidates) {
     for (auto& f : c.stack.native) fn(f);
@@ -35,16 +35,16 @@ void for_each_native(FaultReport& r, const std::function<void(NativeFrameText&)>
 // build-ids. The names recorded at the fault were resolved in the live process against the right
 // binaries, so they stay; the offline pass fills in what the live pass could not find (e.g. no libdw
 // in the process). A module that changed or vanished since the run is named in a note.
-void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
+void resymbolize(report::FaultReport& r, const std::vector<report::ModuleRecord>& modules) {
   std::vector<symbolizer::Module> map;
-  for (const auto& m : modules) map.push_back(module_from_text(m));
+  for (const auto& m : modules) map.push_back(report::module_from_record(m));
   symbolizer::OfflineSymbolizer sym(std::move(map));
   std::set<std::string> module_paths;
-  for_each_native(r, [&](NativeFrameText& f) { module_paths.insert(f.module); });
+  for_each_native(r, [&](report::ResolvedFrame& f) { module_paths.insert(f.module); });
   std::set<std::string> done_modules;
   Progress progress("symbolizing modules", module_paths.size());
   std::map<std::string, std::string> problems;  // module path -> what is wrong with it now
-  for_each_native(r, [&](NativeFrameText& f) {
+  for_each_native(r, [&](report::ResolvedFrame& f) {
     // Shown before the work: the first frame of a big library is the slow one (libdw reads its DWARF).
     if (done_modules.insert(f.module).second) progress.step(done_modules.size());
     symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
@@ -54,7 +54,7 @@ void resymbolize(FaultReport& r, const std::vector<ModuleText>& modules) {
       return;
     }
     // The live report's rule (report/frames.h); names recorded at the fault stay, gaps are filled.
-    NativeFrameText now = frame_text(f.pc, o);
+    report::ResolvedFrame now = report::resolved_frame(f.pc, o);
     if (f.function.empty()) f.function = now.function;
     if (f.file.empty() && !now.file.empty()) {
       f.file = now.file;
@@ -94,9 +94,9 @@ int cmd_report(int argc, char** argv) {
                    fprintf(stderr, "cdsa report: one trace file at a time (got %s and %s)\n", path.c_str(), a);
                    return 2;
                  }};
-  TraceFile tf;
+  report::TraceFile tf;
   if (int rc = parse_and_load(cl, argc, argv, path, Needs::Trace, &tf); rc != kGoOn) return rc;
-  TraceData& t = tf.data;
+  report::TraceData& t = tf.data;
   if (!t.has_fault) {
     if (as_json) return print_stdout("null\n") ? 0 : 1;
     std::string out = fmt::format("cdsa: {}: no fault in this run (trace written at {}); {} launch record{} kept", path,
@@ -106,15 +106,15 @@ int cmd_report(int argc, char** argv) {
     out += "\n";
     return print_stdout(out) ? 0 : 1;
   }
-  FaultReport& r = t.report;
+  report::FaultReport& r = t.report;
   if (resym) resymbolize(r, t.modules);
   r.trace_path = path;
-  TextOptions opt;
+  report::TextOptions opt;
   // The live report's view: folded unless the run asked for every frame.
   for (const auto& [key, value] : t.config)
     if (key == "native_all" && value == "1") opt.native_all = true;
   if (native_all) opt.native_all = true;
-  std::string out = as_json ? report_to_json(r) + "\n" : format_report_text(r, opt);
+  std::string out = as_json ? report::report_to_json(r) + "\n" : report::format_report_text(r, opt);
   return print_stdout(out) ? 0 : 1;
 }
 

@@ -29,12 +29,12 @@ int cmd_top(int argc, char** argv) {
                    },
                    "a positive number"}},
                  keep_last(path)};
-  TraceFile tf;
+  report::TraceFile tf;
   if (int rc = parse_and_load(cl, argc, argv, path, Needs::Profile, &tf); rc != kGoOn) return rc;
   auto stacks = stacks_by_id(tf.data);
   auto sites = tf.data.profile.sites;
   std::stable_sort(sites.begin(), sites.end(),
-                   [](const ProfileSiteText& a, const ProfileSiteText& b) { return a.count > b.count; });
+                   [](const report::ProfileSite& a, const report::ProfileSite& b) { return a.count > b.count; });
   uint64_t total = 0;
   for (const auto& s : sites) total += s.count;
   std::string out =
@@ -52,7 +52,7 @@ int cmd_top(int argc, char** argv) {
       out += fmt::format("{:>22}(stack not recorded)\n", "");
       continue;
     }
-    const StackText& st = *it->second;
+    const report::CallStack& st = *it->second;
     size_t k = 0;
     for (const auto& f : st.python) {
       if (k++ == 3) break;

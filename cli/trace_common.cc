@@ -10,14 +10,14 @@
 
 namespace cdsa::cli {
 
-bool load(const char* cmd, const std::string& path, TraceFile* tf) {
+bool load(const char* cmd, const std::string& path, report::TraceFile* tf) {
   std::string error;
-  if (read_trace_file(path, tf, &error)) return true;
+  if (report::read_trace_file(path, tf, &error)) return true;
   fprintf(stderr, "cdsa %s: %s: %s\n", cmd, path.c_str(), error.c_str());
   return false;
 }
 
-bool load_profile(const char* cmd, const std::string& path, TraceFile* tf) {
+bool load_profile(const char* cmd, const std::string& path, report::TraceFile* tf) {
   if (!load(cmd, path, tf)) return false;
   if (!tf->data.has_profile) {
     fprintf(stderr,
@@ -28,7 +28,8 @@ bool load_profile(const char* cmd, const std::string& path, TraceFile* tf) {
   return true;
 }
 
-int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs, TraceFile* tf) {
+int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs,
+                   report::TraceFile* tf) {
   if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
   if (path.empty()) return usage_error(cl);
   const char* cmd = cl.command.c_str();
@@ -44,24 +45,24 @@ bool print_stdout(const std::string& s) {
 
 using base::basename_of;
 
-std::string frame_line(const PyFrameText& f) { return fmt::format("{}:{} in {}", f.file, f.line, f.function); }
+std::string frame_line(const report::PyFrame& f) { return fmt::format("{}:{} in {}", f.file, f.line, f.function); }
 
-std::string frame_line(const NativeFrameText& f) {
+std::string frame_line(const report::ResolvedFrame& f) {
   std::string s =
       fmt::format("{} ({}+{:#x})", f.function.empty() ? "??" : f.function, basename_of(f.module), f.module_offset);
   if (!f.file.empty()) s += fmt::format(" at {}:{}", f.file, f.line);
   return s;
 }
 
-std::string site_of(const StackText& st) {
+std::string site_of(const report::CallStack& st) {
   if (!st.python.empty()) return frame_line(st.python.front());
   for (const auto& f : st.native)
     if (!f.function.empty()) return frame_line(f);
   return st.native.empty() ? "(no stack recorded)" : frame_line(st.native.front());
 }
 
-std::map<uint32_t, const StackText*> stacks_by_id(const TraceData& t) {
-  std::map<uint32_t, const StackText*> stacks;
+std::map<uint32_t, const report::CallStack*> stacks_by_id(const report::TraceData& t) {
+  std::map<uint32_t, const report::CallStack*> stacks;
   for (const auto& [id, st] : t.stacks) stacks[id] = &st;
   return stacks;
 }

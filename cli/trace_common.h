@@ -16,15 +16,16 @@
 namespace cdsa::cli {
 
 // Loads FILE or prints "cdsa CMD: FILE: what is wrong".
-bool load(const char* cmd, const std::string& path, TraceFile* tf);
+bool load(const char* cmd, const std::string& path, report::TraceFile* tf);
 // Loads FILE and insists on a launch-site profile (flame, top).
-bool load_profile(const char* cmd, const std::string& path, TraceFile* tf);
+bool load_profile(const char* cmd, const std::string& path, report::TraceFile* tf);
 
 enum class Needs { Trace, Profile };
 // The start of a command that reads one trace FILE (report, flame, top): parses the command line (`positional`
 // stores FILE in `path`), insists on FILE, loads it (and its profile, for Needs::Profile). kGoOn with `tf` loaded,
 // else the exit status, the message printed.
-int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs, TraceFile* tf);
+int parse_and_load(const CommandLine& cl, int argc, char** argv, const std::string& path, Needs needs,
+                   report::TraceFile* tf);
 
 // Writes all of `s` to `fd` (retrying on EINTR and short writes).
 bool write_all(int fd, const std::string& s);
@@ -32,13 +33,13 @@ bool write_all(int fd, const std::string& s);
 bool print_stdout(const std::string& s);
 
 // "file:line in function"; "function (module+0x1f) at file:line".
-std::string frame_line(const PyFrameText& f);
-std::string frame_line(const NativeFrameText& f);
+std::string frame_line(const report::PyFrame& f);
+std::string frame_line(const report::ResolvedFrame& f);
 
 // The innermost Python frame (the user's line), else the innermost named native frame.
-std::string site_of(const StackText& st);
+std::string site_of(const report::CallStack& st);
 
 // The trace's stacks by id.
-std::map<uint32_t, const StackText*> stacks_by_id(const TraceData& t);
+std::map<uint32_t, const report::CallStack*> stacks_by_id(const report::TraceData& t);
 
 }  // namespace cdsa::cli

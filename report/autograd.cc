@@ -3,7 +3,7 @@
 #include <cctype>
 #include <set>
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
 constexpr size_t kMaxStacksExamined = 4096;
@@ -46,7 +46,7 @@ bool is_node_name(const std::string& id) {
 
 }  // namespace
 
-std::string autograd_node_of(const StackText& st) {
+std::string autograd_node_of(const CallStack& st) {
   for (const auto& f : st.native) {  // innermost first
     std::vector<std::string> ids = identifiers(f.function.substr(0, f.function.find('(')));
     for (size_t i = 0; i + 1 < ids.size(); ++i)
@@ -71,7 +71,7 @@ std::string forward_op_of(const std::string& node) {
   return op;
 }
 
-bool launch_runs_op(const LaunchText& l, const StackText& st, const std::string& op) {
+bool launch_runs_op(const Launch& l, const CallStack& st, const std::string& op) {
   if (op.empty()) return false;
   if (names_op(l.kernel, op)) return true;
   for (const auto& f : st.native)
@@ -79,8 +79,8 @@ bool launch_runs_op(const LaunchText& l, const StackText& st, const std::string&
   return false;
 }
 
-void add_autograd_candidates(FaultReport& r, const std::vector<LaunchText>& launches,
-                             const std::function<const StackText*(uint32_t)>& stack_of, size_t max) {
+void add_autograd_candidates(FaultReport& r, const std::vector<Launch>& launches,
+                             const std::function<const CallStack*(uint32_t)>& stack_of, size_t max) {
   for (auto& c : r.candidates) {
     if (!c.stack.python.empty()) continue;
     std::string node = autograd_node_of(c.stack);
@@ -92,11 +92,11 @@ void add_autograd_candidates(FaultReport& r, const std::vector<LaunchText>& laun
       if (it->seq >= c.launch.seq || it->stack_id == 0xffffffffu || it->captured) continue;
       if (!seen_stacks.insert(it->stack_id).second) continue;
       if (seen_stacks.size() > kMaxStacksExamined) break;  // each one is symbolized: bound the work at the fault
-      const StackText* st = stack_of(it->stack_id);
+      const CallStack* st = stack_of(it->stack_id);
       if (!st || st->python.empty() || !launch_runs_op(*it, *st, op)) continue;
       c.forward_candidates.push_back({*it, *st});
     }
   }
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -21,21 +21,21 @@
 
 #include "report/fault_report.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 // The autograd node the stack runs ("" when none): the innermost frame naming
 // `<Name>Backward<N>::apply` (in torch::autograd::generated or any namespace).
-std::string autograd_node_of(const StackText& st);
+std::string autograd_node_of(const CallStack& st);
 // "EmbeddingBackward0" -> "embedding"; "" when the name does not end in Backward<N>.
 std::string forward_op_of(const std::string& node);
 // The launch's native frames or kernel name mention `op` as an identifier (see above).
-bool launch_runs_op(const LaunchText& l, const StackText& st, const std::string& op);
+bool launch_runs_op(const Launch& l, const CallStack& st, const std::string& op);
 
 // For each candidate without Python frames whose stack runs an autograd node: sets
 // autograd_node and lists up to `max` forward candidates, newest first. `launches` are the
 // records kept (oldest first); `stack_of` gives a launch's stack by stack id (nullptr: unknown). At most
 // 4096 distinct launch stacks are examined, newest first.
-void add_autograd_candidates(FaultReport& r, const std::vector<LaunchText>& launches,
-                             const std::function<const StackText*(uint32_t)>& stack_of, size_t max = 3);
+void add_autograd_candidates(FaultReport& r, const std::vector<Launch>& launches,
+                             const std::function<const CallStack*(uint32_t)>& stack_of, size_t max = 3);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

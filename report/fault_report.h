@@ -4,22 +4,31 @@
 // Contract: plain values, no pointers into the process; `format_report_text`
 // is a pure function of the struct, so the live report and the one printed
 // from a trace file are the same text. Not thread-safe per object; allocates.
+//
+// Everything here is in namespace cdsa::report, so a reader sees `report::Launch`
+// where the shim or the CLI holds a launch as the report keeps it. The names differ
+// from those of the recorder's raw data (shim/recorder.h: LaunchRecord, Stack) and of
+// the symbolizer's answers (symbolizer::NativeFrame, symbolizer::Module), which
+// report/frames.h and shim/report_builder.h turn into these.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace cdsa {
+namespace cdsa::report {
 
-struct PyFrameText {
+// One Python frame: where the interpreter was, with its source line.
+struct PyFrame {
   std::string file;
   std::string function;
   int line = 0;
   std::string source;  // the source line, stripped; empty when unreadable
 };
 
-struct NativeFrameText {
+// One native frame resolved for the report: the PC, its module and offset, and what the
+// symbolizer named there (report/frames.h has the rule for inlined code).
+struct ResolvedFrame {
   uint64_t pc = 0;
   std::string module;          // path of the object
   uint64_t module_offset = 0;  // pc relative to the object's load bias
@@ -28,12 +37,14 @@ struct NativeFrameText {
   int line = 0;
 };
 
-struct StackText {
-  std::vector<PyFrameText> python;      // innermost first
-  std::vector<NativeFrameText> native;  // innermost first
+// The stack a launch (or the failing call) was made from: Python and native frames.
+struct CallStack {
+  std::vector<PyFrame> python;        // innermost first
+  std::vector<ResolvedFrame> native;  // innermost first
 };
 
-struct LaunchText {
+// One launch as the report and the trace keep it (made from shim/recorder.h's LaunchRecord).
+struct Launch {
   uint64_t seq = 0, stream_seq = 0, stream_id = 0, graph_id = 0, time_ns = 0;
   uint32_t ctx_id = 0, tid = 0, stack_id = 0xffffffffu;
   std::string kernel;
@@ -43,22 +54,25 @@ struct LaunchText {
   bool per_thread_stream = false;
 };
 
-struct GraphNodeText {
-  LaunchText launch;  // the launch as captured
-  StackText stack;    // its capture-time stack
+// A launch and the stack it was made from: a kernel node of a graph (its capture-time stack), or a
+// forward launch named as a candidate.
+struct LaunchWithStack {
+  Launch launch;
+  CallStack stack;
 };
 
+// A launch the report names as the failing one, or as one of the possible ones.
 struct Candidate {
-  LaunchText launch;
-  StackText stack;
+  Launch launch;
+  CallStack stack;
   uint64_t pending = 0;       // launches on its stream whose completion mark never landed
   std::string why;            // one line: why this launch is named
-  std::vector<GraphNodeText> graph_nodes;  // for a graph launch: its captured kernel nodes
+  std::vector<LaunchWithStack> graph_nodes;  // for a graph launch: its captured kernel nodes
   // A launch by PyTorch's autograd engine (no Python frames): the node its native frames run,
   // e.g. "EmbeddingBackward0", and the most recent forward launches of the same operator,
   // newest first. These are candidates for the line that made the op, never certain.
   std::string autograd_node;
-  std::vector<GraphNodeText> forward_candidates;
+  std::vector<LaunchWithStack> forward_candidates;
 };
 
 enum class Attribution { Exact, Ambiguous, Unknown };
@@ -69,7 +83,7 @@ struct FaultReport {
   std::string error_string;  // device-side assert triggered
   std::string surfaced_call; // the driver entry point that returned it, or "exit probe"
   uint32_t surfaced_tid = 0;
-  StackText surfaced_stack;
+  CallStack surfaced_stack;
   Attribution attribution = Attribution::Unknown;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
   std::vector<std::string> device_messages;  // the device's assert lines, as the driver printed them
@@ -88,6 +102,6 @@ struct TextOptions {
 // The report as printed on stderr (ends with a newline).
 std::string format_report_text(const FaultReport& r, const TextOptions& options = {});
 // One-line description of a launch: kernel, grid, block, stream, launch number.
-std::string describe_launch(const LaunchText& l);
+std::string describe_launch(const Launch& l);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -4,7 +4,7 @@
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 const char* attribution_name(Attribution a) {
   switch (a) {
@@ -14,7 +14,7 @@ const char* attribution_name(Attribution a) {
   }
 }
 
-std::string describe_launch(const LaunchText& l) {
+std::string describe_launch(const Launch& l) {
   std::string s;
   if (l.kind == "graph")
     s = fmt::format("graph launch (graph {})", l.graph_id);
@@ -35,21 +35,21 @@ namespace {
 
 using base::basename_of;
 
-void append_native(std::string& out, const NativeFrameText& f, const char* indent) {
+void append_native(std::string& out, const ResolvedFrame& f, const char* indent) {
   std::string fn = f.function.empty() ? "??" : f.function;
   out += fmt::format("{}{} ({}+{:#x})", indent, fn, basename_of(f.module), f.module_offset);
   if (!f.file.empty()) out += fmt::format(" at {}:{}", f.file, f.line);
   out += "\n";
 }
 
-void append_python(std::string& out, const PyFrameText& f, const char* indent) {
+void append_python(std::string& out, const PyFrame& f, const char* indent) {
   out += fmt::format("{}File \"{}\", line {}, in {}\n", indent, f.file, f.line, f.function);
   if (!f.source.empty()) out += fmt::format("{}  {}\n", indent, f.source);
 }
 
 // "most recent call last": one interleaved list where Python and native frames pair
 // (report/hybrid_stack.h has the rules), else the Python frames, then the native frames.
-void append_stack(std::string& out, const StackText& st, const char* indent, const TextOptions& opt) {
+void append_stack(std::string& out, const CallStack& st, const char* indent, const TextOptions& opt) {
   HybridStack h = build_hybrid_stack(st, opt.native_all);
   std::string sub = std::string(indent) + "  ";
   if (h.merged) {
@@ -146,4 +146,4 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   return out;
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

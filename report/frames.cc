@@ -1,9 +1,9 @@
 #include "report/frames.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
-NativeFrameText frame_text(uint64_t pc, const symbolizer::NativeFrame& f) {
-  NativeFrameText t;
+ResolvedFrame resolved_frame(uint64_t pc, const symbolizer::NativeFrame& f) {
+  ResolvedFrame t;
   t.pc = pc;
   t.module = f.module;
   t.module_offset = f.module_offset;
@@ -15,8 +15,8 @@ NativeFrameText frame_text(uint64_t pc, const symbolizer::NativeFrame& f) {
   return t;
 }
 
-ModuleText module_text(const symbolizer::Module& m) {
-  ModuleText t;
+ModuleRecord module_record(const symbolizer::Module& m) {
+  ModuleRecord t;
   t.path = m.path;
   t.build_id = m.build_id;
   t.bias = m.bias;
@@ -24,7 +24,7 @@ ModuleText module_text(const symbolizer::Module& m) {
   return t;
 }
 
-symbolizer::Module module_from_text(const ModuleText& t) {
+symbolizer::Module module_from_record(const ModuleRecord& t) {
   symbolizer::Module m;
   m.path = t.path;
   m.bias = t.bias;
@@ -33,4 +33,4 @@ symbolizer::Module module_from_text(const ModuleText& t) {
   return m;
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

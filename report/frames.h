@@ -4,7 +4,7 @@
 // Contract: pure functions over values; no I/O, no globals; allocate.
 //
 // Example: a PC in Loss.cu's nll_loss_forward where `check_target` (at Loss.cu:250) was
-// inlined: frame_text(pc, f) -> {function "nll_loss_forward", file "Loss.cu", line 250}
+// inlined: resolved_frame(pc, f) -> {function "nll_loss_forward", file "Loss.cu", line 250}
 // (the innermost inlined function's line: what ran), not the call site of the inlining.
 #pragma once
 
@@ -15,15 +15,15 @@
 #include "symbolizer/module_map.h"
 #include "symbolizer/native_symbolizer.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 // The frame as the report shows it: the out-of-line function's name; where code was
 // inlined at the PC, the innermost inlined function's file and line, else the PC's own.
-NativeFrameText frame_text(uint64_t pc, const symbolizer::NativeFrame& f);
+ResolvedFrame resolved_frame(uint64_t pc, const symbolizer::NativeFrame& f);
 
 // A module of the process for the trace file, and back (offline symbolization reads
 // the trace's modules; segment offsets and flags are not recorded).
-ModuleText module_text(const symbolizer::Module& m);
-symbolizer::Module module_from_text(const ModuleText& t);
+ModuleRecord module_record(const symbolizer::Module& m);
+symbolizer::Module module_from_record(const ModuleRecord& t);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

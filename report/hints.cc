@@ -7,7 +7,7 @@
 
 #include "base/path.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
 // The assert conditions are the CUDA_KERNEL_ASSERT texts of aten/src/ATen/native/cuda/*.cu as the
@@ -170,7 +170,7 @@ std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std
 }
 
 void add_hints(FaultReport& r, const HintContext& ctx) {
-  const LaunchText* failing =
+  const Launch* failing =
       r.attribution == Attribution::Exact && r.candidates.size() == 1 ? &r.candidates.front().launch : nullptr;
   if (failing && failing->kind.empty()) failing = nullptr;  // the record was overwritten
   AssertLine first;
@@ -208,4 +208,4 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
         nth, ctx.launches.size()));
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -18,7 +18,7 @@
 
 #include "report/fault_report.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 // One parsed device assert line, e.g.
 //   "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0 &&
@@ -45,9 +45,9 @@ const std::vector<HintRow>& hint_table();
 const HintRow* find_hint(const std::string& condition, const std::string& kernel);
 
 struct HintContext {
-  std::vector<LaunchText> launches;  // the launch records kept (oldest first)
-  bool launches_complete = false;    // they start at the process's first launch
-  std::vector<std::string> argv;     // the process's command line
+  std::vector<Launch> launches;    // the launch records kept (oldest first)
+  bool launches_complete = false;  // they start at the process's first launch
+  std::vector<std::string> argv;   // the process's command line
 };
 
 // Fills r.hints from r (code, device messages, the failing launch) and the context.
@@ -62,4 +62,4 @@ std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std
 // A word quoted for a POSIX shell where needed.
 std::string shell_quote(const std::string& word);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

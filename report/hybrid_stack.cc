@@ -4,7 +4,7 @@
 
 #include "base/path.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
 using base::basename_of;
@@ -82,14 +82,14 @@ bool is_machinery_name(const std::string& fn) {
 
 }  // namespace
 
-bool in_interpreter_module(const NativeFrameText& f) {
+bool in_interpreter_module(const ResolvedFrame& f) {
   std::string b = basename_of(f.module);
   // python3, python3.11, python3.12d, libpython3.11.so.1.0 (not python extension modules: those
   // are "name.cpython-311-....so", which neither prefix matches).
   return starts_with(b, "libpython") || (starts_with(b, "python") && b.find(".so") == std::string::npos);
 }
 
-FrameRole native_frame_role(const NativeFrameText& f) {
+FrameRole native_frame_role(const ResolvedFrame& f) {
   std::string b = basename_of(f.module);
   if (starts_with(b, "libcdsa")) return FrameRole::Cdsa;
   if (is_eval_name(f.function)) return FrameRole::Eval;
@@ -99,10 +99,10 @@ FrameRole native_frame_role(const NativeFrameText& f) {
   return FrameRole::Shown;
 }
 
-HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
+HybridStack build_hybrid_stack(const CallStack& st, bool native_all) {
   HybridStack h;
   // Native frames without cdsa's own, innermost first, with their roles.
-  std::vector<const NativeFrameText*> nat;
+  std::vector<const ResolvedFrame*> nat;
   std::vector<FrameRole> role;
   for (const auto& f : st.native) {
     FrameRole r = native_frame_role(f);
@@ -198,4 +198,4 @@ HybridStack build_hybrid_stack(const StackText& st, bool native_all) {
   return h;
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -1,5 +1,5 @@
 // One interleaved Python/native "most recent call last" stack, the way py-spy --native and
-// memray's hybrid stacks show it, built from the raw frames a launch recorded (StackText).
+// memray's hybrid stacks show it, built from the raw frames a launch recorded (CallStack).
 //
 // Merge rules (the one place they are written down):
 //   1. Frames of cdsa itself (module libcdsa*.so) never appear.
@@ -35,7 +35,7 @@
 //      that says where the launch came from).
 //
 // Contract: pure functions over values; no I/O, no globals; allocate. The entries point into
-// the StackText passed in, which must outlive them.
+// the CallStack passed in, which must outlive them.
 #pragma once
 
 #include <cstddef>
@@ -44,18 +44,18 @@
 
 #include "report/fault_report.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 enum class FrameRole { Cdsa, Eval, Machinery, Shown };
 
 // What rule 1/2/4 make of one native frame (Eval frames are also folded).
-FrameRole native_frame_role(const NativeFrameText& f);
+FrameRole native_frame_role(const ResolvedFrame& f);
 // The frame lies in the interpreter's own module (python3.X executable or libpython3.X.so).
-bool in_interpreter_module(const NativeFrameText& f);
+bool in_interpreter_module(const ResolvedFrame& f);
 
 struct HybridEntry {
-  const PyFrameText* python = nullptr;  // exactly one of the two is set
-  const NativeFrameText* native = nullptr;
+  const PyFrame* python = nullptr;  // exactly one of the two is set
+  const ResolvedFrame* native = nullptr;
 };
 
 struct HybridStack {
@@ -65,6 +65,6 @@ struct HybridStack {
   size_t folded = 0;                 // native frames left out by folding (rule 4)
 };
 
-HybridStack build_hybrid_stack(const StackText& st, bool native_all);
+HybridStack build_hybrid_stack(const CallStack& st, bool native_all);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -15,25 +15,28 @@
 
 #include "report/fault_report.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 constexpr int kTraceVersion = 1;
 
-struct ModuleText {
+// A module loaded in the process, as the trace records it for offline symbolization.
+struct ModuleRecord {
   std::string path;
   std::string build_id;
   uint64_t bias = 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, end) of each PT_LOAD
 };
 
-struct StreamText {
+// A stream's launch count and last landed completion mark.
+struct Stream {
   uint64_t id = 0;
   uint64_t launched = 0;  // launches made on it
   uint64_t landed = 0;    // last completion mark that landed
   bool breadcrumbs = false;
 };
 
-struct ProcessText {
+// Facts about the process that wrote the trace.
+struct Process {
   int pid = 0;
   std::string host;
   std::vector<std::string> argv;
@@ -45,31 +48,31 @@ struct ProcessText {
 };
 
 // Launch-site profile (CDSA_PROFILE=1): launches per (stack, kernel) for the whole run.
-struct ProfileSiteText {
+struct ProfileSite {
   uint32_t stack_id = 0xffffffffu;  // 0xffffffff: the stack was not recorded (table full)
   std::string kernel;
   uint64_t count = 0;
 };
 
-struct ProfileText {
+struct Profile {
   uint32_t capacity = 0;  // (stack, kernel) pairs the table holds
   uint64_t dropped = 0;   // launches not counted because the table was full
-  std::vector<ProfileSiteText> sites;
+  std::vector<ProfileSite> sites;
 };
 
 struct TraceData {
   std::string cdsa_version;
   std::vector<std::pair<std::string, std::string>> config;
-  ProcessText process;
-  std::vector<ModuleText> modules;
-  std::vector<std::pair<uint32_t, StackText>> stacks;  // interned stacks by id
-  std::vector<LaunchText> launches;                    // oldest first
-  std::vector<StreamText> streams;
+  Process process;
+  std::vector<ModuleRecord> modules;
+  std::vector<std::pair<uint32_t, CallStack>> stacks;  // interned stacks by id
+  std::vector<Launch> launches;                        // oldest first
+  std::vector<Stream> streams;
   bool has_fault = false;
   FaultReport report;
   std::string reason;  // "fault" or "exit"
   bool has_profile = false;  // written as "profile" only when set
-  ProfileText profile;
+  Profile profile;
 };
 
 std::string trace_to_json(const TraceData& t);
@@ -85,4 +88,4 @@ std::string expand_trace_pattern(const std::string& pattern, const std::string& 
 bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,
                       std::string* error);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -10,7 +10,7 @@
 
 #include "base/io.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
 using json = nlohmann::json;
@@ -67,7 +67,7 @@ const char* type_name(const json& j) {
 }
 
 // Walks the document; the first problem found is kept in err_ with the path to it.
-class Walker {
+class TraceWalker {
  public:
   std::string err;
 
@@ -193,37 +193,47 @@ class Walker {
     return true;
   }
 
-  bool stack(const json& obj, const std::string& where, const char* key, StackText* out) {
-    const json* s = object(obj, where, key);
-    if (!s) return false;
-    std::string w = at(where, key);
-    const json* py = array(*s, w, "python");
-    const json* nat = py ? array(*s, w, "native") : nullptr;
-    if (!nat) return false;
-    std::string wp = at(w, "python"), wn = at(w, "native");
-    for (size_t i = 0; i < py->size(); ++i) {
-      const json& f = (*py)[i];
-      std::string wf = at(wp, i);
-      PyFrameText t;
-      if (!expect(f, json::value_t::object, wf, "an object") || !str(f, wf, "file", &t.file) ||
-          !str(f, wf, "function", &t.function) || !i32(f, wf, "line", &t.line) || !str(f, wf, "source", &t.source))
-        return false;
-      out->python.push_back(std::move(t));
-    }
-    for (size_t i = 0; i < nat->size(); ++i) {
-      const json& f = (*nat)[i];
-      std::string wf = at(wn, i);
-      NativeFrameText t;
-      if (!expect(f, json::value_t::object, wf, "an object") || !hex(f, wf, "pc", &t.pc) ||
-          !str(f, wf, "module", &t.module) || !hex(f, wf, "module_offset", &t.module_offset) ||
-          !str(f, wf, "function", &t.function) || !str(f, wf, "file", &t.file) || !i32(f, wf, "line", &t.line))
-        return false;
-      out->native.push_back(std::move(t));
+  // KEY: an array of objects. Calls read(element, its path) on each in turn; false at the first that is
+  // not an object or that read refuses.
+  template <class Read>
+  bool objects(const json& obj, const std::string& where, const char* key, Read&& read) {
+    const json* list = array(obj, where, key);
+    if (!list) return false;
+    const std::string wl = at(where, key);
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& e = (*list)[i];
+      const std::string wi = at(wl, i);
+      if (!expect(e, json::value_t::object, wi, "an object") || !read(e, wi)) return false;
     }
     return true;
   }
 
-  bool launch(const json& l, const std::string& w, LaunchText* out) {
+  bool stack(const json& obj, const std::string& where, const char* key, CallStack* out) {
+    const json* s = object(obj, where, key);
+    if (!s) return false;
+    std::string w = at(where, key);
+    if (!array(*s, w, "python") || !array(*s, w, "native")) return false;  // both present before either is read
+    return objects(*s, w, "python",
+                   [&](const json& f, const std::string& wf) {
+                     PyFrame t;
+                     if (!str(f, wf, "file", &t.file) || !str(f, wf, "function", &t.function) ||
+                         !i32(f, wf, "line", &t.line) || !str(f, wf, "source", &t.source))
+                       return false;
+                     out->python.push_back(std::move(t));
+                     return true;
+                   }) &&
+           objects(*s, w, "native", [&](const json& f, const std::string& wf) {
+             ResolvedFrame t;
+             if (!hex(f, wf, "pc", &t.pc) || !str(f, wf, "module", &t.module) ||
+                 !hex(f, wf, "module_offset", &t.module_offset) || !str(f, wf, "function", &t.function) ||
+                 !str(f, wf, "file", &t.file) || !i32(f, wf, "line", &t.line))
+               return false;
+             out->native.push_back(std::move(t));
+             return true;
+           });
+  }
+
+  bool launch(const json& l, const std::string& w, Launch* out) {
     if (!expect(l, json::value_t::object, w, "an object")) return false;
     if (!u64(l, w, "seq", &out->seq) || !u64(l, w, "stream_seq", &out->stream_seq) ||
         !u64(l, w, "stream_id", &out->stream_id) || !u64(l, w, "graph_id", &out->graph_id) ||
@@ -250,20 +260,14 @@ class Walker {
   }
 
   // KEY: an array of {launch, stack} objects (a candidate's graph nodes or autograd forward candidates).
-  bool nodes(const json& obj, const std::string& where, const char* key, std::vector<GraphNodeText>* out) {
-    const json* list = array(obj, where, key);
-    if (!list) return false;
-    const std::string wl = at(where, key);
-    for (size_t k = 0; k < list->size(); ++k) {
-      const json& g = (*list)[k];
-      const std::string wk = at(wl, k);
-      GraphNodeText node;
-      if (!expect(g, json::value_t::object, wk, "an object")) return false;
+  bool nodes(const json& obj, const std::string& where, const char* key, std::vector<LaunchWithStack>* out) {
+    return objects(obj, where, key, [&](const json& g, const std::string& wk) {
+      LaunchWithStack node;
       const json* gl = member(g, wk, "launch");
       if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
       out->push_back(std::move(node));
-    }
-    return true;
+      return true;
+    });
   }
 
   bool report(const json& r, const std::string& w, FaultReport* out) {
@@ -285,14 +289,8 @@ class Walker {
     else
       return fail(at(w, "attribution"),
                   fmt::format("expected exact, ambiguous or unknown, found \"{}\"", attribution.substr(0, 40)));
-    const json* cands = array(r, w, "candidates");
-    if (!cands) return false;
-    std::string wc = at(w, "candidates");
-    for (size_t i = 0; i < cands->size(); ++i) {
-      const json& c = (*cands)[i];
-      std::string wi = at(wc, i);
+    bool candidates_ok = objects(r, w, "candidates", [&](const json& c, const std::string& wi) {
       Candidate cand;
-      if (!expect(c, json::value_t::object, wi, "an object")) return false;
       const json* l = member(c, wi, "launch");
       if (!l || !launch(*l, at(wi, "launch"), &cand.launch) || !stack(c, wi, "stack", &cand.stack) ||
           !u64(c, wi, "pending", &cand.pending) || !str(c, wi, "why", &cand.why))
@@ -303,7 +301,9 @@ class Walker {
       if (c.contains("forward_candidates") && !nodes(c, wi, "forward_candidates", &cand.forward_candidates))
         return false;
       out->candidates.push_back(std::move(cand));
-    }
+      return true;
+    });
+    if (!candidates_ok) return false;
     if (r.contains("hints") && !strings(r, w, "hints", &out->hints)) return false;
     return strings(r, w, "device_messages", &out->device_messages) && strings(r, w, "notes", &out->notes) &&
            str(r, w, "trace_path", &out->trace_path);
@@ -336,7 +336,7 @@ class Walker {
 
     const json* p = object(doc, "", "process");
     if (!p) return false;
-    ProcessText& pr = t->process;
+    Process& pr = t->process;
     if (!i32(*p, "process", "pid", &pr.pid) || !str(*p, "process", "host", &pr.host) ||
         !strings(*p, "process", "argv", &pr.argv) ||
         !u64(*p, "process", "start_time_unix_ns", &pr.start_time_unix_ns) ||
@@ -346,14 +346,9 @@ class Walker {
       return false;
     if (p->contains("runtime_version") && !i32(*p, "process", "runtime_version", &pr.runtime_version)) return false;
 
-    const json* mods = array(doc, "", "modules");
-    if (!mods) return false;
-    for (size_t i = 0; i < mods->size(); ++i) {
-      const json& m = (*mods)[i];
-      std::string w = at("modules", i);
-      ModuleText mt;
-      if (!expect(m, json::value_t::object, w, "an object") || !str(m, w, "path", &mt.path) ||
-          !str(m, w, "build_id", &mt.build_id) || !hex(m, w, "bias", &mt.bias))
+    bool modules_ok = objects(doc, "", "modules", [&](const json& m, const std::string& w) {
+      ModuleRecord mt;
+      if (!str(m, w, "path", &mt.path) || !str(m, w, "build_id", &mt.build_id) || !hex(m, w, "bias", &mt.bias))
         return false;
       const json* ranges = array(m, w, "ranges");
       if (!ranges) return false;
@@ -368,37 +363,33 @@ class Walker {
         mt.ranges.emplace_back(a, b);
       }
       t->modules.push_back(std::move(mt));
-    }
+      return true;
+    });
+    if (!modules_ok) return false;
 
-    const json* stacks = array(doc, "", "stacks");
-    if (!stacks) return false;
-    for (size_t i = 0; i < stacks->size(); ++i) {
-      const json& s = (*stacks)[i];
-      std::string w = at("stacks", i);
+    bool stacks_ok = objects(doc, "", "stacks", [&](const json& s, const std::string& w) {
       uint32_t id = 0;
-      StackText st;
-      if (!expect(s, json::value_t::object, w, "an object") || !u32(s, w, "id", &id) || !stack(s, w, "stack", &st))
-        return false;
+      CallStack st;
+      if (!u32(s, w, "id", &id) || !stack(s, w, "stack", &st)) return false;
       t->stacks.emplace_back(id, std::move(st));
-    }
+      return true;
+    });
+    if (!stacks_ok) return false;
 
-    const json* streams = array(doc, "", "streams");
-    if (!streams) return false;
-    for (size_t i = 0; i < streams->size(); ++i) {
-      const json& s = (*streams)[i];
-      std::string w = at("streams", i);
-      StreamText st;
-      if (!expect(s, json::value_t::object, w, "an object") || !u64(s, w, "id", &st.id) ||
-          !u64(s, w, "launched", &st.launched) || !u64(s, w, "landed", &st.landed) ||
+    bool streams_ok = objects(doc, "", "streams", [&](const json& s, const std::string& w) {
+      Stream st;
+      if (!u64(s, w, "id", &st.id) || !u64(s, w, "launched", &st.launched) || !u64(s, w, "landed", &st.landed) ||
           !boolean(s, w, "breadcrumbs", &st.breadcrumbs))
         return false;
       t->streams.push_back(st);
-    }
+      return true;
+    });
+    if (!streams_ok) return false;
 
     const json* launches = array(doc, "", "launches");
     if (!launches) return false;
     for (size_t i = 0; i < launches->size(); ++i) {
-      LaunchText l;
+      Launch l;
       if (!launch((*launches)[i], at("launches", i), &l)) return false;
       t->launches.push_back(std::move(l));
     }
@@ -410,13 +401,8 @@ class Walker {
       if (!u32(*prof, "profile", "capacity", &t->profile.capacity) ||
           !u64(*prof, "profile", "dropped", &t->profile.dropped))
         return false;
-      const json* sites = array(*prof, "profile", "sites");
-      if (!sites) return false;
-      for (size_t i = 0; i < sites->size(); ++i) {
-        const json& s = (*sites)[i];
-        std::string w = at("profile.sites", i);
-        ProfileSiteText site;
-        if (!expect(s, json::value_t::object, w, "an object")) return false;
+      bool sites_ok = objects(*prof, "profile", "sites", [&](const json& s, const std::string& w) {
+        ProfileSite site;
         const json* sid = member(s, w, "stack_id");
         if (!sid) return false;
         if (!sid->is_null()) {
@@ -426,7 +412,9 @@ class Walker {
         }
         if (!str(s, w, "kernel", &site.kernel) || !u64(s, w, "count", &site.count)) return false;
         t->profile.sites.push_back(std::move(site));
-      }
+        return true;
+      });
+      if (!sites_ok) return false;
     }
 
     const json* rep = member(doc, "", "report");
@@ -485,7 +473,7 @@ bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
           fmt::format("not valid JSON (truncated or corrupted): {}", p == std::string::npos ? what : what.substr(p));
       return false;
     }
-    Walker w;
+    TraceWalker w;
     if (!w.trace(doc, &out->data)) {
       *error = w.err;
       *out = TraceFile{};
@@ -540,4 +528,4 @@ bool read_trace_file(const std::string& path, TraceFile* out, std::string* error
   return parse_trace(text, out, error);
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

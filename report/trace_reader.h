@@ -24,7 +24,7 @@
 
 #include "report/trace.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 constexpr uint64_t kMaxTraceBytes = 1ull << 28;  // 256 MiB
 constexpr int kMaxTraceDepth = 64;
@@ -39,4 +39,4 @@ bool parse_trace(std::string_view text, TraceFile* out, std::string* error);
 // Reads and parses the file at `path` (opened without blocking on FIFOs).
 bool read_trace_file(const std::string& path, TraceFile* out, std::string* error);
 
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -7,7 +7,7 @@
 #include "base/io.h"
 #include "report/trace.h"
 
-namespace cdsa {
+namespace cdsa::report {
 
 std::string json_escape(const std::string& s) {
   std::string out;
@@ -33,7 +33,7 @@ namespace {
 
 std::string hex(uint64_t v) { return fmt::format("\"{:#x}\"", v); }
 
-std::string stack_json(const StackText& st) {
+std::string stack_json(const CallStack& st) {
   std::string out = "{\"python\":[";
   for (size_t i = 0; i < st.python.size(); ++i) {
     const auto& f = st.python[i];
@@ -51,7 +51,7 @@ std::string stack_json(const StackText& st) {
   return out;
 }
 
-std::string launch_json(const LaunchText& l) {
+std::string launch_json(const Launch& l) {
   return fmt::format(
       "{{\"seq\":{},\"stream_seq\":{},\"stream_id\":{},\"graph_id\":{},\"time_ns\":{},\"ctx_id\":{},\"tid\":{},"
       "\"stack_id\":{},\"kernel\":{},\"kind\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"shared_mem\":{},"
@@ -212,4 +212,4 @@ bool write_trace_file(const std::string& path, const std::string& contents, std:
   return false;
 }
 
-}  // namespace cdsa
+}  // namespace cdsa::report

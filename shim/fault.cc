@@ -45,12 +45,12 @@ uint64_t wall_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void write_trace(TraceData& t, std::string* written) {
+void write_trace(report::TraceData& t, std::string* written) {
   written->clear();
   if (g_trace_dir_unusable) return;
   std::string path = trace_path_for_process(g_start_unix_ns);
   std::string error;
-  if (!write_trace_file(path, trace_to_json(t), written, &error)) {
+  if (!report::write_trace_file(path, report::trace_to_json(t), written, &error)) {
     log_line("trace file not written: %s", error.c_str());
     written->clear();
   }
@@ -105,7 +105,7 @@ void exit_probe() {
   if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {
     FaultSnapshot snapshot = take_fault_snapshot(guard);
     ReportBuilder build(guard);
-    TraceData t = build.trace(snapshot, g_start_unix_ns);
+    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
     t.reason = "exit";
     std::string written;
     write_trace(t, &written);
@@ -139,7 +139,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   if (g_reported.exchange(true)) return;
   InCdsa guard;
   const Driver& d = driver();
-  FaultReport rep;
+  report::FaultReport rep;
   rep.code = static_cast<int>(code);
   const char* s = nullptr;
   if (d.GetErrorName && d.GetErrorName(code, &s) == CUDA_SUCCESS && s) rep.error_name = s;
@@ -173,7 +173,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   build.annotate(snapshot, &rep);
 
   if (config().trace != TraceMode::Off) {
-    TraceData t = build.trace(snapshot, g_start_unix_ns);
+    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
     t.reason = "fault";
     t.has_fault = true;
     t.report = rep;  // trace_path stays empty in the file: `cdsa report FILE` knows where it is
@@ -182,9 +182,9 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     rep.trace_path = written;
   }
   if (!config().quiet) {
-    TextOptions opt;
+    report::TextOptions opt;
     opt.native_all = config().native_all;
-    std::string text = format_report_text(rep, opt);
+    std::string text = report::format_report_text(rep, opt);
     write_stderr(text.data(), text.size());
   }
 }

@@ -57,7 +57,7 @@ void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
   g_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool profile_snapshot(ProfileText* out) {
+bool profile_snapshot(report::Profile* out) {
   if (!config().profile) return false;
   static_assert((kProfileCapacity & (kProfileCapacity - 1)) == 0, "capacity must be a power of two");
   out->capacity = kProfileCapacity;
@@ -68,7 +68,7 @@ bool profile_snapshot(ProfileText* out) {
     uint64_t n = s.count.load(std::memory_order_relaxed);
     if (k == 0 || n == 0) continue;
     uint64_t pair = k - 1;
-    ProfileSiteText site;
+    report::ProfileSite site;
     site.stack_id = static_cast<uint32_t>(pair >> 32);
     site.kernel = string_at(static_cast<uint32_t>(pair));
     site.count = n;
@@ -76,7 +76,7 @@ bool profile_snapshot(ProfileText* out) {
   }
   if (uint64_t n = g_unknown_pair.load(std::memory_order_relaxed)) out->sites.push_back({kUnknownStack, "", n});
   std::sort(out->sites.begin(), out->sites.end(),
-            [](const ProfileSiteText& a, const ProfileSiteText& b) { return a.count > b.count; });
+            [](const report::ProfileSite& a, const report::ProfileSite& b) { return a.count > b.count; });
   return true;
 }
 

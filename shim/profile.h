@@ -26,6 +26,6 @@ void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept;
 
 // Fills `out` with every pair counted so far (kernel names resolved), most
 // launches first. False when the profile is off.
-bool profile_snapshot(ProfileText* out);
+bool profile_snapshot(report::Profile* out);
 
 }  // namespace cdsa

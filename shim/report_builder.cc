@@ -62,8 +62,8 @@ int process_rank() {
   return -1;
 }
 
-ProcessText process_text(uint64_t start_unix_ns) {
-  ProcessText p;
+report::Process process_facts(uint64_t start_unix_ns) {
+  report::Process p;
   p.pid = getpid();
   p.host = hostname();
   p.argv = process_argv();
@@ -90,14 +90,14 @@ ProcessText process_text(uint64_t start_unix_ns) {
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
-Attribution attribution_of(Verdict v) {
+report::Attribution attribution_of(Verdict v) {
   switch (v) {
     case Verdict::Exact:
-      return Attribution::Exact;
+      return report::Attribution::Exact;
     case Verdict::Ambiguous:
-      return Attribution::Ambiguous;
+      return report::Attribution::Ambiguous;
     default:
-      return Attribution::Unknown;
+      return report::Attribution::Unknown;
   }
 }
 
@@ -130,8 +130,8 @@ std::string SourceLines::line(const std::string& file, int n) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-LaunchText launch_text(const LaunchRecord& r) {
-  LaunchText l;
+report::Launch report_launch(const LaunchRecord& r) {
+  report::Launch l;
   l.seq = r.seq;
   l.stream_seq = r.stream_seq;
   l.stream_id = r.stream_id;
@@ -153,16 +153,16 @@ LaunchText launch_text(const LaunchRecord& r) {
 }
 
 std::string trace_path_for_process(uint64_t start_unix_ns) {
-  return expand_trace_pattern(config().trace_pattern, hostname(), getpid(), process_rank(),
-                              start_unix_ns / 1000000000ull);
+  return report::expand_trace_pattern(config().trace_pattern, hostname(), getpid(), process_rank(),
+                                      start_unix_ns / 1000000000ull);
 }
 
-StackText ReportBuilder::stack(uint32_t id) {
-  StackText st;
+report::CallStack ReportBuilder::stack(uint32_t id) {
+  report::CallStack st;
   Stack s;
   if (!stack_at(id, &s)) return st;
   for (const auto& f : s.python) {
-    PyFrameText t;
+    report::PyFrame t;
     t.file = string_at(f.file);
     t.function = string_at(f.function);
     t.line = f.line;
@@ -173,31 +173,31 @@ StackText ReportBuilder::stack(uint32_t id) {
   return st;
 }
 
-void ReportBuilder::annotate(const FaultSnapshot& s, FaultReport* rep) {
-  HintContext ctx;
-  for (const auto& r : s.ring) ctx.launches.push_back(launch_text(r));
+void ReportBuilder::annotate(const FaultSnapshot& s, report::FaultReport* rep) {
+  report::HintContext ctx;
+  for (const auto& r : s.ring) ctx.launches.push_back(report_launch(r));
   ctx.launches_complete = s.ring.empty() || s.ring.front().seq == 1;
   ctx.argv = process_argv();
-  std::map<uint32_t, StackText> stacks;
-  add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const StackText* {
+  std::map<uint32_t, report::CallStack> stacks;
+  report::add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const report::CallStack* {
     auto it = stacks.find(id);
     if (it == stacks.end()) it = stacks.emplace(id, stack(id)).first;
     return &it->second;
   });
-  add_hints(*rep, ctx);
+  report::add_hints(*rep, ctx);
 }
 
-void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, FaultReport* rep) {
+void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, report::FaultReport* rep) {
   for (const auto& d : s.asserts) rep->device_messages.push_back(d.message);
   rep->attribution = attribution_of(a.verdict);
   if (a.unmarked_streams_pending)
     rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");
   for (const auto& c : a.candidates) {
-    Candidate out;
+    report::Candidate out;
     out.pending = c.pending;
     if (c.ring_index >= 0) {
       const LaunchRecord& r = s.ring[static_cast<size_t>(c.ring_index)];
-      out.launch = launch_text(r);
+      out.launch = report_launch(r);
       out.stack = stack(r.stack_id);
     } else {
       out.launch.stream_id = c.stream_id;
@@ -208,8 +208,8 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
     }
     out.why = why_text(s, c);
     for (size_t i : c.graph_nodes) {
-      GraphNodeText g;
-      g.launch = launch_text(s.graph_nodes[i]);
+      report::LaunchWithStack g;
+      g.launch = report_launch(s.graph_nodes[i]);
       g.stack = stack(s.graph_nodes[i].stack_id);
       out.graph_nodes.push_back(std::move(g));
     }
@@ -224,11 +224,11 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
 }
 
-TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_unix_ns) {
-  TraceData t;
+report::TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_unix_ns) {
+  report::TraceData t;
   t.cdsa_version = CDSA_VERSION;
   t.config = config_text();
-  t.process = process_text(start_unix_ns);
+  t.process = process_facts(start_unix_ns);
   t.modules = sym_.modules();
   std::vector<uint32_t> ids;
   for (const auto& r : s.ring)
@@ -239,7 +239,7 @@ TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_unix_ns) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   for (uint32_t id : ids) t.stacks.emplace_back(id, stack(id));
-  for (const auto& r : s.ring) t.launches.push_back(launch_text(r));
+  for (const auto& r : s.ring) t.launches.push_back(report_launch(r));
   for (const auto& v : s.streams) t.streams.push_back({v.id, v.launched, v.landed, v.marks});
   return t;
 }

@@ -1,6 +1,6 @@
 // The report model from records: turns a FaultSnapshot and its attribution
-// into the FaultReport's candidates, reasons and notes (worded here, and only
-// here), and into the trace file's TraceData (process facts, configuration,
+// into the report::FaultReport's candidates, reasons and notes (worded here, and only
+// here), and into the trace file's report::TraceData (process facts, configuration,
 // symbolized stacks, launches, streams).
 //
 // Contract: report path only: allocates, reads source files and /proc,
@@ -12,7 +12,7 @@
 //   FaultSnapshot snap = take_fault_snapshot(guard);
 //   ReportBuilder build(guard);
 //   build.add_attribution(snap, attribute(snap), &report);
-//   TraceData trace = build.trace(snap, start_unix_ns);
+//   report::TraceData trace = build.trace(snap, start_unix_ns);
 #pragma once
 
 #include <cstdint>
@@ -42,21 +42,22 @@ class ReportBuilder {
  public:
   explicit ReportBuilder(const InCdsa&) {}
   // An interned stack: Python frames with their source lines, native frames symbolized.
-  StackText stack(uint32_t stack_id);
+  report::CallStack stack(uint32_t stack_id);
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
-  void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, FaultReport* rep);
+  void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, report::FaultReport* rep);
   // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
   // (report/hints.h).
-  void annotate(const FaultSnapshot& snapshot, FaultReport* rep);
+  void annotate(const FaultSnapshot& snapshot, report::FaultReport* rep);
   // Everything the trace file holds but the report (the caller sets reason, has_fault and report).
-  TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
+  report::TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
 
  private:
   SourceLines src_;
   ReportSymbolizer sym_;
 };
 
-LaunchText launch_text(const LaunchRecord& r);
+// A ring record as the report and the trace keep it (kernel name demangled, kind spelled out).
+report::Launch report_launch(const LaunchRecord& r);
 // Where this process's trace file goes (CDSA_TRACE_FILE expanded).
 std::string trace_path_for_process(uint64_t start_unix_ns);
 

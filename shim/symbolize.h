@@ -1,4 +1,4 @@
-// Live symbolization for the report: raw return addresses -> NativeFrameText,
+// Live symbolization for the report: raw return addresses -> report::ResolvedFrame,
 // and the module map for the trace file. A thin adapter over symbolizer/.
 //
 // Contract: report path only (allocates, may read files, loads libdw on first
@@ -17,11 +17,11 @@ namespace cdsa {
 class ReportSymbolizer {
  public:
   // Return addresses, innermost first (as recorded): looked up at pc - 1.
-  std::vector<NativeFrameText> symbolize(const std::vector<uintptr_t>& return_addresses);
-  std::vector<ModuleText> modules();
+  std::vector<report::ResolvedFrame> symbolize(const std::vector<uintptr_t>& return_addresses);
+  std::vector<report::ModuleRecord> modules();
 
  private:
-  std::unordered_map<uintptr_t, NativeFrameText> cache_;
+  std::unordered_map<uintptr_t, report::ResolvedFrame> cache_;
 };
 
 }  // namespace cdsa

@@ -4,7 +4,7 @@
 
 #include "report/frames.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
 symbolizer::NativeFrame frame(std::vector<symbolizer::InlinedFrame> inlined) {
@@ -20,7 +20,7 @@ symbolizer::NativeFrame frame(std::vector<symbolizer::InlinedFrame> inlined) {
 }
 
 TEST(Frames, InlinedCodeShowsTheInnermostFunctionsLine) {
-  NativeFrameText t = frame_text(0x401235, frame({{"check_target", "Loss.cuh", 250}, {"outer", "Loss.cu", 118}}));
+  ResolvedFrame t = resolved_frame(0x401235, frame({{"check_target", "Loss.cuh", 250}, {"outer", "Loss.cu", 118}}));
   EXPECT_EQ(t.pc, 0x401235u);
   EXPECT_EQ(t.function, "nll_loss_forward");  // the out-of-line function
   EXPECT_EQ(t.file, "Loss.cuh");
@@ -30,7 +30,7 @@ TEST(Frames, InlinedCodeShowsTheInnermostFunctionsLine) {
 }
 
 TEST(Frames, WithoutInliningThePcsOwnLine) {
-  NativeFrameText t = frame_text(0x401235, frame({}));
+  ResolvedFrame t = resolved_frame(0x401235, frame({}));
   EXPECT_EQ(t.file, "Loss.cu");
   EXPECT_EQ(t.line, 120);
 }
@@ -41,13 +41,13 @@ TEST(Frames, ModuleRoundTripKeepsWhatTheTraceRecords) {
   m.bias = 0x7f0000000000;
   m.build_id = "abcdef";
   m.segments = {{0x7f0000000000, 0x7f0000001000, 0, 5}, {0x7f0000002000, 0x7f0000003000, 0x2000, 6}};
-  ModuleText t = module_text(m);
+  ModuleRecord t = module_record(m);
   EXPECT_EQ(t.path, m.path);
   EXPECT_EQ(t.bias, m.bias);
   EXPECT_EQ(t.build_id, "abcdef");
   ASSERT_EQ(t.ranges.size(), 2u);
   EXPECT_EQ(t.ranges[1], std::make_pair(uint64_t{0x7f0000002000}, uint64_t{0x7f0000003000}));
-  symbolizer::Module back = module_from_text(t);
+  symbolizer::Module back = module_from_record(t);
   EXPECT_EQ(back.path, m.path);
   EXPECT_EQ(back.bias, m.bias);
   EXPECT_EQ(back.build_id, m.build_id);
@@ -57,4 +57,4 @@ TEST(Frames, ModuleRoundTripKeepsWhatTheTraceRecords) {
 }
 
 }  // namespace
-}  // namespace cdsa
+}  // namespace cdsa::report

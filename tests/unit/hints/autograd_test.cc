@@ -7,45 +7,50 @@
 #include "report/autograd.h"
 #include "report/trace.h"
 #include "report/trace_reader.h"
+#include "report_fixtures.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
-NativeFrameText nf(const std::string& function) {
-  NativeFrameText f;
+using fixtures::exact_report;
+using fixtures::expect_each;
+using fixtures::kernel_launch;
+
+ResolvedFrame nf(const std::string& function) {
+  ResolvedFrame f;
   f.function = function;
   f.module = "/x/libtorch_cuda.so";
   return f;
 }
 
 TEST(Autograd, NamesTheNodeFromItsNativeFrames) {
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel"), nf("at::native::embedding_dense_backward_cuda(at::Tensor const&)"),
                nf("torch::autograd::generated::EmbeddingBackward0::apply(std::vector<at::Tensor, "
                   "std::allocator<at::Tensor> >&&)"),
                nf("torch::autograd::Node::operator()(std::vector<at::Tensor>&&)"),
                nf("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)")};
   EXPECT_EQ(autograd_node_of(st), "EmbeddingBackward0");
-  StackText forward;
+  CallStack forward;
   forward.native = {nf("cuLaunchKernel"), nf("at::native::embedding(at::Tensor const&, at::Tensor const&)")};
   EXPECT_EQ(autograd_node_of(forward), "");
-  StackText other;
+  CallStack other;
   other.native = {nf("torch::autograd::Engine::apply"), nf("MyBackwardHelper::apply")};  // not "<Name>Backward<N>"
   EXPECT_EQ(autograd_node_of(other), "");
 }
 
 TEST(Autograd, TheForwardOperatorOfANode) {
-  EXPECT_EQ(forward_op_of("EmbeddingBackward0"), "embedding");
-  EXPECT_EQ(forward_op_of("NllLossBackward0"), "nll_loss");
-  EXPECT_EQ(forward_op_of("IndexSelectBackward0"), "index_select");
-  EXPECT_EQ(forward_op_of("NllLoss2DBackward0"), "nll_loss2d");
-  EXPECT_EQ(forward_op_of("LogSoftmaxBackward1"), "log_softmax");
-  EXPECT_EQ(forward_op_of("Embedding"), "");
+  expect_each(forward_op_of, {{"EmbeddingBackward0", "embedding"},
+                              {"NllLossBackward0", "nll_loss"},
+                              {"IndexSelectBackward0", "index_select"},
+                              {"NllLoss2DBackward0", "nll_loss2d"},
+                              {"LogSoftmaxBackward1", "log_softmax"},
+                              {"Embedding", ""}});
 }
 
 TEST(Autograd, AForwardLaunchNamesTheOperatorAsAnIdentifier) {
-  LaunchText l;
-  StackText st;
+  Launch l;
+  CallStack st;
   st.native = {nf("at::native::embedding(at::Tensor const&, at::Tensor const&)")};
   EXPECT_TRUE(launch_runs_op(l, st, "embedding"));
   st.native = {nf("at::native::embedding_dense_backward_cuda(at::Tensor const&)")};
@@ -64,8 +69,8 @@ TEST(Autograd, AForwardLaunchNamesTheOperatorAsAnIdentifier) {
 
 struct Sample {
   FaultReport report;
-  std::vector<LaunchText> launches;
-  std::map<uint32_t, StackText> stacks;
+  std::vector<Launch> launches;
+  std::map<uint32_t, CallStack> stacks;
 };
 
 // seq 1, 3: embedding forward launches from two Python lines; 2: another op; 4: embedding again from the
@@ -73,8 +78,8 @@ struct Sample {
 Sample sample() {
   Sample s;
   auto py_stack = [](int line, const char* native) {
-    StackText st;
-    PyFrameText p;
+    CallStack st;
+    PyFrame p;
     p.file = "train.py";
     p.function = "forward";
     p.line = line;
@@ -88,25 +93,19 @@ Sample sample() {
   s.stacks[13].native = {nf("torch::autograd::generated::EmbeddingBackward0::apply(std::vector<at::Tensor>&&)")};
   uint32_t ids[] = {10, 11, 12, 10, 13, 12};
   for (uint64_t seq = 1; seq <= 6; ++seq) {
-    LaunchText l;
-    l.seq = seq;
-    l.kind = "kernel";
-    l.kernel = seq == 5 ? "embedding_backward_kernel" : "indexSelectSmallIndex";
+    Launch l = kernel_launch(seq, seq == 5 ? "embedding_backward_kernel" : "indexSelectSmallIndex");
     l.stack_id = ids[seq - 1];
     s.launches.push_back(l);
   }
-  Candidate c;
-  c.launch = s.launches[4];
-  c.stack = s.stacks[13];
-  s.report.code = 700;
-  s.report.attribution = Attribution::Exact;
-  s.report.candidates.push_back(c);
+  s.report = exact_report(700, "embedding_backward_kernel", 5);
+  s.report.candidates[0].launch = s.launches[4];
+  s.report.candidates[0].stack = s.stacks[13];
   return s;
 }
 
 TEST(Autograd, ListsTheMostRecentForwardLaunchesBeforeTheFailingOneAsCandidates) {
   Sample s = sample();
-  add_autograd_candidates(s.report, s.launches, [&](uint32_t id) -> const StackText* {
+  add_autograd_candidates(s.report, s.launches, [&](uint32_t id) -> const CallStack* {
     auto it = s.stacks.find(id);
     return it == s.stacks.end() ? nullptr : &it->second;
   });
@@ -138,7 +137,7 @@ TEST(Autograd, ListsTheMostRecentForwardLaunchesBeforeTheFailingOneAsCandidates)
 
 TEST(Autograd, ALaunchWithPythonFramesIsLeftAlone) {
   Sample s = sample();
-  s.report.candidates[0].stack.python.push_back(PyFrameText{"train.py", "backward_hook", 3, ""});
+  s.report.candidates[0].stack.python.push_back(PyFrame{"train.py", "backward_hook", 3, ""});
   add_autograd_candidates(s.report, s.launches, [&](uint32_t id) { return &s.stacks[id]; });
   EXPECT_EQ(s.report.candidates[0].autograd_node, "");
   EXPECT_TRUE(s.report.candidates[0].forward_candidates.empty());
@@ -146,11 +145,11 @@ TEST(Autograd, ALaunchWithPythonFramesIsLeftAlone) {
 
 TEST(Autograd, NoForwardLaunchRecordedSaysSo) {
   Sample s = sample();
-  add_autograd_candidates(s.report, s.launches, [&](uint32_t) -> const StackText* { return nullptr; });
+  add_autograd_candidates(s.report, s.launches, [&](uint32_t) -> const CallStack* { return nullptr; });
   EXPECT_EQ(s.report.candidates[0].autograd_node, "EmbeddingBackward0");
   EXPECT_TRUE(s.report.candidates[0].forward_candidates.empty());
   EXPECT_NE(format_report_text(s.report).find("No recent forward launch of that operator"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace cdsa
+}  // namespace cdsa::report

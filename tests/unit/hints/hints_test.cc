@@ -6,9 +6,14 @@
 
 #include "report/hints.h"
 #include "report/trace.h"
+#include "report_fixtures.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
+
+using fixtures::exact_report;
+using fixtures::expect_each;
+using fixtures::kernel_launch;
 
 // As the device printed them (PyTorch 2.x; the seed's lines and others seen in the wild).
 const char* kNll =
@@ -98,18 +103,6 @@ TEST(Hints, EveryRowIsCompleteAndReachableByItsOwnKeys) {
   }
 }
 
-FaultReport exact_report(int code, const std::string& kernel, uint64_t seq) {
-  FaultReport r;
-  r.code = code;
-  r.attribution = Attribution::Exact;
-  Candidate c;
-  c.launch.kernel = kernel;
-  c.launch.kind = "kernel";
-  c.launch.seq = seq;
-  r.candidates.push_back(c);
-  return r;
-}
-
 TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat) {
   FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
   r.device_messages = {kNll};
@@ -135,15 +128,9 @@ TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat)
 
 TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) {
   HintContext ctx;
-  auto launch = [](uint64_t seq, const char* kernel) {
-    LaunchText l;
-    l.seq = seq;
-    l.kernel = kernel;
-    l.kind = "kernel";
-    return l;
-  };
-  ctx.launches = {launch(1, "fill_f32"),        launch(2, "illegal_address"), launch(3, "fill_f32"),
-                  launch(4, "illegal_address"), launch(5, "illegal_address"), launch(6, "illegal_address")};
+  ctx.launches = {kernel_launch(1, "fill_f32"),        kernel_launch(2, "illegal_address"),
+                  kernel_launch(3, "fill_f32"),        kernel_launch(4, "illegal_address"),
+                  kernel_launch(5, "illegal_address"), kernel_launch(6, "illegal_address")};
   ctx.launches[2].captured = true;
   ctx.launches_complete = true;
   ctx.argv = {"/usr/bin/python3", "train.py", "--data", "my file.txt"};
@@ -180,23 +167,17 @@ TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) 
 // The report prints demangled names; compute-sanitizer's kns= matches a substring of the mangled one
 // (_Z14illegal_kernelPi): the filter is the bare identifier, which both contain.
 TEST(Hints, TheSanitizerFilterIsTheKernelsIdentifier) {
-  EXPECT_EQ(kernel_identifier("illegal_kernel(int*)"), "illegal_kernel");
-  EXPECT_EQ(
-      kernel_identifier("void at::native::(anonymous namespace)::nll_loss_kernel<float, long>(float*, long const*)"),
-      "nll_loss_kernel");
-  EXPECT_EQ(kernel_identifier("at::native::vectorized_elementwise_kernel"), "vectorized_elementwise_kernel");
-  EXPECT_EQ(kernel_identifier("_Z14illegal_kernelPi"), "_Z14illegal_kernelPi");
-  EXPECT_EQ(kernel_identifier("illegal_address"), "illegal_address");
+  expect_each(
+      kernel_identifier,
+      {{"illegal_kernel(int*)", "illegal_kernel"},
+       {"void at::native::(anonymous namespace)::nll_loss_kernel<float, long>(float*, long const*)", "nll_loss_kernel"},
+       {"at::native::vectorized_elementwise_kernel", "vectorized_elementwise_kernel"},
+       {"_Z14illegal_kernelPi", "_Z14illegal_kernelPi"},
+       {"illegal_address", "illegal_address"}});
 
   HintContext ctx;
-  auto launch = [](uint64_t seq, const char* kernel) {
-    LaunchText l;
-    l.seq = seq;
-    l.kernel = kernel;
-    l.kind = "kernel";
-    return l;
-  };
-  ctx.launches = {launch(1, "illegal_kernel(int*)"), launch(2, "fill(float*)"), launch(3, "illegal_kernel(int*)")};
+  ctx.launches = {kernel_launch(1, "illegal_kernel(int*)"), kernel_launch(2, "fill(float*)"),
+                  kernel_launch(3, "illegal_kernel(int*)")};
   ctx.launches_complete = true;
   ctx.argv = {"./prog"};
   FaultReport r = exact_report(700, "illegal_kernel(int*)", 3);
@@ -225,4 +206,4 @@ TEST(Hints, TheReportPrintsThemAndTheTraceKeepsThem) {
 }
 
 }  // namespace
-}  // namespace cdsa
+}  // namespace cdsa::report

@@ -8,19 +8,19 @@
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
-NativeFrameText nf(const std::string& function, const std::string& module) {
-  NativeFrameText f;
+ResolvedFrame nf(const std::string& function, const std::string& module) {
+  ResolvedFrame f;
   f.function = function;
   f.module = module;
   f.pc = 0x1000;
   return f;
 }
 
-PyFrameText pf(const std::string& function, int line) {
-  PyFrameText f;
+PyFrame pf(const std::string& function, int line) {
+  PyFrame f;
   f.file = "train.py";
   f.function = function;
   f.line = line;
@@ -31,8 +31,8 @@ const char* kPy = "/usr/lib/libpython3.11.so.1.0";
 const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 
 // Innermost first, as recorded: the launch from a binding called through ctypes from Python 3.11.
-StackText ctypes_stack(bool with_binding) {
-  StackText st;
+CallStack ctypes_stack(bool with_binding) {
+  CallStack st;
   st.native = {nf("cdsa::wrapped_cuLaunchKernel", "/opt/cdsa/lib/libcdsa.so")};
   if (with_binding) st.native.push_back(nf("at::native::embedding(at::Tensor const&)", "/x/libtorch_cuda.so"));
   for (auto f :
@@ -54,7 +54,7 @@ std::vector<std::string> names(const HybridStack& h) {
 }
 
 TEST(HybridStack, PythonFramesTakeTheInterpretersPlaceAndTheInnermostNativePartStays) {
-  StackText st = ctypes_stack(true);
+  CallStack st = ctypes_stack(true);
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_TRUE(h.merged);
   EXPECT_EQ(names(h), (std::vector<std::string>{"py:<module>", "py:compute_loss", "py:launch",
@@ -63,7 +63,7 @@ TEST(HybridStack, PythonFramesTakeTheInterpretersPlaceAndTheInnermostNativePartS
 }
 
 TEST(HybridStack, NativeAllShowsEveryFrameButCdsasOwnInPlace) {
-  StackText st = ctypes_stack(true);
+  CallStack st = ctypes_stack(true);
   HybridStack h = build_hybrid_stack(st, true);
   EXPECT_TRUE(h.merged);
   EXPECT_EQ(h.folded, 0u);
@@ -82,7 +82,7 @@ TEST(HybridStack, NativeAllShowsEveryFrameButCdsasOwnInPlace) {
 
 TEST(HybridStack, FramesBetweenTwoInterpreterRunsArePlacedWhenEachRunsOnePythonFrame) {
   // Python -> C extension (shown) -> Python callback -> launch.
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
                nf("_PyEval_EvalFrameDefault", kPy),
                nf("_PyFunction_Vectorcall", kPy),
@@ -100,7 +100,7 @@ TEST(HybridStack, FramesBetweenTwoInterpreterRunsArePlacedWhenEachRunsOnePythonF
 TEST(HybridStack, AnUnknownSplitAroundAShownFrameFallsBackToTwoLists) {
   // Two interpreter runs, three Python frames, and a frame worth showing between the runs: which run holds
   // the middle Python frame is not recorded, so the view does not guess.
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy),
                nf("torch::autograd::THPFunction_apply", "/x/libtorch_python.so"), nf("_PyEval_EvalFrameDefault", kPy),
                nf("_start", "/usr/bin/python3.11")};
@@ -114,7 +114,7 @@ TEST(HybridStack, AnUnknownSplitAroundAShownFrameFallsBackToTwoLists) {
 }
 
 TEST(HybridStack, AnUnknownSplitOverOnlyMachineryMergesFoldedButNotUnfolded) {
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy), nf("slot_tp_call", kPy),
                nf("_PyObject_Call", kPy), nf("_PyEval_EvalFrameDefault", kPy)};
   st.python = {pf("forward", 30), pf("_call_impl", 20), pf("train", 9), pf("<module>", 5)};
@@ -127,7 +127,7 @@ TEST(HybridStack, AnUnknownSplitOverOnlyMachineryMergesFoldedButNotUnfolded) {
 }
 
 TEST(HybridStack, AStrippedInterpreterPairsByItsModule) {
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("", "/usr/bin/python3.11"), nf("", "/usr/bin/python3.11"),
                nf("", "/usr/bin/python3.11")};
   st.python = {pf("f", 3), pf("<module>", 9)};
@@ -139,7 +139,7 @@ TEST(HybridStack, AStrippedInterpreterPairsByItsModule) {
 
 TEST(HybridStack, ANativeStackCutBeforeTheInterpreterRanBelowThePythonFrames) {
   // The depth limit stopped the walk inside the op: no interpreter frame, no process start.
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
                nf("at::native::nll_loss_forward_out_cuda", "/x/libtorch_cuda.so"),
                nf("at::_ops::nll_loss_forward::call", "/x/libtorch_cpu.so")};
@@ -157,7 +157,7 @@ TEST(HybridStack, ANativeStackCutBeforeTheInterpreterRanBelowThePythonFrames) {
 }
 
 TEST(HybridStack, MoreInterpreterRunsThanPythonFramesDoesNotPair) {
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy),
                nf("_PyEval_EvalFrameDefault", kPy)};
   st.python = {pf("f", 3)};  // the Python depth limit cut the rest
@@ -165,7 +165,7 @@ TEST(HybridStack, MoreInterpreterRunsThanPythonFramesDoesNotPair) {
 }
 
 TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsWholeNativeList) {
-  StackText st;
+  CallStack st;
   st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("wrapper", "/opt/cdsa/lib/libcdsa.so"),
                nf("torch::autograd::generated::EmbeddingBackward0::apply", "/x/libtorch_cpu.so"),
                nf("start_thread", kLibc), nf("__clone3", kLibc)};
@@ -177,7 +177,7 @@ TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsWholeNativeList) {
                                                 "native:cuLaunchKernel"}));
   EXPECT_EQ(h.folded, 0u);
   // A Python thread whose frames could not be read: its interpreter frames are all that is left, so they stay.
-  StackText py;
+  CallStack py;
   py.native = {nf("_PyObject_MakeTpCall", "/usr/lib/libpython3.10.so.1.0"),
                nf("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.10.so.1.0")};
   EXPECT_EQ(build_hybrid_stack(py, false).entries.size(), 2u);
@@ -234,4 +234,4 @@ TEST(HybridStackText, AFailedPairingSaysSoAndListsBoth) {
 }
 
 }  // namespace
-}  // namespace cdsa
+}  // namespace cdsa::report

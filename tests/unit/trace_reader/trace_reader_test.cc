@@ -13,11 +13,11 @@
 #include "report/trace.h"
 #include "report/trace_reader.h"
 
-namespace cdsa {
+namespace cdsa::report {
 namespace {
 
-StackText sample_stack(int salt) {
-  StackText s;
+CallStack sample_stack(int salt) {
+  CallStack s;
   s.python.push_back({"/src/train.py", "Model.forward", 42 + salt, "loss = crit(out, \"tgt\")\t# \\ done"});
   s.python.push_back({"<string>", "<module>", 1, ""});
   s.native.push_back({0x7fffffffffffull + static_cast<uint64_t>(salt), "/usr/lib/libtorch_cuda.so", 0x1a2b3c,
@@ -26,8 +26,8 @@ StackText sample_stack(int salt) {
   return s;
 }
 
-LaunchText sample_launch(uint64_t seq) {
-  LaunchText l;
+Launch sample_launch(uint64_t seq) {
+  Launch l;
   l.seq = seq;
   l.stream_seq = seq * 2;
   l.stream_id = (1ull << 63) | 0x55550000ull;
@@ -58,7 +58,7 @@ TraceData sample_trace() {
                        {{0x55d74942f000ull, 0x55d74942f760ull}, {0x55d749430000ull, 0x55d749430155ull}}});
   t.modules.push_back({"linux-vdso.so.1", "", 0, {}});
   t.stacks.emplace_back(3, sample_stack(1));
-  t.stacks.emplace_back(9, StackText{});
+  t.stacks.emplace_back(9, CallStack{});
   t.launches = {sample_launch(1), sample_launch(2)};
   t.streams.push_back({1, 10, 9, true});
   t.streams.push_back({(1ull << 63) | 5, 0, 0, false});
@@ -260,4 +260,4 @@ TEST(TraceReader, FuzzCorpusIsAnswered) {
 }
 
 }  // namespace
-}  // namespace cdsa
+}  // namespace cdsa::report
