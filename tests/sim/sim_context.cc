@@ -128,6 +128,8 @@ CUresult context_arg(CUcontext& ctx) {
 
 CUresult ctx_synchronize() { return synchronize_all(); }
 
+CUresult device_arg(CUdevice dev) { return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+
 }  // namespace sim
 
 using namespace sim;
@@ -135,21 +137,10 @@ using namespace sim;
 // ---- device
 
 SIM_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
-  return CUDA_SUCCESS;
+  return answer(device, 0, ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE);
 }
 
-SIM_API CUresult cuDeviceGetCount(int* count) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuDeviceGetCount(int* count) { return answer(count, 1); }
 
 SIM_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   CUresult r = enter();
@@ -161,36 +152,26 @@ SIM_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 SIM_API CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (attrib < CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
-    return CUDA_ERROR_INVALID_VALUE;
-  *pi = attribute_value(attrib);
-  return CUDA_SUCCESS;
+  bool known = attrib >= CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK && attrib < CU_DEVICE_ATTRIBUTE_MAX;
+  return answer(pi, attribute_value(attrib),
+                dev != 0 ? CUDA_ERROR_INVALID_DEVICE
+                : known  ? CUDA_SUCCESS
+                         : CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = size_t{80} << 30;
-  return CUDA_SUCCESS;
+  return answer(bytes, size_t{80} << 30, device_arg(dev));
 }
 
 // ---- context
 
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  Lock lk(S().mu);
-  ++S().primary_refs;
-  *pctx = &S().primary;
-  return CUDA_SUCCESS;
+  CUresult r = answer(pctx, &S().primary, device_arg(dev));
+  if (r == CUDA_SUCCESS) {
+    Lock lk(S().mu);
+    ++S().primary_refs;
+  }
+  return r;
 }
 
 namespace {
@@ -238,13 +219,7 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = t_current;
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuCtxGetCurrent(CUcontext* pctx) { return answer(pctx, t_current); }
 
 namespace {
 constexpr int kCtxStackDepth = 16;
@@ -278,32 +253,11 @@ SIM_API CUresult cuCtxPushCurrent(CUcontext ctx) { return ctx_push(ctx); }
 SIM_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) { return ctx_pop(pctx); }
 SIM_API CUresult cuCtxPopCurrent(CUcontext* pctx) { return ctx_pop(pctx); }
 
-SIM_API CUresult cuCtxGetDevice(CUdevice* device) {
-  CUresult r = enter_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *device = 0;
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuCtxGetDevice(CUdevice* device) { return answer(device, 0, CUDA_SUCCESS, enter_ctx); }
 
-SIM_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if ((r = context_arg(ctx)) != CUDA_SUCCESS) return r;
-  *device = 0;
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) { return answer(device, 0, context_arg(ctx)); }
 
-SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (ctxId == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ctx == nullptr) ctx = t_current;
-  if (ctx == nullptr || ctx != &S().primary) return CUDA_ERROR_INVALID_CONTEXT;
-  *ctxId = 1;
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) { return answer(ctxId, 1, context_arg(ctx)); }
 
 SIM_API CUresult cuCtxSynchronize(void) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;

@@ -22,10 +22,9 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
   GraphData* into = nullptr;
   if (target != nullptr) {
-    auto it = g.graphs.find(target);
-    if (it == g.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+    into = find_locked(&Sim::graphs, target);
+    if (into == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (num_dependencies != 0) return CUDA_ERROR_INVALID_VALUE;  // the sim's graphs hand out no node handles
-    into = it->second.get();
   }
   if (s->kind == Stream::Legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
@@ -94,9 +93,7 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
       } else if (target != nullptr) {  // captured into an existing graph: that graph
         *out = target;
       } else {
-        auto key = reinterpret_cast<CUgraph>(fresh.get());
-        g.graphs.emplace(key, std::move(fresh));
-        *out = key;
+        *out = adopt_locked(&Sim::graphs, std::move(fresh));
       }
     }
   }
@@ -107,13 +104,12 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
 CUresult graph_launch(CUgraphExec x, CUstream h, bool ptsz) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto e = g.execs.find(x);
-  if (e == g.execs.end()) return CUDA_ERROR_INVALID_HANDLE;
+  Lock lk(S().mu);
+  const GraphExec* e = find_locked(&Sim::execs, x);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  for (const Item& node : e->second->nodes) {
+  for (const Item& node : e->nodes) {
     Item copy = node;
     if ((r = submit_locked(*s, std::move(copy))) != CUDA_SUCCESS) return r;
   }
@@ -124,20 +120,15 @@ CUresult graph_instantiate(CUgraphExec* out, CUgraph graph) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto it = g.graphs.find(graph);
-  if (it == g.graphs.end()) return CUDA_ERROR_INVALID_HANDLE;
-  if (it->second->captured_to_graph) {
+  Lock lk(S().mu);
+  const GraphData* gd = find_locked(&Sim::graphs, graph);
+  if (gd == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (gd->captured_to_graph) {
     // As the real driver treats a conditional node's body: no memory-operation nodes.
-    for (const Item& node : it->second->nodes)
+    for (const Item& node : gd->nodes)
       if (node.kind == Item::Write32 || node.kind == Item::Write64) return CUDA_ERROR_NOT_SUPPORTED;
   }
-  auto x = std::make_unique<GraphExec>();
-  x->nodes = it->second->nodes;
-  auto key = reinterpret_cast<CUgraphExec>(x.get());
-  g.execs.emplace(key, std::move(x));
-  *out = key;
+  *out = adopt_locked(&Sim::execs, std::make_unique<GraphExec>(GraphExec{gd->nodes}));
   return CUDA_SUCCESS;
 }
 
@@ -180,12 +171,7 @@ SIM_API CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
   if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  Lock lk(S().mu);
-  auto gd = std::make_unique<GraphData>();
-  auto key = reinterpret_cast<CUgraph>(gd.get());
-  S().graphs.emplace(key, std::move(gd));
-  *phGraph = key;
-  return CUDA_SUCCESS;
+  return create_handle(&Sim::graphs, phGraph);
 }
 
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {

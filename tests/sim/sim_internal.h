@@ -45,6 +45,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -127,7 +128,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   std::unique_ptr<GraphData> capture_owned;  // a new graph (cuStreamBeginCapture), else null
   CUgraph capture_target = nullptr;          // the existing graph (cuStreamBeginCaptureToGraph)
 
-  Stream(Kind k, uint64_t i) : kind(k), id(i) {}
+  Stream(Kind k, uint64_t i, unsigned f = 0) : kind(k), id(i), flags(f) {}
 };
 
 struct Event {
@@ -137,25 +138,27 @@ struct Event {
 };
 
 struct Function {
+  Function(const KernelDesc* kd, std::string n) : k(kd), name(std::move(n)) {}
   const KernelDesc* k;
   std::string name;
-};
-
-struct Module {
-  std::unordered_map<std::string, std::unique_ptr<Function>> functions;
 };
 
 // A CUkernel (cuLibraryGetKernel): its own handle kind, not a CUfunction.
 // cuLaunchKernel[Ex] accept it cast to CUfunction, as cudart 12+/13 pass it.
 struct Kernel {
+  Kernel(const KernelDesc* kd, std::string n) : k(kd), name(std::move(n)) {}
   const KernelDesc* k;
   std::string name;
   std::unique_ptr<Function> function;  // cuKernelGetFunction's, made on first use
 };
 
-struct Library {
-  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;
+// A loaded image: a module (its CUfunctions) or a library (its CUkernels), by name, each made on first request.
+template <class Named>
+struct Image {
+  std::unordered_map<std::string, std::unique_ptr<Named>> by_name;
 };
+using Module = Image<Function>;
+using Library = Image<Kernel>;
 
 struct GraphExec {
   std::vector<Item> nodes;
@@ -205,6 +208,45 @@ CUresult enter();             // initialised, then sticky
 CUresult enter_ctx();         // enter(), then a current context
 CUresult finish(CUresult r);  // cleanup calls: sticky over r
 
+// The object behind `handle` in `table` (the caller holds S().mu), or null: the caller answers
+// CUDA_ERROR_INVALID_HANDLE (or what its contract says).
+template <class Map>
+typename Map::mapped_type::element_type* find_locked(Map Sim::*table, typename Map::key_type handle) {
+  auto it = (S().*table).find(handle);
+  return it == (S().*table).end() ? nullptr : it->second.get();
+}
+
+// The cu*Create calls, after their argument checks: the new object goes into `table` under its own address, which is
+// the handle returned. adopt_locked: the caller holds S().mu; create_handle takes it and calls `make` under it.
+template <class Map, class Ptr>
+typename Map::key_type adopt_locked(Map Sim::*table, Ptr object) {
+  auto handle = reinterpret_cast<typename Map::key_type>(object.get());
+  (S().*table).emplace(handle, std::move(object));
+  return handle;
+}
+template <class Map, class Make>
+CUresult create_handle(Map Sim::*table, typename Map::key_type* out, Make make) {
+  Lock lk(S().mu);
+  *out = adopt_locked(table, make());
+  return CUDA_SUCCESS;
+}
+template <class Map>
+CUresult create_handle(Map Sim::*table, typename Map::key_type* out) {  // a default-made object
+  return create_handle(table, out, [] { return std::make_unique<typename Map::mapped_type::element_type>(); });
+}
+
+// The simple queries: `gate` (enter, or enter_ctx where a current context is required), then a null `out` is
+// CUDA_ERROR_INVALID_VALUE, then `refusal` (what the other arguments are wrong in, if anything); else *out = value.
+template <class T>
+CUresult answer(T* out, std::type_identity_t<T> value, CUresult refusal = CUDA_SUCCESS, CUresult (*gate)() = enter) {
+  CUresult r = gate();
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (refusal != CUDA_SUCCESS) return refusal;
+  *out = value;
+  return CUDA_SUCCESS;
+}
+
 // The cu*Destroy / cu*Unload calls: takes the object for `handle` out of `table` under the lock and destroys it
 // after (queued items refer to static descriptions only). `refuse(g, handle)` may keep it (an error to return, else
 // CUDA_SUCCESS); `forget(g, object)` takes what it holds out of the other tables.
@@ -246,6 +288,18 @@ void worker_main(StreamP sp);
 StreamP per_thread_locked();
 CUresult resolve_locked(CUstream h, bool ptsz, StreamP& out);  // ptsz: a _ptsz/_ptds entry point
 CUresult enqueue_locked(Stream& s, Item&& it);
+// The stream calls' common path: enter(), then CUDA_ERROR_INVALID_VALUE unless `args_ok`, then under S().mu the
+// stream resolved and handed to `act` (a StreamP -> CUresult), whose answer is returned.
+template <class Act>
+CUresult on_stream(CUstream h, bool ptsz, bool args_ok, Act act) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (!args_ok) return CUDA_ERROR_INVALID_VALUE;
+  Lock lk(S().mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  return act(s);
+}
 CUresult submit_locked(Stream& s, Item&& it);  // queues, or appends to the stream's capture
 void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq);
 void wait_stream_locked(Lock& lk, const StreamP& s);

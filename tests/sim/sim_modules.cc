@@ -35,26 +35,6 @@ const KernelDesc* launchable_locked(CUfunction f) {
 
 namespace {
 
-CUresult new_module(CUmodule* module) {
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto m = std::make_unique<Module>();
-  auto h = reinterpret_cast<CUmodule>(m.get());
-  g.modules.emplace(h, std::move(m));
-  *module = h;
-  return CUDA_SUCCESS;
-}
-
-CUresult new_library(CUlibrary* library) {
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto l = std::make_unique<Library>();
-  auto h = reinterpret_cast<CUlibrary>(l.get());
-  g.libraries.emplace(h, std::move(l));
-  *library = h;
-  return CUDA_SUCCESS;
-}
-
 // A path names an image if it is a readable file (its bytes are not looked at).
 bool readable_file(const char* path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -63,6 +43,57 @@ bool readable_file(const char* path) {
   ssize_t n = read(fd, &c, 1);  // EISDIR for a directory
   close(fd);
   return n >= 0;
+}
+
+// The four loaders: `gate` (cuModule* need a current context), then null arguments, then, for a path, a readable
+// file. An image holds every named kernel.
+template <class Map>
+CUresult load_image(Map Sim::*table, typename Map::key_type* out, const void* image_or_path, bool is_path,
+                    CUresult (*gate)()) {
+  CUresult r = gate();
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr || image_or_path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (is_path && !readable_file(static_cast<const char*>(image_or_path))) return CUDA_ERROR_FILE_NOT_FOUND;
+  return create_handle(table, out);
+}
+
+// cuModuleGetFunction, cuLibraryGetKernel: the handle for `name` in the module or library `owner`, made on first
+// request (for a name find_kernel_desc knows) and listed in `live`, where launches and the name queries look.
+template <class Handle, class OwnerHandle, class Named>
+CUresult get_named(Handle* out, std::unordered_map<OwnerHandle, std::unique_ptr<Image<Named>>> Sim::*owners,
+                   OwnerHandle owner, std::unordered_set<const Named*> Sim::*live, const char* name) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Sim& g = S();
+  Lock lk(g.mu);
+  Image<Named>* image = find_locked(owners, owner);
+  if (image == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto& by_name = image->by_name;
+  auto found = by_name.find(name);
+  if (found == by_name.end()) {
+    const KernelDesc* k = find_kernel_desc(name);
+    if (k == nullptr) return CUDA_ERROR_NOT_FOUND;
+    auto made = std::make_unique<Named>(k, name);
+    (g.*live).insert(made.get());
+    found = by_name.emplace(name, std::move(made)).first;
+  }
+  *out = reinterpret_cast<Handle>(found->second.get());
+  return CUDA_SUCCESS;
+}
+
+// cuFuncGetName, cuKernelGetName: each names its own handle kind only; the other -> CUDA_ERROR_INVALID_HANDLE, as
+// on the real driver.
+template <class Named, class Handle>
+CUresult get_name(const char** name, Handle h, std::unordered_set<const Named*> Sim::*live) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lk(S().mu);
+  auto* named = reinterpret_cast<const Named*>(h);
+  if (h == nullptr || !(S().*live).count(named)) return CUDA_ERROR_INVALID_HANDLE;
+  *name = named->name.c_str();
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -74,86 +105,45 @@ using namespace sim;
 // ---- modules and functions
 
 SIM_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  CUresult r = enter_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return new_module(module);
+  return load_image(&Sim::modules, module, image, false, enter_ctx);
 }
 
 // A cubin on disk (Inductor's static launcher): any readable file is an image
 // holding every named kernel; missing or unreadable -> CUDA_ERROR_FILE_NOT_FOUND.
 SIM_API CUresult cuModuleLoad(CUmodule* module, const char* fname) {
-  CUresult r = enter_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  if (module == nullptr || fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!readable_file(fname)) return CUDA_ERROR_FILE_NOT_FOUND;
-  return new_module(module);
+  return load_image(&Sim::modules, module, fname, true, enter_ctx);
 }
 
 SIM_API CUresult cuModuleUnload(CUmodule hmod) {
   return destroy_handle(&Sim::modules, hmod, [](Sim& g, Module& m) {
-    for (auto& [name, f] : m.functions) g.functions.erase(f.get());
+    for (auto& [name, f] : m.by_name) g.functions.erase(f.get());
   });
 }
 
 SIM_API CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto it = g.modules.find(hmod);
-  if (it == g.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
-  Module& m = *it->second;
-  auto f = m.functions.find(name);
-  if (f == m.functions.end()) {
-    const KernelDesc* k = find_kernel_desc(name);
-    if (k == nullptr) return CUDA_ERROR_NOT_FOUND;
-    auto fn = std::make_unique<Function>(Function{k, name});
-    g.functions.insert(fn.get());
-    f = m.functions.emplace(name, std::move(fn)).first;
-  }
-  *hfunc = reinterpret_cast<CUfunction>(f->second.get());
-  return CUDA_SUCCESS;
+  return get_named(hfunc, &Sim::modules, hmod, &Sim::functions, name);
 }
 
-// CUfunction handles only: a CUkernel -> CUDA_ERROR_INVALID_HANDLE, as on the real driver.
-SIM_API CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Lock lk(S().mu);
-  auto* fn = reinterpret_cast<const Function*>(hfunc);
-  if (hfunc == nullptr || !S().functions.count(fn)) return CUDA_ERROR_INVALID_HANDLE;
-  *name = fn->name.c_str();
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuFuncGetName(const char** name, CUfunction hfunc) { return get_name(name, hfunc, &Sim::functions); }
 
 // ---- libraries and CUkernel handles (context-independent loading)
 
 SIM_API CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
                                    void** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption* libraryOptions,
                                    void** libraryOptionValues, unsigned int numLibraryOptions) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return new_library(library);
+  return load_image(&Sim::libraries, library, code, false, enter);
 }
 
 SIM_API CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
                                        void** jitOptionsValues, unsigned int numJitOptions,
                                        CUlibraryOption* libraryOptions, void** libraryOptionValues,
                                        unsigned int numLibraryOptions) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (library == nullptr || fileName == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!readable_file(fileName)) return CUDA_ERROR_FILE_NOT_FOUND;
-  return new_library(library);
+  return load_image(&Sim::libraries, library, fileName, true, enter);
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library) {
   return destroy_handle(&Sim::libraries, library, [](Sim& g, Library& l) {
-    for (auto& [name, k] : l.kernels) {
+    for (auto& [name, k] : l.by_name) {
       g.kernels.erase(k.get());
       if (k->function) g.functions.erase(k->function.get());
     }
@@ -161,37 +151,10 @@ SIM_API CUresult cuLibraryUnload(CUlibrary library) {
 }
 
 SIM_API CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto it = g.libraries.find(library);
-  if (it == g.libraries.end()) return CUDA_ERROR_INVALID_HANDLE;
-  Library& l = *it->second;
-  auto k = l.kernels.find(name);
-  if (k == l.kernels.end()) {
-    const KernelDesc* desc = find_kernel_desc(name);
-    if (desc == nullptr) return CUDA_ERROR_NOT_FOUND;
-    auto kernel = std::make_unique<Kernel>(Kernel{desc, name, nullptr});
-    g.kernels.insert(kernel.get());
-    k = l.kernels.emplace(name, std::move(kernel)).first;
-  }
-  *pKernel = reinterpret_cast<CUkernel>(k->second.get());
-  return CUDA_SUCCESS;
+  return get_named(pKernel, &Sim::libraries, library, &Sim::kernels, name);
 }
 
-// CUkernel handles only: a CUfunction -> CUDA_ERROR_INVALID_HANDLE.
-SIM_API CUresult cuKernelGetName(const char** name, CUkernel hfunc) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Lock lk(S().mu);
-  auto* k = reinterpret_cast<const Kernel*>(hfunc);
-  if (hfunc == nullptr || !S().kernels.count(k)) return CUDA_ERROR_INVALID_HANDLE;
-  *name = k->name.c_str();
-  return CUDA_SUCCESS;
-}
+SIM_API CUresult cuKernelGetName(const char** name, CUkernel hfunc) { return get_name(name, hfunc, &Sim::kernels); }
 
 // The kernel's CUfunction in the current context (cuBLASLt's path): the same
 // handle every time; cuFuncGetName names it.
@@ -204,7 +167,7 @@ SIM_API CUresult cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   auto* k = reinterpret_cast<Kernel*>(kernel);
   if (kernel == nullptr || !g.kernels.count(k)) return CUDA_ERROR_INVALID_HANDLE;
   if (!k->function) {
-    k->function = std::make_unique<Function>(Function{k->k, k->name});
+    k->function = std::make_unique<Function>(k->k, k->name);
     g.functions.insert(k->function.get());
   }
   *pFunc = reinterpret_cast<CUfunction>(k->function.get());

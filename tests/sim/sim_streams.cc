@@ -193,10 +193,9 @@ void worker_main(StreamP sp) {
 
 CUresult stream_sync(CUstream h, bool ptsz) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
   CUresult r;
   {
-    Lock lk(g.mu);
+    Lock lk(S().mu);
     StreamP s;
     r = resolve_locked(h, ptsz, s);
     if (r == CUDA_SUCCESS && s->capturing) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -221,61 +220,47 @@ CUresult stream_query(CUstream h, bool ptsz) {
 }
 
 CUresult stream_get_id(CUstream h, unsigned long long* id, bool ptsz) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Lock lk(S().mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  *id = s->id;
-  return CUDA_SUCCESS;
+  return on_stream(h, ptsz, id != nullptr, [&](const StreamP& s) {
+    *id = s->id;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult stream_is_capturing(CUstream h, CUstreamCaptureStatus* st, bool ptsz) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (st == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Lock lk(S().mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  *st = s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
+  return on_stream(h, ptsz, st != nullptr, [&](const StreamP& s) {
+    *st = s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool ptsz) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  auto e = g.events.find(ev);
-  if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
-  if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
-  const Event& E = *e->second;
-  if (!E.s || E.s == s) return CUDA_SUCCESS;  // nothing to wait for / stream order suffices
-  if (E.s->done >= E.seq) return CUDA_SUCCESS;
-  Item it;
-  it.kind = Item::WaitEvent;
-  it.wait_stream = E.s;
-  it.wait_seq = E.seq;
-  return enqueue_locked(*s, std::move(it));
+  bool flags_ok = (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) == 0;
+  return on_stream(h, ptsz, flags_ok, [&](const StreamP& s) -> CUresult {
+    const Event* e = find_locked(&Sim::events, ev);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing) return CUDA_SUCCESS;        // accepted, ignored
+    if (!e->s || e->s == s) return CUDA_SUCCESS;  // nothing to wait for / stream order suffices
+    if (e->s->done >= e->seq) return CUDA_SUCCESS;
+    Item it;
+    it.kind = Item::WaitEvent;
+    it.wait_stream = e->s;
+    it.wait_seq = e->seq;
+    return enqueue_locked(*s, std::move(it));
+  });
 }
 
 CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
   if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto e = g.events.find(ev);
-  if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  Lock lk(S().mu);
+  Event* e = find_locked(&Sim::events, ev);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
   if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
-  e->second->s = s;
-  e->second->seq = s->submitted;
+  e->s = s;
+  e->seq = s->submitted;
   return CUDA_SUCCESS;
 }
 
@@ -286,8 +271,7 @@ CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, unsigned flags, boo
   if (is64 && no_64bit_memops()) return CUDA_ERROR_NOT_SUPPORTED;
   size_t n = is64 ? 8 : 4;
   if (addr == 0 || addr % n != 0) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
+  Lock lk(S().mu);
   if (!memop_target_ok_locked(addr, n)) return CUDA_ERROR_INVALID_VALUE;
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
@@ -299,18 +283,13 @@ CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, unsigned flags, boo
 }
 
 CUresult launch_host_func(CUstream h, CUhostFn fn, void* data, bool ptsz) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  Item it;
-  it.kind = Item::HostFn;
-  it.fn = fn;
-  it.dst = data;
-  return submit_locked(*s, std::move(it));
+  return on_stream(h, ptsz, fn != nullptr, [&](const StreamP& s) {
+    Item it;
+    it.kind = Item::HostFn;
+    it.fn = fn;
+    it.dst = data;
+    return submit_locked(*s, std::move(it));
+  });
 }
 
 }  // namespace sim
@@ -325,14 +304,8 @@ CUresult stream_create(CUstream* ph, unsigned flags) {
   if (r != CUDA_SUCCESS) return r;
   if (ph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto s = std::make_shared<Stream>(Stream::Created, g.next_stream_id++);
-  s->flags = flags;
-  auto h = reinterpret_cast<CUstream>(s.get());
-  g.streams.emplace(h, std::move(s));
-  *ph = h;
-  return CUDA_SUCCESS;
+  return create_handle(&Sim::streams, ph,
+                       [&] { return std::make_shared<Stream>(Stream::Created, S().next_stream_id++, flags); });
 }
 
 CUresult stream_destroy(CUstream h) {
@@ -393,30 +366,19 @@ SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsign
 
 // ---- stream memory operations
 
-SIM_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, false, false);
-}
-SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, false, true);
-}
-SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, false, false);
-}
-SIM_API CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, false, true);
-}
-SIM_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, true, false);
-}
-SIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, true, true);
-}
-SIM_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, true, false);
-}
-SIM_API CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  return memop(stream, addr, value, flags, true, true);
-}
+// Each name comes twice: the plain one (a null stream is the legacy stream) and its _ptsz twin (the per-thread one).
+#define SIM_STREAM_WRITE_VALUE(name, Value, is64)                                                    \
+  SIM_API CUresult name(CUstream stream, CUdeviceptr addr, Value value, unsigned int flags) {        \
+    return memop(stream, addr, value, flags, is64, false);                                           \
+  }                                                                                                  \
+  SIM_API CUresult name##_ptsz(CUstream stream, CUdeviceptr addr, Value value, unsigned int flags) { \
+    return memop(stream, addr, value, flags, is64, true);                                            \
+  }
+SIM_STREAM_WRITE_VALUE(cuStreamWriteValue32_v2, cuuint32_t, false)
+SIM_STREAM_WRITE_VALUE(cuStreamWriteValue32, cuuint32_t, false)
+SIM_STREAM_WRITE_VALUE(cuStreamWriteValue64_v2, cuuint64_t, true)
+SIM_STREAM_WRITE_VALUE(cuStreamWriteValue64, cuuint64_t, true)
+#undef SIM_STREAM_WRITE_VALUE
 
 // ---- events
 
@@ -425,14 +387,7 @@ SIM_API CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   if (r != CUDA_SUCCESS) return r;
   if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (Flags & ~0xFu) return CUDA_ERROR_INVALID_VALUE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  auto e = std::make_unique<Event>();
-  e->flags = Flags;
-  auto h = reinterpret_cast<CUevent>(e.get());
-  g.events.emplace(h, std::move(e));
-  *phEvent = h;
-  return CUDA_SUCCESS;
+  return create_handle(&Sim::events, phEvent, [&] { return std::make_unique<Event>(Event{nullptr, 0, Flags}); });
 }
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }
@@ -450,9 +405,9 @@ SIM_API CUresult cuEventQuery(CUevent hEvent) {
   Sim& g = S();
   {
     Lock lk(g.mu);
-    auto e = g.events.find(hEvent);
-    if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
-    const Event& E = *e->second;
+    const Event* e = find_locked(&Sim::events, hEvent);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    const Event& E = *e;
     r = (E.s && E.s->done < E.seq) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     if (!g.dead) return r;
   }
@@ -461,16 +416,15 @@ SIM_API CUresult cuEventQuery(CUevent hEvent) {
 
 SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  Sim& g = S();
   CUresult r = CUDA_SUCCESS;
   {
-    Lock lk(g.mu);
-    auto e = g.events.find(hEvent);
-    if (e == g.events.end()) {
+    Lock lk(S().mu);
+    const Event* e = find_locked(&Sim::events, hEvent);
+    if (e == nullptr) {
       r = CUDA_ERROR_INVALID_HANDLE;
-    } else if (e->second->s) {
-      StreamP s = e->second->s;
-      uint64_t seq = e->second->seq;
+    } else if (e->s) {
+      StreamP s = e->s;
+      uint64_t seq = e->seq;
       wait_stream_locked(lk, s, seq);
     }
   }

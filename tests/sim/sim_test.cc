@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <thread>
@@ -108,6 +109,13 @@ T load(const T* p) {
 
 void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
+// What an id query (cuStreamGetId, cuCtxGetId, a _ptsz variant) answers for `h`: 0, never an id, when it fails.
+template <class Get, class H>
+unsigned long long id_of(Get get, H h) {
+  unsigned long long id = 0;
+  return get(h, &id) == CUDA_SUCCESS ? id : 0;
+}
+
 // ---- child-process helpers ------------------------------------------------
 
 int g_report_fd = 2;  // where child failures go (the real stderr while fd 2 is captured)
@@ -190,7 +198,36 @@ void child_exit_ok() {
 class SimTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(setup(k), CUDA_SUCCESS); }
+  // What stream() and alloc() made is released here, each with CUDA_SUCCESS: the streams first (destroying one waits
+  // for its queued work), then the memory that work may still have been writing.
+  void TearDown() override {
+    for (CUstream s : streams_) EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+    for (CUdeviceptr d : allocs_) EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  }
+  // A new stream (flags 0), destroyed at the end of the test. Call from the test's own thread.
+  CUstream stream() {
+    CUstream s = nullptr;
+    EXPECT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    if (s != nullptr) streams_.push_back(s);
+    return s;
+  }
+  // `bytes` of device memory, freed at the end of the test. Call from the test's own thread.
+  CUdeviceptr alloc(size_t bytes) {
+    CUdeviceptr d = 0;
+    EXPECT_EQ(cuMemAlloc(&d, bytes), CUDA_SUCCESS);
+    if (d != 0) allocs_.push_back(d);
+    return d;
+  }
+  // Destroys each instance, then each graph, expecting CUDA_SUCCESS.
+  static void destroy_graphs(std::initializer_list<CUgraphExec> execs, std::initializer_list<CUgraph> graphs) {
+    for (CUgraphExec x : execs) EXPECT_EQ(cuGraphExecDestroy(x), CUDA_SUCCESS);
+    for (CUgraph g : graphs) EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  }
   Kernels k;
+
+ private:
+  std::vector<CUstream> streams_;
+  std::vector<CUdeviceptr> allocs_;
 };
 
 TEST_F(SimTest, DeviceContextAndVersion) {
@@ -224,11 +261,8 @@ TEST_F(SimTest, DeviceContextAndVersion) {
   ASSERT_NE(ctx, nullptr);
   ASSERT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
   EXPECT_EQ(cur, ctx);
-  unsigned long long id = 0;
-  ASSERT_EQ(cuCtxGetId(ctx, &id), CUDA_SUCCESS);
-  EXPECT_EQ(id, 1u);
-  ASSERT_EQ(cuCtxGetId(nullptr, &id), CUDA_SUCCESS);
-  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(id_of(cuCtxGetId, ctx), 1u);
+  EXPECT_EQ(id_of(cuCtxGetId, nullptr), 1u);  // the current context
   EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
   EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
 
@@ -237,6 +271,7 @@ TEST_F(SimTest, DeviceContextAndVersion) {
     CUcontext c = ctx;
     EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
     EXPECT_EQ(c, nullptr);
+    unsigned long long id = 0;
     EXPECT_EQ(cuCtxGetId(nullptr, &id), CUDA_ERROR_INVALID_CONTEXT);
     EXPECT_EQ(k_fill(k, nullptr, nullptr, 0, 1.0f), CUDA_ERROR_INVALID_CONTEXT);
     EXPECT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
@@ -282,13 +317,9 @@ TEST_F(SimTest, StreamIds) {
   auto get_id_ptsz = reinterpret_cast<GetId>(sym("cuStreamGetId_ptsz"));
   ASSERT_NE(get_id_ptsz, nullptr);
 
-  unsigned long long id = 0;
-  ASSERT_EQ(cuStreamGetId(nullptr, &id), CUDA_SUCCESS);
-  EXPECT_EQ(id, 1u);
-  ASSERT_EQ(cuStreamGetId(CU_STREAM_LEGACY, &id), CUDA_SUCCESS);
-  EXPECT_EQ(id, 1u);
-  ASSERT_EQ(get_id_ptsz(CU_STREAM_LEGACY, &id), CUDA_SUCCESS);
-  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(id_of(cuStreamGetId, nullptr), 1u);
+  EXPECT_EQ(id_of(cuStreamGetId, CU_STREAM_LEGACY), 1u);
+  EXPECT_EQ(id_of(get_id_ptsz, CU_STREAM_LEGACY), 1u);
 
   CUstream a, b;
   ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
@@ -299,10 +330,10 @@ TEST_F(SimTest, StreamIds) {
   EXPECT_GE(ia, 1000u);
   EXPECT_GT(ib, ia);
   ASSERT_EQ(cuStreamDestroy(a), CUDA_SUCCESS);
+  unsigned long long id = 0;
   EXPECT_EQ(cuStreamGetId(a, &id), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamDestroy(a), CUDA_ERROR_INVALID_HANDLE);
-  CUstream c;
-  ASSERT_EQ(cuStreamCreate(&c, 0), CUDA_SUCCESS);
+  CUstream c = stream();
   unsigned long long ic = 0;
   ASSERT_EQ(cuStreamGetId(c, &ic), CUDA_SUCCESS);
   EXPECT_GT(ic, ib);  // never reused
@@ -326,20 +357,17 @@ TEST_F(SimTest, StreamIds) {
   EXPECT_EQ(cuStreamDestroy(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamDestroy(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamDestroy(b), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(c), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, StreamRunsInOrderAsynchronously) {
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = stream();
   alignas(64) static uint32_t flags[64];
   memset(flags, 0, sizeof flags);
   ASSERT_EQ(cuMemHostRegister(flags, sizeof flags, 0), CUDA_SUCCESS);
   CUdeviceptr dflags = 0;
   ASSERT_EQ(cuMemHostGetDevicePointer(&dflags, flags, 0), CUDA_SUCCESS);
   EXPECT_EQ(dflags, reinterpret_cast<CUdeviceptr>(flags));
-  CUdeviceptr buf = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 16 * sizeof(float)), CUDA_SUCCESS);
+  CUdeviceptr buf = alloc(16 * sizeof(float));
   float* fb = reinterpret_cast<float*>(buf);
 
   auto t0 = Clock::now();
@@ -359,16 +387,13 @@ TEST_F(SimTest, StreamRunsInOrderAsynchronously) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(fb[i], 63.0f);  // last fill wins: in order
 
   ASSERT_EQ(cuMemHostUnregister(flags), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemFree(buf), CUDA_SUCCESS);
-  ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, StreamsAreIndependent) {
   CUstream s1, s2;
   ASSERT_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
-  CUdeviceptr flag = 0;
-  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CUdeviceptr flag = alloc(8);
   ASSERT_EQ(k_sleep(k, s1, 300000), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamWriteValue64(s2, flag, 42, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(s2), CUDA_SUCCESS);  // does not wait for s1
@@ -376,22 +401,17 @@ TEST_F(SimTest, StreamsAreIndependent) {
   EXPECT_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
   ASSERT_EQ(cuStreamDestroy(s1), CUDA_SUCCESS);  // waits for the sleep, joins
   EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, CrossStreamEvents) {
-  CUstream s1, s2;
-  ASSERT_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CUstream s1 = stream(), s2 = stream();
   CUevent ev, never;
   ASSERT_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuEventCreate(&never, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(never), CUDA_SUCCESS);
   EXPECT_EQ(cuEventSynchronize(never), CUDA_SUCCESS);
 
-  CUdeviceptr buf = 0, flag = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAlloc(&flag, 4), CUDA_SUCCESS);
+  CUdeviceptr buf = alloc(4 * sizeof(float)), flag = alloc(4);
   ASSERT_EQ(k_sleep(k, s1, 60000), CUDA_SUCCESS);
   ASSERT_EQ(k_fill(k, s1, reinterpret_cast<float*>(buf), 4, 5.0f), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(ev, s1), CUDA_SUCCESS);
@@ -422,17 +442,11 @@ TEST_F(SimTest, CrossStreamEvents) {
   EXPECT_EQ(cuEventDestroy(ev), CUDA_SUCCESS);
   EXPECT_EQ(cuEventDestroy(never), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(cuStreamDestroy(s1), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, SyncMemcpyWaitsForAllStreams) {
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  CUdeviceptr buf = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 8 * sizeof(float)), CUDA_SUCCESS);
+  CUstream s = stream();
+  CUdeviceptr buf = alloc(8 * sizeof(float));
   ASSERT_EQ(k_sleep(k, s, 40000), CUDA_SUCCESS);
   ASSERT_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 8, 7.0f), CUDA_SUCCESS);
   ASSERT_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30000), CUDA_SUCCESS);
@@ -462,14 +476,10 @@ TEST_F(SimTest, SyncMemcpyWaitsForAllStreams) {
   EXPECT_EQ(out[1], 9.0f);
   EXPECT_EQ(out[2], 3.0f);
   EXPECT_EQ(out[7], 8.0f);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, KernelsWithoutFaults) {
-  CUdeviceptr out = 0, tgt = 0;
-  ASSERT_EQ(cuMemAlloc(&out, 8 * sizeof(float)), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAlloc(&tgt, 8 * sizeof(int64_t)), CUDA_SUCCESS);
+  CUdeviceptr out = alloc(8 * sizeof(float)), tgt = alloc(8 * sizeof(int64_t));
   const int64_t targets[5] = {0, 2, -100, 4, -100};
   ASSERT_EQ(cuMemcpyHtoD(tgt, targets, sizeof targets), CUDA_SUCCESS);
   auto* fo = reinterpret_cast<float*>(out);
@@ -496,8 +506,6 @@ TEST_F(SimTest, KernelsWithoutFaults) {
   ASSERT_EQ(k_sleep(k, nullptr, 30000), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
   EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(30));
-  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(tgt), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, ModulesFunctionsAndLaunchValidation) {
@@ -515,8 +523,7 @@ TEST_F(SimTest, ModulesFunctionsAndLaunchValidation) {
   ASSERT_EQ(cuModuleGetFunction(&f, k.mod, "_Z8fill_f32Pfif"), CUDA_SUCCESS);
   ASSERT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
   EXPECT_STREQ(name, "_Z8fill_f32Pfif");
-  CUdeviceptr buf = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  CUdeviceptr buf = alloc(4 * sizeof(float));
   int32_t n = 4;
   float v = 1.5f;
   void* args[] = {&buf, &n, &v};
@@ -568,7 +575,6 @@ TEST_F(SimTest, ModulesFunctionsAndLaunchValidation) {
   ASSERT_EQ(cuModuleUnload(m2), CUDA_SUCCESS);
   EXPECT_EQ(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuModuleGetFunction(&f, m2, "fill_f32"), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, MemopsAndHostRegistration) {
@@ -583,8 +589,7 @@ TEST_F(SimTest, MemopsAndHostRegistration) {
   EXPECT_EQ(d, reinterpret_cast<CUdeviceptr>(&host[2]));
   ASSERT_EQ(cuMemHostGetDevicePointer(&d, host, 0), CUDA_SUCCESS);
 
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = stream();
   ASSERT_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamWriteValue64(s, d, 0x1122334455667788ull, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamWriteValue32(s, d + 8, 0xabcdu, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER), CUDA_SUCCESS);
@@ -614,16 +619,11 @@ TEST_F(SimTest, MemopsAndHostRegistration) {
   ASSERT_EQ(cuMemHostUnregister(host), CUDA_SUCCESS);
   EXPECT_EQ(cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
   EXPECT_EQ(cuStreamWriteValue32(s, d, 1, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, GraphCaptureAndReplay) {
-  CUstream s, s2;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
-  CUdeviceptr buf = 0, flag = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CUstream s = stream(), s2 = stream();
+  CUdeviceptr buf = alloc(4 * sizeof(float)), flag = alloc(8);
   auto* fb = reinterpret_cast<float*>(buf);
   float host_out[4] = {};
 
@@ -705,77 +705,55 @@ TEST_F(SimTest, GraphCaptureAndReplay) {
   ASSERT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
   EXPECT_EQ(fb[1], 3.0f);
 
-  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphExecDestroy(exec2), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(g2), CUDA_SUCCESS);
+  destroy_graphs({exec, exec2}, {graph, g2});
   EXPECT_EQ(cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(s2), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, GetProcAddress) {
-  struct Case {
-    const char* query;
-    cuuint64_t flags;
-    const char* exported;
-  } cases[] = {
-      {"cuLaunchKernel", 0, "cuLaunchKernel"},
-      {"cuLaunchKernel", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
-      {"cuLaunchKernelEx", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernelEx_ptsz"},
-      {"cuMemAlloc", 0, "cuMemAlloc_v2"},
-      {"cuMemAlloc", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemAlloc_v2"},
-      {"cuMemFree", 0, "cuMemFree_v2"},
-      {"cuMemcpyHtoD", 0, "cuMemcpyHtoD_v2"},
-      {"cuMemcpyHtoD", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyHtoD_v2_ptds"},
-      {"cuMemcpyDtoHAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyDtoHAsync_v2_ptsz"},
-      {"cuStreamWriteValue32", 0, "cuStreamWriteValue32_v2"},
-      {"cuStreamWriteValue32", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamWriteValue32_v2_ptsz"},
-      {"cuStreamWriteValue64", 0, "cuStreamWriteValue64_v2"},
-      {"cuStreamBeginCapture", 0, "cuStreamBeginCapture_v2"},
-      {"cuStreamBeginCapture", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamBeginCapture_v2_ptsz"},
-      {"cuStreamDestroy", 0, "cuStreamDestroy_v2"},
-      {"cuEventDestroy", 0, "cuEventDestroy_v2"},
-      {"cuMemHostRegister", 0, "cuMemHostRegister_v2"},
-      {"cuMemHostGetDevicePointer", 0, "cuMemHostGetDevicePointer_v2"},
-      {"cuDevicePrimaryCtxRelease", 0, "cuDevicePrimaryCtxRelease_v2"},
-      {"cuGraphInstantiate", 0, "cuGraphInstantiateWithFlags"},
-      {"cuGraphLaunch", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuGraphLaunch_ptsz"},
-      {"cuGetProcAddress", 0, "cuGetProcAddress_v2"},
-      {"cuStreamQuery", CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuStreamQuery"},
-      {"cuStreamSynchronize", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamSynchronize_ptsz"},
-      {"cuMemsetD32Async", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemsetD32Async_ptsz"},
-      {"cuMemcpy", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
-      {"cuLaunchHostFunc", 0, "cuLaunchHostFunc"},
-      {"cuCtxPushCurrent", 0, "cuCtxPushCurrent_v2"},
-      {"cuCtxSynchronize", 0, "cuCtxSynchronize_v2"},
-      {"cuCtxGetDevice", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxGetDevice_v2"},
-      {"cuStreamBeginCaptureToGraph", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-       "cuStreamBeginCaptureToGraph_ptsz"},
-      {"cuLibraryGetKernel", 0, "cuLibraryGetKernel"},
-      {"cuKernelGetName", 0, "cuKernelGetName"},
-  };
-  for (const Case& c : cases) {
-    void* fn = nullptr;
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    ASSERT_EQ(cuGetProcAddress(c.query, &fn, CUDA_VERSION, c.flags, &status), CUDA_SUCCESS) << c.query;
-    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
-    void* want = sym(c.exported);
-    ASSERT_NE(want, nullptr) << c.exported << " is not exported";
-    EXPECT_EQ(fn, want) << c.query << " flags " << c.flags << " should give " << c.exported;
-  }
-
-  // Older ABIs: the newest signature at or below the version asked for.
-  void* fn = nullptr;
+  // At this toolkit's version (CUDA_VERSION), then older ABIs: the newest signature at or below the version asked for.
   const struct {
     const char* query;
     int version;
     cuuint64_t flags;
     const char* exported;
-  } versioned[] = {
+  } cases[] = {
+      {"cuLaunchKernel", CUDA_VERSION, 0, "cuLaunchKernel"},
+      {"cuLaunchKernel", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
+      {"cuLaunchKernelEx", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernelEx_ptsz"},
+      {"cuMemAlloc", CUDA_VERSION, 0, "cuMemAlloc_v2"},
+      {"cuMemAlloc", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemAlloc_v2"},
+      {"cuMemFree", CUDA_VERSION, 0, "cuMemFree_v2"},
+      {"cuMemcpyHtoD", CUDA_VERSION, 0, "cuMemcpyHtoD_v2"},
+      {"cuMemcpyHtoD", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyHtoD_v2_ptds"},
+      {"cuMemcpyDtoHAsync", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpyDtoHAsync_v2_ptsz"},
+      {"cuStreamWriteValue32", CUDA_VERSION, 0, "cuStreamWriteValue32_v2"},
+      {"cuStreamWriteValue32", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamWriteValue32_v2_ptsz"},
+      {"cuStreamWriteValue64", CUDA_VERSION, 0, "cuStreamWriteValue64_v2"},
+      {"cuStreamBeginCapture", CUDA_VERSION, 0, "cuStreamBeginCapture_v2"},
+      {"cuStreamBeginCapture", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamBeginCapture_v2_ptsz"},
+      {"cuStreamDestroy", CUDA_VERSION, 0, "cuStreamDestroy_v2"},
+      {"cuEventDestroy", CUDA_VERSION, 0, "cuEventDestroy_v2"},
+      {"cuMemHostRegister", CUDA_VERSION, 0, "cuMemHostRegister_v2"},
+      {"cuMemHostGetDevicePointer", CUDA_VERSION, 0, "cuMemHostGetDevicePointer_v2"},
+      {"cuDevicePrimaryCtxRelease", CUDA_VERSION, 0, "cuDevicePrimaryCtxRelease_v2"},
+      {"cuGraphInstantiate", CUDA_VERSION, 0, "cuGraphInstantiateWithFlags"},
+      {"cuGraphLaunch", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuGraphLaunch_ptsz"},
+      {"cuGetProcAddress", CUDA_VERSION, 0, "cuGetProcAddress_v2"},
+      {"cuStreamQuery", CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuStreamQuery"},
+      {"cuStreamSynchronize", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamSynchronize_ptsz"},
+      {"cuMemsetD32Async", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemsetD32Async_ptsz"},
+      {"cuMemcpy", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
+      {"cuLaunchHostFunc", CUDA_VERSION, 0, "cuLaunchHostFunc"},
+      {"cuCtxPushCurrent", CUDA_VERSION, 0, "cuCtxPushCurrent_v2"},
+      {"cuCtxSynchronize", CUDA_VERSION, 0, "cuCtxSynchronize_v2"},
+      {"cuCtxGetDevice", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxGetDevice_v2"},
+      {"cuStreamBeginCaptureToGraph", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamBeginCaptureToGraph_ptsz"},
+      {"cuLibraryGetKernel", CUDA_VERSION, 0, "cuLibraryGetKernel"},
+      {"cuKernelGetName", CUDA_VERSION, 0, "cuKernelGetName"},
       {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2"},
       {"cuCtxSynchronize", 12090, 0, "cuCtxSynchronize"},
       {"cuCtxSynchronize", 2000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxSynchronize"},
@@ -795,11 +773,14 @@ TEST_F(SimTest, GetProcAddress) {
        "cuLaunchKernel"},  // no _ptsz before 7000
       {"cuLaunchKernel", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel_ptsz"},
   };
-  for (const auto& c : versioned) {
+  void* fn = nullptr;
+  for (const auto& c : cases) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     ASSERT_EQ(cuGetProcAddress(c.query, &fn, c.version, c.flags, &status), CUDA_SUCCESS) << c.query << " " << c.version;
     EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
-    EXPECT_EQ(fn, sym(c.exported)) << c.query << " at " << c.version << " should give " << c.exported;
+    void* want = sym(c.exported);
+    ASSERT_NE(want, nullptr) << c.exported << " is not exported";
+    EXPECT_EQ(fn, want) << c.query << " at " << c.version << " flags " << c.flags << " should give " << c.exported;
   }
   // Older than the name's first version: not found, and the status says why.
   for (auto [query, version] : {std::pair{"cuStreamBeginCaptureToGraph", 12020}, std::pair{"cuKernelGetName", 12000},
@@ -1009,11 +990,8 @@ TEST_F(SimTest, PerThreadDefaultStreams) {
 }
 
 TEST_F(SimTest, CopiesMemsetsHostFunctionsAndContextStack) {
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  CUdeviceptr a = 0, b = 0;
-  ASSERT_EQ(cuMemAlloc(&a, 64), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAlloc(&b, 64), CUDA_SUCCESS);
+  CUstream s = stream();
+  CUdeviceptr a = alloc(64), b = alloc(64);
   size_t free_mem = 0, total = 0;
   ASSERT_EQ(cuMemGetInfo(&free_mem, &total), CUDA_SUCCESS);
   EXPECT_GT(total, free_mem);
@@ -1084,20 +1062,14 @@ TEST_F(SimTest, CopiesMemsetsHostFunctionsAndContextStack) {
     EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
     EXPECT_EQ(c, nullptr);
   }).join();
-
-  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(b), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 TEST_F(SimTest, ManyThreadsManyStreams) {
   constexpr int kThreads = 4, kIters = 40;
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
-  CUdeviceptr counters = 0;
-  ASSERT_EQ(cuMemAlloc(&counters, kThreads * kIters * 4), CUDA_SUCCESS);
-  CUstream shared;
-  ASSERT_EQ(cuStreamCreate(&shared, 0), CUDA_SUCCESS);
+  CUdeviceptr counters = alloc(kThreads * kIters * 4);
+  CUstream shared = stream();
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
@@ -1137,8 +1109,6 @@ TEST_F(SimTest, ManyThreadsManyStreams) {
   auto* c = reinterpret_cast<uint32_t*>(counters);
   for (int t = 0; t < kThreads; ++t)
     for (int i = 0; i < kIters; ++i) EXPECT_EQ(load(&c[t * kIters + i]), static_cast<uint32_t>(i + 1));
-  EXPECT_EQ(cuStreamDestroy(shared), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(counters), CUDA_SUCCESS);
 }
 
 // cudart 12+/13 path: cuLibraryLoadData + cuLibraryGetKernel, the CUkernel
@@ -1160,8 +1130,7 @@ TEST_F(SimTest, LibraryKernelsAreTheirOwnHandleKind) {
   EXPECT_STREQ(name, "_Z8fill_f32Pfif");
   EXPECT_EQ(cuKernelGetName(&name, reinterpret_cast<CUkernel>(k.fill)), CUDA_ERROR_INVALID_HANDLE);
 
-  CUdeviceptr buf = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 8 * sizeof(float)), CUDA_SUCCESS);
+  CUdeviceptr buf = alloc(8 * sizeof(float));
   auto* fb = reinterpret_cast<float*>(buf);
   int32_t n = 8;
   float v = 5.0f;
@@ -1202,7 +1171,6 @@ TEST_F(SimTest, LibraryKernelsAreTheirOwnHandleKind) {
   EXPECT_EQ(cuKernelGetName(&name, kern), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
 }
 
 // cuModuleLoad and cuLibraryLoadFromFile: any readable file is an image.
@@ -1234,8 +1202,7 @@ TEST_F(SimTest, LoadFromPath) {
 TEST_F(SimTest, ContextV2EntryPoints) {
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = stream();
   ASSERT_EQ(k_sleep(k, s, 20000), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
   ASSERT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_SUCCESS);  // null: the current context; waits for every stream
@@ -1259,17 +1226,13 @@ TEST_F(SimTest, ContextV2EntryPoints) {
     EXPECT_EQ(cuCtxSynchronize_v2(ctx), CUDA_SUCCESS);
   })
       .join();
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 // cuStreamBeginCaptureToGraph: capture appends to an existing graph; such a
 // graph (like a conditional node's body) rejects memory-operation nodes.
 TEST_F(SimTest, CaptureToGraph) {
-  CUstream s;
-  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  CUdeviceptr buf = 0, flag = 0;
-  ASSERT_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CUstream s = stream();
+  CUdeviceptr buf = alloc(4 * sizeof(float)), flag = alloc(8);
   auto* fb = reinterpret_cast<float*>(buf);
 
   CUgraph graph = nullptr;
@@ -1321,14 +1284,7 @@ TEST_F(SimTest, CaptureToGraph) {
   CUgraphExec good = nullptr;
   EXPECT_EQ(cuGraphInstantiateWithFlags(&good, ordinary, 0), CUDA_SUCCESS);
 
-  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphExecDestroy(good), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(with_memop), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(ordinary), CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(buf), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+  destroy_graphs({exec, good}, {graph, with_memop, ordinary});
 }
 
 TEST_F(SimTest, SixtyFourBitMemopsByDefault) {
@@ -1359,12 +1315,26 @@ CUdeviceptr child_alloc(size_t bytes) {
   return d;
 }
 
+// A new stream (for a child: a failure ends it).
+CUstream child_stream() {
+  CUstream s = nullptr;
+  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  return s;
+}
+
 // Device memory holding a copy of `host` (for a child: a failure ends it).
 template <class T, size_t N>
 CUdeviceptr child_copy_to_device(const T (&host)[N]) {
   CUdeviceptr d = child_alloc(sizeof host);
   CHILD_EQ(cuMemcpyHtoD(d, host, sizeof host), CUDA_SUCCESS);
   return d;
+}
+
+// A child that leaves 30 s of work queued and exits: it exits 0, within 10 s, its stderr matching `text`.
+void expect_prompt_exit(void (*child)(), const char* text) {
+  auto t0 = Clock::now();
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), text);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
 }
 
 // A test whose body runs in a forked child (a sim fault is sticky for the whole process): it passes when the child
@@ -1445,8 +1415,7 @@ SIM_CHILD_TEST(IndexSelectPrintsEveryOffender) {
   CHILD_EQ(setup(k), CUDA_SUCCESS);
   const int64_t index[6] = {0, 5, 2, -1, 4, 3};  // src_size 4: offenders 1, 3, 4
   CUdeviceptr out = child_alloc(6 * 4), idx = child_copy_to_device(index);
-  CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = child_stream();
   CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 6, 4), CUDA_SUCCESS);
   CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
   CHILD_STDERR(cap, index_line(1) + index_line(3) + index_line(4));
@@ -1482,8 +1451,7 @@ SIM_CHILD_TEST(StickyAcrossThreadsTextOnce) {
   CHILD_EQ(setup(k), CUDA_SUCCESS);
   const int64_t targets[5] = {0, 1, 2, 50, 60};
   CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
-  CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = child_stream();
   CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
   CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
   // Many threads (none with a current context) race for the sticky error.
@@ -1520,9 +1488,7 @@ SIM_CHILD_TEST(FaultDiscardsQueuedWorkOnEveryStream) {
   CHILD_EQ(cuMemHostRegister(crumbs, sizeof crumbs, 0), CUDA_SUCCESS);
   CUdeviceptr d = 0;
   CHILD_EQ(cuMemHostGetDevicePointer(&d, crumbs, 0), CUDA_SUCCESS);
-  CUstream s1, s2;
-  CHILD_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
-  CHILD_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CUstream s1 = child_stream(), s2 = child_stream();
   // s2: a long sleep that is running when the fault happens, then a breadcrumb.
   CHILD_EQ(cuStreamWriteValue32(s2, d + 12, 4, 0), CUDA_SUCCESS);
   CHILD_EQ(k_sleep(k, s2, 200000), CUDA_SUCCESS);
@@ -1535,8 +1501,7 @@ SIM_CHILD_TEST(FaultDiscardsQueuedWorkOnEveryStream) {
   CHILD_EQ(cuStreamWriteValue32(s1, d, 1, 0), CUDA_SUCCESS);
   // Nothing has faulted yet: non-waiting calls succeed.
   CHILD_EQ(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
-  CUdeviceptr p = 0;
-  CHILD_EQ(cuMemAlloc(&p, 4), CUDA_SUCCESS);
+  child_alloc(4);
   // Waits for the running sleep on s2, then reports the fault.
   auto t0 = Clock::now();
   CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -1557,8 +1522,7 @@ SIM_CHILD_TEST(GraphReplayFaults) {
   CHILD_EQ(setup(k), CUDA_SUCCESS);
   const int64_t index[2] = {0, 1};
   CUdeviceptr out = child_alloc(16), idx = child_copy_to_device(index);
-  CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstream s = child_stream();
   CHILD_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
   CHILD_EQ(k_index(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(idx), 2, 2), CUDA_SUCCESS);
   CUgraph g;
@@ -1582,10 +1546,8 @@ SIM_CHILD_TEST(GraphReplayFaults) {
 void ExitWithQueuedWorkIsPromptChild() {
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  static CUdeviceptr flag = 0;
-  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CUstream s = child_stream();
+  static CUdeviceptr flag = child_alloc(8);
   for (int i = 0; i < 4; ++i) {
     CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);  // 30 s each
     CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 30 * 1000 * 1000), CUDA_SUCCESS);
@@ -1607,18 +1569,14 @@ void ExitWithQueuedWorkIsPromptChild() {
 }
 
 TEST(SimChildTest, ExitWithQueuedWorkIsPrompt) {
-  auto t0 = Clock::now();
-  EXPECT_EXIT(ExitWithQueuedWorkIsPromptChild(), ::testing::ExitedWithCode(0), "atexit handler ok");
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  expect_prompt_exit(ExitWithQueuedWorkIsPromptChild, "atexit handler ok");
 }
 
 void ExitHandlerCanSynchronizeChild() {
   static Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  static CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  static CUdeviceptr flag = 0;
-  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  static CUstream s = child_stream();
+  static CUdeviceptr flag = child_alloc(8);
   CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
   CHILD_EQ(cuStreamWriteValue64(s, flag, 5, 0), CUDA_SUCCESS);
   atexit([] {
@@ -1642,10 +1600,8 @@ TEST(SimChildTest, ExitHandlerCanSynchronize) {
 void AfterSimShutdownChild() {
   static Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  static CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  static CUdeviceptr buf = 0;
-  CHILD_EQ(cuMemAlloc(&buf, 16), CUDA_SUCCESS);
+  static CUstream s = child_stream();
+  static CUdeviceptr buf = child_alloc(16);
   CHILD_EQ(k_sleep(k, s, 30 * 1000 * 1000), CUDA_SUCCESS);
   CHILD_EQ(cuStreamWriteValue32(s, buf, 1, 0), CUDA_SUCCESS);
   CHILD_EQ(k_sleep(k, nullptr, 30 * 1000 * 1000), CUDA_SUCCESS);
@@ -1675,21 +1631,15 @@ void AfterSimShutdownChild() {
   child_exit_ok();
 }
 
-TEST(SimChildTest, CallsAfterSimShutdown) {
-  auto t0 = Clock::now();
-  EXPECT_EXIT(AfterSimShutdownChild(), ::testing::ExitedWithCode(0), "late calls ok");
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
-}
+TEST(SimChildTest, CallsAfterSimShutdown) { expect_prompt_exit(AfterSimShutdownChild, "late calls ok"); }
 
 // fork(): the child (here without exec) gets a working sim of its own and
 // exits cleanly although the parent's workers do not exist in it.
 [[maybe_unused]] void ForkChildUsesSimChild() {
   static Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
-  CUstream s;
-  CHILD_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
-  CUdeviceptr buf = 0;
-  CHILD_EQ(cuMemAlloc(&buf, 4 * sizeof(float)), CUDA_SUCCESS);
+  CUstream s = child_stream();
+  CUdeviceptr buf = child_alloc(4 * sizeof(float));
   CHILD_EQ(k_sleep(k, s, 300000), CUDA_SUCCESS);  // running in the parent at fork time
   CHILD_EQ(k_sleep(k, nullptr, 300000), CUDA_SUCCESS);
   CHILD_EQ(k_fill(k, s, reinterpret_cast<float*>(buf), 4, 1.0f), CUDA_SUCCESS);
@@ -1780,8 +1730,7 @@ SIM_CHILD_TEST(No64BitMemops) {
   CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0), CUDA_SUCCESS);
   CHILD_EQ(a, 0);
   CHILD_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0), CUDA_SUCCESS);
-  CUdeviceptr flag = 0;
-  CHILD_EQ(cuMemAlloc(&flag, 8), CUDA_SUCCESS);
+  CUdeviceptr flag = child_alloc(8);
   CHILD_EQ(cuStreamWriteValue64(nullptr, flag, 5, 0), CUDA_ERROR_NOT_SUPPORTED);
   using Write64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
   CHILD_EQ(reinterpret_cast<Write64>(sym("cuStreamWriteValue64_v2_ptsz"))(nullptr, flag, 5, 0),

@@ -48,30 +48,19 @@ def test_the_toolkit_table(tmp_path):
     assert "cuGetExportTable" in weak and "cuCtxSynchronize_v2" in weak
 
 
-def test_a_row_the_stub_does_not_export(tmp_path):
+@pytest.mark.parametrize("typedefs,message", [
+    ("typedef CUresult (CUDAAPI *PFN_cuNoSuchCall_v13000)(void);\n",
+     "PFN_cuNoSuchCall_v13000 maps to cuNoSuchCall, which {stub} does not export"),
+    ("typedef CUresult (CUDAAPI *PFN_cuLaunchKernel_v7000_ptsz)(void);\n",
+     "PFN_cuLaunchKernel_v7000_ptsz has no plain version at or before 7000"),
+    ("/* nothing */\n", "no PFN_cu*_v<version> typedefs in {typedefs}"),
+], ids=["a_row_the_stub_does_not_export", "a_per_thread_row_without_a_plain_one", "no_typedefs"])
+def test_bad_typedefs(tmp_path, typedefs, message):
     td = tmp_path / "typedefs.h"
-    td.write_text("typedef CUresult (CUDAAPI *PFN_cuNoSuchCall_v13000)(void);\n")
+    td.write_text(typedefs)
     p, _ = gen(tmp_path, typedefs=td)
     assert p.returncode != 0
-    assert p.stderr.strip() == f"gen_entry_points.py: PFN_cuNoSuchCall_v13000 maps to cuNoSuchCall, which {STUB} " \
-                               "does not export"
-
-
-def test_a_per_thread_row_without_a_plain_one(tmp_path):
-    td = tmp_path / "typedefs.h"
-    td.write_text("typedef CUresult (CUDAAPI *PFN_cuLaunchKernel_v7000_ptsz)(void);\n")
-    p, _ = gen(tmp_path, typedefs=td)
-    assert p.returncode != 0
-    assert p.stderr.strip() == "gen_entry_points.py: PFN_cuLaunchKernel_v7000_ptsz has no plain version at or " \
-                               "before 7000"
-
-
-def test_no_typedefs(tmp_path):
-    td = tmp_path / "typedefs.h"
-    td.write_text("/* nothing */\n")
-    p, _ = gen(tmp_path, typedefs=td)
-    assert p.returncode != 0
-    assert p.stderr.strip() == f"gen_entry_points.py: no PFN_cu*_v<version> typedefs in {td}"
+    assert p.stderr.strip() == "gen_entry_points.py: " + message.format(stub=STUB, typedefs=td)
 
 
 @pytest.mark.parametrize("content,message", [(None, "cannot read {}: No such file or directory"),
