@@ -19,9 +19,10 @@ namespace cdsa {
 void* libc_function(const char* name) noexcept;
 
 // libc's `name` as an `F`, looked up on the first call and kept in `slot`. Two threads racing on the first call
-// both look it up and store the same pointer.
+// both look it up and store the same pointer. Inlined at every call: libc_symbols.cc (the dlsym path) is built
+// without sanitizers, and no shared out-of-line copy may come from an instrumented file.
 template <typename F>
-inline F real_libc(std::atomic<F>& slot, const char* name) noexcept {
+[[gnu::always_inline]] inline F real_libc(std::atomic<F>& slot, const char* name) noexcept {
   F f = slot.load(std::memory_order_acquire);
   if (__builtin_expect(f == nullptr, 0)) {
     f = reinterpret_cast<F>(libc_function(name));
