@@ -1,5 +1,6 @@
 #include "shim/assert_capture.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "shim/driver.h"
+#include "shim/libc_symbols.h"
 
 #include "base/export.h"
 
@@ -31,30 +33,71 @@ constexpr size_t kCapture = 8192;
 [[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
 
 // Which threads are inside a driver call: one flag per thread, each on its own cache line, so entering and
-// leaving a call is a plain store to memory no other thread writes. Threads beyond kBusySlots share a counter.
+// leaving a call is a plain store to memory no other thread writes. A thread claims its slot on its first driver
+// call and returns it when it exits (a pthread key destructor), so the slots serve any number of threads over a
+// run, kBusySlots of them alive at once; threads beyond that share a counter.
 constexpr int kBusySlots = 512;
 // The same slot says whether the thread has a launch in flight (LaunchInFlight).
 struct alignas(64) BusySlot {
   std::atomic<int> busy{0};
   std::atomic<int> launching{0};
+  std::atomic<bool> owned{false};  // a live thread holds it
 };
 BusySlot g_busy[kBusySlots];
-std::atomic<int> g_busy_claimed{0};
+std::atomic<int> g_busy_claimed{0};  // slots ever claimed: only g_busy[0, min(this, kBusySlots)) is scanned
 std::atomic<int> g_busy_shared{0};
 std::atomic<int> g_launching_shared{0};
 [[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
+pthread_key_t g_slot_key;
+bool g_slot_key_ok = false;
+std::once_flag g_slot_key_once;
+
+// At thread exit: the slot is free for the next thread. Its flags are cleared too, for a thread that ended inside
+// a driver call (pthread_exit or a cancellation there): it is in no call now.
+void return_slot(void* p) noexcept {
+  auto* slot = static_cast<BusySlot*>(p);
+  if (tl_slot == slot) {
+    tl_slot = nullptr;
+    tl_launch_flag = nullptr;
+  }
+  slot->busy.store(0, std::memory_order_relaxed);
+  slot->launching.store(0, std::memory_order_relaxed);
+  slot->owned.store(false, std::memory_order_release);
+}
+
+bool own(BusySlot& slot) {
+  bool expected = false;
+  return !slot.owned.load(std::memory_order_relaxed) &&
+         slot.owned.compare_exchange_strong(expected, true, std::memory_order_acquire);
+}
+
+BusySlot* take_slot() {
+  std::call_once(g_slot_key_once, [] { g_slot_key_ok = pthread_key_create(&g_slot_key, return_slot) == 0; });
+  if (!g_slot_key_ok) return nullptr;  // a slot could never be returned: share the counter
+  // A slot never used, else one a finished thread returned.
+  if (g_busy_claimed.load(std::memory_order_relaxed) < kBusySlots) {
+    int i = g_busy_claimed.fetch_add(1, std::memory_order_acq_rel);
+    if (i < kBusySlots && own(g_busy[i])) return &g_busy[i];
+  }
+  for (BusySlot& slot : g_busy)
+    if (own(slot)) return &slot;
+  return nullptr;
+}
+
+[[gnu::noinline, gnu::cold]] void claim_slot_slow() {
+  BusySlot* slot = take_slot();
+  if (slot && pthread_setspecific(g_slot_key, slot) == 0) {
+    tl_slot = slot;
+    tl_launch_flag = &slot->launching;
+  } else {
+    if (slot) slot->owned.store(false, std::memory_order_release);
+    tl_shared = true;
+  }
+}
 
 inline void claim_slot() {
-  if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) {
-    int i = g_busy_claimed.fetch_add(1, std::memory_order_relaxed);
-    if (i < kBusySlots) {
-      tl_slot = &g_busy[i];
-      tl_launch_flag = &tl_slot->launching;
-    } else {
-      tl_shared = true;
-    }
-  }
+  if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) claim_slot_slow();
 }
 
 void mark_busy(int v) {
@@ -173,6 +216,8 @@ bool other_thread_in_driver_call() noexcept {
   return shared > 0;
 }
 
+bool driver_call_slot_held() noexcept { return tl_slot != nullptr; }
+
 void LaunchInFlight::submitting_slow() noexcept {
   claim_slot();
   if (tl_launch_flag) {
@@ -244,17 +289,6 @@ std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
 
 // ---------------------------------------------------------------- the stdio and write hooks
 namespace {
-
-// The real function of the C library, found without dlsym (see libc_symbols.cc), once.
-template <typename F>
-F real_libc(std::atomic<F>& slot, const char* name) {
-  F f = slot.load(std::memory_order_acquire);
-  if (__builtin_expect(f == nullptr, 0)) {
-    f = reinterpret_cast<F>(libc_function(name));
-    slot.store(f, std::memory_order_release);
-  }
-  return f;
-}
 
 // Only evaluated inside a driver call: whether `f` writes to fd 2.
 inline bool capturing(FILE* f) { return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }

@@ -51,6 +51,9 @@ std::string kept_device_text();
 bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept;
 // Whether a thread other than the caller is inside a wrapped driver call now.
 bool other_thread_in_driver_call() noexcept;
+// For tests: whether this thread holds a slot of its own (claimed on its first driver call, returned when it
+// exits; 512 threads alive at once hold one) rather than sharing the counter of the threads past them.
+bool driver_call_slot_held() noexcept;
 
 // Launches in flight: a thread between handing a launch to the driver and recording it (shim/launch.h records
 // after the driver call returns). A kernel can fault, and another thread see the sticky error, inside that

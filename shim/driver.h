@@ -43,8 +43,7 @@ using DlsymFn = void* (*)(void*, const char*);
 using DlvsymFn = void* (*)(void*, const char*, const char*);
 DlsymFn real_dlsym() noexcept;
 DlvsymFn real_dlvsym() noexcept;
-// Any libc function by name, found the same way (no dlsym).
-void* libc_function(const char* name) noexcept;
+// Any libc function by name, found the same way: shim/libc_symbols.h.
 
 // The stream a call means: the NULL stream of a per-thread-default-stream entry point (_ptsz/_ptds, or the
 // per-thread flag of cuGetProcAddress) is this thread's per-thread stream.

@@ -21,8 +21,13 @@ std::mutex g_capture_mutex;
 uint32_t g_next_capture = 0;
 std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;  // stream id -> capture id
 std::unordered_map<uintptr_t, uint32_t>* g_capture_by_graph = nullptr;
-std::vector<LaunchRecord>* g_capture_nodes = nullptr;  // every captured launch, bounded
+// Capture id -> how many live handles (its CUgraph, the CUgraphExecs instantiated from it) still name it: at 0,
+// cuGraphDestroy / cuGraphExecDestroy erase its nodes, so destroyed graphs neither pile up nor use up the bound.
+std::unordered_map<uint32_t, uint32_t>* g_capture_refs = nullptr;
+std::vector<LaunchRecord>* g_capture_nodes = nullptr;  // every captured launch of a live graph, bounded
 constexpr size_t kMaxCaptureNodes = 1 << 16;
+// A destroyed CUgraphExec's entry in the lock-free exec map (which has no erase): no capture.
+constexpr uint32_t kNoCapture = 0;  // capture ids start at 1
 
 uint64_t stream_id_of(const InCdsa&, CUstream s) {
   unsigned long long id = 0;
@@ -32,6 +37,17 @@ uint64_t stream_id_of(const InCdsa&, CUstream s) {
 
 bool ready() { return g_ready.load(std::memory_order_acquire); }
 
+// One handle naming `capture_id` is gone, or none ever did (a failed capture): at the last, its nodes go too.
+// Under g_capture_mutex.
+void drop_capture_ref(uint32_t capture_id) {
+  auto it = g_capture_refs->find(capture_id);
+  if (it != g_capture_refs->end()) {
+    if (--it->second != 0) return;
+    g_capture_refs->erase(it);
+  }
+  std::erase_if(*g_capture_nodes, [&](const LaunchRecord& r) { return r.graph_id == capture_id; });
+}
+
 }  // namespace
 
 void graph_capture_init() noexcept {
@@ -39,6 +55,7 @@ void graph_capture_init() noexcept {
   if (g_capture_nodes) return;
   g_capture_by_stream = new std::map<uint64_t, uint32_t>;
   g_capture_by_graph = new std::unordered_map<uintptr_t, uint32_t>;
+  g_capture_refs = new std::unordered_map<uint32_t, uint32_t>;
   g_capture_nodes = new std::vector<LaunchRecord>;
   g_ready.store(true, std::memory_order_release);
 }
@@ -59,7 +76,17 @@ void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept 
   std::lock_guard<std::mutex> lock(g_capture_mutex);
   auto it = g_capture_by_stream->find(id);
   if (it == g_capture_by_stream->end()) return;
-  if (graph) (*g_capture_by_graph)[reinterpret_cast<uintptr_t>(graph)] = it->second;
+  if (graph) {
+    // Into an existing graph (cuStreamBeginCaptureToGraph) the graph may already name an earlier capture.
+    auto [at, fresh] = g_capture_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), it->second);
+    if (!fresh) {
+      drop_capture_ref(at->second);
+      at->second = it->second;
+    }
+    ++(*g_capture_refs)[it->second];
+  } else {
+    drop_capture_ref(it->second);  // a failed capture: nothing names its nodes
+  }
   g_capture_by_stream->erase(it);
   g_captures_active.fetch_sub(1, std::memory_order_acq_rel);
 }
@@ -72,8 +99,29 @@ void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept {
     auto it = g_capture_by_graph->find(reinterpret_cast<uintptr_t>(graph));
     if (it == g_capture_by_graph->end()) return;
     token = it->second;
+    ++(*g_capture_refs)[token];
   }
   handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), token);
+}
+
+void note_graph_destroy(CUgraph graph) noexcept {
+  if (!ready() || !graph) return;
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  auto it = g_capture_by_graph->find(reinterpret_cast<uintptr_t>(graph));
+  if (it == g_capture_by_graph->end()) return;
+  uint32_t capture_id = it->second;
+  g_capture_by_graph->erase(it);
+  drop_capture_ref(capture_id);
+}
+
+void note_graph_destroy(CUgraphExec exec) noexcept {
+  if (!ready() || !exec) return;
+  auto key = reinterpret_cast<uintptr_t>(exec);
+  uint32_t capture_id = handle_map_get(HandleMap::GraphExec, key);
+  if (capture_id == kNoString || capture_id == kNoCapture) return;
+  handle_map_put(HandleMap::GraphExec, key, kNoCapture);
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  drop_capture_ref(capture_id);
 }
 
 void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {

@@ -6,7 +6,9 @@
 // not run; it gets the capture's id. cuStreamEndCapture ties the id to the
 // CUgraph, cuGraphInstantiate ties it to the CUgraphExec, and a later
 // cuGraphLaunch of that exec carries the id, so the report can list the
-// graph's captured kernel nodes with their capture-time stacks.
+// graph's captured kernel nodes with their capture-time stacks. cuGraphDestroy
+// and cuGraphExecDestroy forget their handle, and a capture's nodes go with the
+// last handle that names it (its graph and every exec instantiated from it).
 //
 // Contract: setup-time work under one mutex (capture begin/end, instantiate,
 // a launch made while capturing, and the report's `captured_nodes`), never
@@ -31,6 +33,9 @@ void graph_capture_init() noexcept;
 void note_capture_begin(CUstream stream, bool per_thread) noexcept;
 void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept;
+// Before the driver destroys the handle (it may then come back for another graph).
+void note_graph_destroy(CUgraph graph) noexcept;
+void note_graph_destroy(CUgraphExec exec) noexcept;
 
 namespace graph_capture_internal {
 [[gnu::visibility("hidden")]] extern std::atomic<int> g_captures_active;

@@ -66,6 +66,7 @@ enum class Kind {
   EndCapture,
   GraphInstantiate,
   GraphInstantiateParams,
+  GraphDestroy,
   StreamDestroy,
   ProcAddress
 };
@@ -258,6 +259,11 @@ CUresult dispatch(F real, A... a) {
     CUresult r = real(a...);
     CUgraphExec* out = std::get<0>(args);
     if (r == CUDA_SUCCESS && out) note_graph_instantiate(*out, std::get<1>(args));
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::GraphDestroy) {
+    note_graph_destroy(std::get<0>(std::tuple<A...>(a...)));  // before: the handle may come back for another graph
+    CUresult r = real(a...);
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::StreamDestroy) {

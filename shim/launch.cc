@@ -1,14 +1,10 @@
 #include "shim/launch.h"
 
-#include <pthread.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <atomic>
 #include <cstring>
 #include <ctime>
-#include <mutex>
-#include <new>
 
 #include "shim/assert_capture.h"
 #include "shim/breadcrumbs.h"
@@ -18,6 +14,7 @@
 #include "shim/lifecycle.h"
 #include "shim/profile.h"
 #include "shim/reentrancy.h"
+#include "shim/thread_block.h"
 
 namespace cdsa {
 namespace {
@@ -42,8 +39,8 @@ uint64_t now_ns() {
 
 // Per-thread cache: stream handle (and, for the NULL / legacy / per-thread default streams, the context) -> stream
 // id, table slot, context. Sized for real programs (PyTorch with NCCL and side streams uses dozens of streams per
-// thread): 64 entries, 4-way set associative, mapped on the thread's first launch; only its pointer is
-// initial-exec TLS, which a dlopen'ed library must keep small.
+// thread): 64 entries, 4-way set associative, a ThreadBlock (mapped on the thread's first launch, only its
+// pointer in initial-exec TLS, which a dlopen'ed library must keep small).
 struct StreamCacheEntry {
   uintptr_t handle = 0, ctx = 0;
   uint64_t gen = 0, id = 0;
@@ -55,32 +52,8 @@ struct StreamCache {
   StreamCacheEntry e[kStreamSets][kStreamWays];
   uint8_t next[kStreamSets];
 };
-[[gnu::tls_model("initial-exec")]] thread_local StreamCache* tl_streams = nullptr;
-[[gnu::tls_model("initial-exec")]] thread_local bool tl_streams_failed = false;
-pthread_key_t g_streams_key;
-std::once_flag g_streams_key_once;
-
-StreamCache* stream_cache() {
-  if (tl_streams || tl_streams_failed) return tl_streams;
-  tl_streams_failed = true;
-  std::call_once(g_streams_key_once, [] {
-    if (pthread_key_create(&g_streams_key, [](void* p) {
-          if (tl_streams == p) tl_streams = nullptr;
-          munmap(p, sizeof(StreamCache));
-        }) != 0)
-      g_streams_key = static_cast<pthread_key_t>(-1);
-  });
-  if (g_streams_key == static_cast<pthread_key_t>(-1)) return nullptr;
-  void* p = mmap(nullptr, sizeof(StreamCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  if (pthread_setspecific(g_streams_key, p) != 0) {
-    munmap(p, sizeof(StreamCache));
-    return nullptr;
-  }
-  tl_streams = new (p) StreamCache();
-  tl_streams_failed = false;
-  return tl_streams;
-}
+// A thread without a cache: one entry, filled each time.
+[[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_one_stream;
 
 // The NULL, legacy and per-thread default streams are one per context: only for them does the context matter.
 inline bool context_dependent(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
@@ -104,7 +77,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   const bool by_ctx = context_dependent(s);
   CUcontext ctx = by_ctx ? current_context() : nullptr;
   auto c = reinterpret_cast<uintptr_t>(ctx);
-  StreamCache* cache = stream_cache();
+  StreamCache* cache = ThreadBlock<StreamCache>::get();
   uint32_t set = static_cast<uint32_t>(((h ^ c) * 0x9e3779b97f4a7c15ull) >> 60) & (kStreamSets - 1);
   if (cache)
     for (auto& e : cache->e[set])
@@ -123,9 +96,8 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
   StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
   if (!cache) {
-    thread_local StreamCacheEntry tl_one;  // no cache for this thread: one entry, filled each time
-    tl_one = fresh;
-    return &tl_one;
+    tl_one_stream = fresh;
+    return &tl_one_stream;
   }
   StreamCacheEntry& e = cache->e[set][cache->next[set]];
   cache->next[set] = static_cast<uint8_t>((cache->next[set] + 1) % kStreamWays);

@@ -5,6 +5,8 @@
 // This file is compiled without sanitizers (with dl_hooks.cc): a sanitizer
 // runtime calls dlsym -- that is, cdsa's hook -- while it initialises, before
 // instrumented code can run.
+#include "shim/libc_symbols.h"
+
 #include <atomic>
 #include <cstring>
 #include <elf.h>
@@ -125,22 +127,11 @@ void* libc_symbol(const char* name) {
 std::atomic<DlsymFn> g_dlsym{nullptr};
 std::atomic<DlvsymFn> g_dlvsym{nullptr};
 
-// libc's NAME, looked up once and kept in `slot`.
-template <class Fn>
-Fn cached_libc_symbol(std::atomic<Fn>& slot, const char* name) noexcept {
-  Fn f = slot.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<Fn>(libc_symbol(name));
-    slot.store(f, std::memory_order_release);
-  }
-  return f;
-}
-
 }  // namespace
 
-DlsymFn real_dlsym() noexcept { return cached_libc_symbol(g_dlsym, "dlsym"); }
+DlsymFn real_dlsym() noexcept { return real_libc(g_dlsym, "dlsym"); }
 
-DlvsymFn real_dlvsym() noexcept { return cached_libc_symbol(g_dlvsym, "dlvsym"); }
+DlvsymFn real_dlvsym() noexcept { return real_libc(g_dlvsym, "dlvsym"); }
 
 void* libc_function(const char* name) noexcept { return libc_symbol(name); }
 

@@ -4,14 +4,13 @@
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <ucontext.h>
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <new>
 
 #include "shim/log.h"
+#include "shim/thread_block.h"
 #include "symbolizer/bundled_dlopen.h"
 
 namespace cdsa {
@@ -147,9 +146,15 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
 }
 
 // Unloads so far: a library unloaded mid-run may be replaced by another at the same addresses, whose unwind
-// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) counts
-// them for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
+// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) keeps the
+// count for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
 // not ours, and glibc's own counter is read through dl_iterate_phdr (its first callback stops the walk).
+//
+// cdsa's count: a generation, bumped only when glibc's counter says a dlclose unloaded something (most unload
+// nothing: a library still referenced, or cdsa's own dlopen(RTLD_NOLOAD) + dlclose), plus, in the top bits, the
+// dlcloses in progress: no stack cached before a dlclose is served while it may be unmapping code, and none
+// unwound meanwhile is cached (a capture with those bits set is not kept). glibc's count never reaches them.
+constexpr uint64_t kUnloadGeneration = 1, kDlcloseInProgress = uint64_t{1} << 48;
 std::atomic<uint64_t> g_unloads{0};
 std::atomic<bool> g_unloads_hooked{false};
 int read_subs(dl_phdr_info* info, size_t size, void* data) {
@@ -158,11 +163,15 @@ int read_subs(dl_phdr_info* info, size_t size, void* data) {
   *static_cast<uint64_t*>(data) = subs;
   return 1;
 }
-inline uint64_t unload_count() {
-  if (g_unloads_hooked.load(std::memory_order_relaxed)) return g_unloads.load(std::memory_order_acquire);
+// glibc's count of objects unloaded so far (dlpi_subs: the same in every object's entry).
+uint64_t glibc_unloads() {
   uint64_t subs = 0;
   dl_iterate_phdr(read_subs, &subs);
   return subs;
+}
+inline uint64_t unload_count() {
+  if (g_unloads_hooked.load(std::memory_order_relaxed)) return g_unloads.load(std::memory_order_acquire);
+  return glibc_unloads();
 }
 
 // ---- the verified cache ----
@@ -200,6 +209,19 @@ struct Entry {
   uintptr_t out[kMaxFrames];
 };
 struct ThreadCache {
+  // The thread's stack, from pthread_getattr_np: false (no cache) where it cannot be had.
+  bool attach() noexcept {
+    pthread_attr_t attr;
+    void* lo = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    int rc = pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0 || !lo || !size) return false;
+    stack_lo = reinterpret_cast<uintptr_t>(lo);
+    stack_hi = stack_lo + size;
+    return true;
+  }
   uintptr_t stack_lo = 0, stack_hi = 0;
   uint32_t misses_since_hit = 0;
   uint8_t victim[kEntries / 2] = {};  // per set: the way to refill next
@@ -211,46 +233,9 @@ struct ThreadCache {
   Entry e[kEntries];
 };
 
-// One pointer of initial-exec TLS; the cache itself is mapped on the thread's first capture and unmapped when
-// the thread exits.
-[[gnu::tls_model("initial-exec")]] thread_local ThreadCache* tl_cache = nullptr;
-[[gnu::tls_model("initial-exec")]] thread_local bool tl_cache_failed = false;
-pthread_key_t g_cache_key;
-std::once_flag g_key_once;
-
-void release_cache(void* p) {
-  if (tl_cache == p) tl_cache = nullptr;
-  munmap(p, sizeof(ThreadCache));
-}
-
-ThreadCache* thread_cache() {
-  if (tl_cache) return tl_cache;
-  if (tl_cache_failed) return nullptr;
-  tl_cache_failed = true;  // until it works: one attempt per thread
-  std::call_once(g_key_once, [] {
-    if (pthread_key_create(&g_cache_key, release_cache) != 0) g_cache_key = static_cast<pthread_key_t>(-1);
-  });
-  if (g_cache_key == static_cast<pthread_key_t>(-1)) return nullptr;
-  pthread_attr_t attr;
-  void* lo = nullptr;
-  size_t size = 0;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return nullptr;
-  int rc = pthread_attr_getstack(&attr, &lo, &size);
-  pthread_attr_destroy(&attr);
-  if (rc != 0 || !lo || !size) return nullptr;
-  void* p = mmap(nullptr, sizeof(ThreadCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto* tc = new (p) ThreadCache();
-  tc->stack_lo = reinterpret_cast<uintptr_t>(lo);
-  tc->stack_hi = reinterpret_cast<uintptr_t>(lo) + size;
-  if (pthread_setspecific(g_cache_key, tc) != 0) {
-    munmap(p, sizeof(ThreadCache));
-    return nullptr;
-  }
-  tl_cache = tc;
-  tl_cache_failed = false;
-  return tc;
-}
+// A ThreadBlock: one pointer of initial-exec TLS; the cache itself is mapped on the thread's first capture and
+// unmapped when the thread exits.
+ThreadCache* thread_cache() { return ThreadBlock<ThreadCache>::get(); }
 
 // 2-way sets by stack pointer: two sites called from the same frame (same SP at the capture point) alternate
 // without evicting each other.
@@ -362,7 +347,7 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
       e->sp0 = sp0;
       return -n_out - 1;
     }
-    if (ok && n_out <= kMaxFrames) {
+    if (ok && n_out <= kMaxFrames && unloads < kDlcloseInProgress) {
       e->uncacheable = 0;
       e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
       e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
@@ -511,12 +496,16 @@ int capture_native_stack_uncached(uintptr_t* out, int max) noexcept {
 }
 
 void native_cache_clear() noexcept {
-  if (!tl_cache) return;
-  for (Entry& e : tl_cache->e) e.sp0 = 0;
-  tl_cache->misses_since_hit = 0;
+  ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
+  if (!tc) return;
+  for (Entry& e : tc->e) e.sp0 = 0;
+  tc->misses_since_hit = 0;
 }
 
-NativeCacheStats native_cache_stats() noexcept { return tl_cache ? tl_cache->stats : NativeCacheStats{}; }
+NativeCacheStats native_cache_stats() noexcept {
+  const ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
+  return tc ? tc->stats : NativeCacheStats{};
+}
 uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); }
 
 }  // namespace cdsa
@@ -526,9 +515,11 @@ extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
   using DlcloseFn = int (*)(void*);
   static DlcloseFn real = reinterpret_cast<DlcloseFn>(dlsym(RTLD_NEXT, "dlclose"));
   if (!real) return -1;
-  cdsa::g_unloads.fetch_add(1, std::memory_order_acq_rel);
+  cdsa::g_unloads.fetch_add(cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
+  const uint64_t before = cdsa::glibc_unloads();
   int rc = real(handle);
-  cdsa::g_unloads.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t unloaded = cdsa::glibc_unloads() != before ? cdsa::kUnloadGeneration : 0;
+  cdsa::g_unloads.fetch_add(unloaded - cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
   return rc;
 }
 

@@ -1,0 +1,34 @@
+// The C library's own functions, found by reading libc's ELF dynamic symbol
+// table through dl_iterate_phdr: never through dlsym, which cdsa interposes.
+//
+// Contract: thread-safe, no allocation, no lock of cdsa's; usable before a
+// sanitizer runtime is ready (libc_symbols.cc is compiled without sanitizers).
+// `libc_function(name)` walks the symbol table on every call; `real_libc(slot,
+// name)` does it once and keeps the result in `slot`, for hooks that forward to
+// libc on every call:
+//
+//   static std::atomic<int (*)(FILE*, const char*, va_list)> real_vfprintf{nullptr};
+//   return real_libc(real_vfprintf, "vfprintf")(f, fmt, ap);
+#pragma once
+
+#include <atomic>
+
+namespace cdsa {
+
+// libc's `name` (versioned GLIBC_2.34, else GLIBC_2.2.5, else any), or null.
+void* libc_function(const char* name) noexcept;
+
+// libc's `name` as an `F`, looked up on the first call and kept in `slot`. Two threads racing on the first call
+// both look it up and store the same pointer. Inlined at every call: libc_symbols.cc (the dlsym path) is built
+// without sanitizers, and no shared out-of-line copy may come from an instrumented file.
+template <typename F>
+[[gnu::always_inline]] inline F real_libc(std::atomic<F>& slot, const char* name) noexcept {
+  F f = slot.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0)) {
+    f = reinterpret_cast<F>(libc_function(name));
+    slot.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+}  // namespace cdsa
