@@ -12,7 +12,7 @@
 namespace cdsa {
 namespace {
 
-enum State : int { kUntried = 0, kActive = 1, kDisabled = 2 };
+enum BreadcrumbsState : int { kUntried = 0, kActive = 1, kDisabled = 2 };
 std::atomic<int> g_state{kUntried};
 std::mutex g_init_mutex;  // warm-up only
 uint64_t* g_slots = nullptr;

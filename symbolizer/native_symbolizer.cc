@@ -95,15 +95,15 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
   struct stat self_st;
   const bool have_self = file_name != nullptr && ::stat(file_name, &self_st) == 0;
 
-  enum class Check { kBuildIdOrCrc, kNone };
-  auto try_path = [&](const std::string& p, Check check) -> int {
+  enum class DebugFileCheck { kBuildIdOrCrc, kNone };
+  auto try_path = [&](const std::string& p, DebugFileCheck check) -> int {
     struct stat st;
     if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
     if (have_self && st.st_dev == self_st.st_dev && st.st_ino == self_st.st_ino) return -1;
     ElfReader r;
     std::string err;
     if (!r.open(p, &err)) return -1;
-    if (check == Check::kBuildIdOrCrc) {
+    if (check == DebugFileCheck::kBuildIdOrCrc) {
       if (!want.empty()) {
         std::string got;
         if (!r.build_id(&got, &err) || got != want) return -1;
@@ -122,14 +122,14 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
   if (want.size() > 2) {
     const int fd = try_path(std::string(kDebugRoot) + "/.build-id/" + want.substr(0, 2) + "/" +
                                 want.substr(2) + ".debug",
-                            Check::kBuildIdOrCrc);
+                            DebugFileCheck::kBuildIdOrCrc);
     if (fd >= 0) return fd;
   }
   if (debuglink_file != nullptr && debuglink_file[0] != '\0') {
     if (debuglink_file[0] == '/') {
       // Absolute name: the DWZ alternate file (.gnu_debugaltlink); it has its
       // own build-id, which libdw checks when it uses the file.
-      return try_path(debuglink_file, Check::kNone);
+      return try_path(debuglink_file, DebugFileCheck::kNone);
     }
     std::string dir;
     if (file_name != nullptr) {
@@ -141,7 +141,7 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
       for (const std::string& cand :
            {dir + "/" + debuglink_file, dir + "/.debug/" + debuglink_file,
             std::string(kDebugRoot) + dir + "/" + debuglink_file}) {
-        const int fd = try_path(cand, Check::kBuildIdOrCrc);
+        const int fd = try_path(cand, DebugFileCheck::kBuildIdOrCrc);
         if (fd >= 0) return fd;
       }
     }
