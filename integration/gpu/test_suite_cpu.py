@@ -259,18 +259,22 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- the harness
-def live_processes_with(text):
-    """Live (non-zombie) processes whose command line holds `text`."""
+def live_processes_with(text, logdir):
+    """Live (non-zombie) processes whose command line holds `text` and that run in this suite's `logdir` (each
+    case runs in logdir/runs/<case>, and its children inherit that: another suite run on the machine, such as a
+    second checkout's tests, is not counted)."""
     out = []
+    logdir = os.path.realpath(logdir)
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             cmd = pathlib.Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = pathlib.Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cwd = os.readlink(f"/proc/{d}/cwd")
         except OSError:
             continue
-        if text in cmd and state not in ("Z", "X"):
+        if text in cmd and state not in ("Z", "X") and (cwd + "/").startswith(logdir + "/"):
             out.append(int(d))
     return out
 
@@ -301,7 +305,7 @@ def test_fake_slow_and_hanging_cases_within_the_budget(tmp_path):
     assert re.search(r"\| f3 \| .* \| TIMEOUT \|", table) and re.search(r"\| f2 \| .* \| PASS \|", table), table
     assert "process tree killed" in (tmp_path / "f3.err").read_text()
     assert suite.group_members(hang_pgid(tmp_path)) == []
-    assert live_processes_with("time.sleep(1000)") == []
+    assert live_processes_with("time.sleep(1000)", tmp_path) == []
 
 
 def test_sigterm_writes_the_finished_verdicts_and_kills_the_trees(tmp_path):
@@ -326,7 +330,7 @@ def test_sigterm_writes_the_finished_verdicts_and_kills_the_trees(tmp_path):
     assert (tmp_path / "results.json").read_text() == results.read_text()
     assert "| f3 | reported as timed out, tree killed | NOT RUN |" in (tmp_path / "table.md").read_text()
     assert suite_group_gone(pgid)
-    assert live_processes_with("time.sleep(1000)") == []
+    assert live_processes_with("time.sleep(1000)", tmp_path) == []
 
 
 def suite_group_gone(pgid):
