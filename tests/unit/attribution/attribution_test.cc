@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -117,37 +118,48 @@ TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
 }
 
 TEST(Attribution, AssertFunctionIdentifierIsTheBareKernelName) {
-  EXPECT_EQ(assert_function_identifier("nll_loss_forward_reduce_cuda_kernel_2d"),
-            "nll_loss_forward_reduce_cuda_kernel_2d");
-  EXPECT_EQ(assert_function_identifier("void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)"),
-            "index_kernel");
-  EXPECT_EQ(assert_function_identifier("void foo(T*) [with T = float]"), "foo");
-  EXPECT_EQ(assert_function_identifier("void bar<(int)4>(int*)"), "bar");
-  EXPECT_EQ(assert_function_identifier("ns::baz<Op<int>>"), "baz");
-  EXPECT_EQ(assert_function_identifier(""), "");
-  EXPECT_EQ(assert_function_identifier("<>"), "");
+  struct Case {
+    const char* function;
+    const char* identifier;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {"nll_loss_forward_reduce_cuda_kernel_2d", "nll_loss_forward_reduce_cuda_kernel_2d"},
+           {"void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)", "index_kernel"},
+           {"void foo(T*) [with T = float]", "foo"},
+           {"void bar<(int)4>(int*)", "bar"},
+           {"ns::baz<Op<int>>", "baz"},
+           {"", ""},
+           {"<>", ""},
+       })
+    EXPECT_EQ(assert_function_identifier(c.function), c.identifier) << c.function;
 }
 
 TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
-  // Mangled: compared demangled.
-  EXPECT_TRUE(kernel_matches_assert_function("_Z6kernelPi", "kernel"));
-  EXPECT_TRUE(kernel_matches_assert_function(
-      "_ZN2at6native38nll_loss_forward_reduce_cuda_kernel_2dIflEEvPT_S3_PKS2_PKT0_S5_bllll",
-      "nll_loss_forward_reduce_cuda_kernel_2d"));
-  EXPECT_TRUE(kernel_matches_assert_function("_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
-                                             "void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, "
-                                             "long)"));
-  EXPECT_FALSE(kernel_matches_assert_function("_Z13kernel_helperPi", "kernel"));
-  EXPECT_FALSE(kernel_matches_assert_function("_Z16kernel_helperXYZPi", "kernel"));
-  EXPECT_FALSE(kernel_matches_assert_function("_Z3fooI6kernelEvPi", "kernel"));  // foo<kernel>: a type argument
-  EXPECT_FALSE(kernel_matches_assert_function("_Z6kernelPi", "kern"));
-  // Plain and demangled names: the identifier standing whole.
-  EXPECT_TRUE(kernel_matches_assert_function("elementwise_add", "elementwise_add"));
-  EXPECT_TRUE(kernel_matches_assert_function("void gemm_kernel<float>(float*)", "gemm_kernel"));
-  EXPECT_FALSE(kernel_matches_assert_function("void gemm_kernel<float>(float*)", "kernel"));
-  EXPECT_FALSE(kernel_matches_assert_function("elementwise_add2", "elementwise_add"));
-  EXPECT_FALSE(kernel_matches_assert_function("elementwise_add", ""));
-  EXPECT_FALSE(kernel_matches_assert_function("", "elementwise_add"));
+  struct Case {
+    const char* kernel;
+    const char* function;
+    bool matches;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           // Mangled: compared demangled.
+           {"_Z6kernelPi", "kernel", true},
+           {"_ZN2at6native38nll_loss_forward_reduce_cuda_kernel_2dIflEEvPT_S3_PKS2_PKT0_S5_bllll",
+            "nll_loss_forward_reduce_cuda_kernel_2d", true},
+           {"_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
+            "void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)", true},
+           {"_Z13kernel_helperPi", "kernel", false},
+           {"_Z16kernel_helperXYZPi", "kernel", false},
+           {"_Z3fooI6kernelEvPi", "kernel", false},  // foo<kernel>: a type argument
+           {"_Z6kernelPi", "kern", false},
+           // Plain and demangled names: the identifier standing whole.
+           {"elementwise_add", "elementwise_add", true},
+           {"void gemm_kernel<float>(float*)", "gemm_kernel", true},
+           {"void gemm_kernel<float>(float*)", "kernel", false},
+           {"elementwise_add2", "elementwise_add", false},
+           {"elementwise_add", "", false},
+           {"", "elementwise_add", false},
+       })
+    EXPECT_EQ(kernel_matches_assert_function(c.kernel, c.function), c.matches) << c.kernel << " / " << c.function;
 }
 
 TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {
