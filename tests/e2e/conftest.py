@@ -11,7 +11,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-BUILD = pathlib.Path(os.environ.get("CDSA_BUILD_DIR", ROOT / "build")).resolve()
+BUILD = pathlib.Path(os.environ.get("TEST_BUILD_DIR", ROOT / "build")).resolve()
 LIBCDSA = BUILD / "lib" / "libcdsa.so"
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = HERE / "scripts"
@@ -21,8 +21,7 @@ from report_text import BANNER, report_block  # noqa: E402  (one rule with the G
 
 
 def clean_env(extra=None, preload=True, dll="cdll"):
-    # No CDSA_ variable from outside: the developer's own settings would change the reports, and ctest's
-    # CDSA_BUILD_DIR would be reported as unknown.
+    # No CDSA_ variable from outside: the developer's own settings would change the reports.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_") and k != "LD_PRELOAD"}
     env["PYTHONPATH"] = str(SCRIPTS)
     env["LD_LIBRARY_PATH"] = str(SIMDIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")

@@ -44,5 +44,5 @@ foreach(suite interposition real_runtimes)
   add_test(NAME e2e_${suite}
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_${suite}.py)
   set_tests_properties(e2e_${suite} PROPERTIES ENVIRONMENT
-                       "CDSA_BUILD_DIR=${CMAKE_BINARY_DIR};CDSA_CUDA_ROOT=${CDSA_CUDA_ROOT}" TIMEOUT 1200)
+                       "TEST_BUILD_DIR=${CMAKE_BINARY_DIR};TEST_CUDA_ROOT=${CDSA_CUDA_ROOT}" TIMEOUT 1200)
 endforeach()

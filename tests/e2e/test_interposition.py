@@ -10,7 +10,7 @@ from conftest import BANNER, BUILD, PROGRAMS, run_program
 
 CASES = PROGRAMS / "e2e_interpose_cases"
 SCOPE = PROGRAMS / "e2e_scope_case"
-STUB = os.path.join(os.environ.get("CDSA_CUDA_ROOT", "/usr/local/cuda"), "lib64", "stubs", "libcuda.so")
+STUB = os.path.join(os.environ.get("TEST_CUDA_ROOT", "/usr/local/cuda"), "lib64", "stubs", "libcuda.so")
 EXEMPT = {"cuGetErrorString", "cuGetErrorName", "cuDriverGetVersion", "cuGetExportTable"}
 ASSERT_LINES = [
     f"Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [{i},0,0] "

@@ -16,7 +16,7 @@ from conftest import BUILD, PROGRAMS, SCRIPTS, clean_env
 
 import subprocess
 
-CUDA = os.environ.get("CDSA_CUDA_ROOT", "/usr/local/cuda")
+CUDA = os.environ.get("TEST_CUDA_ROOT", "/usr/local/cuda")
 INCLUDE = os.path.join(CUDA, "include")
 EXEMPT = {"cuGetErrorString", "cuGetErrorName", "cuDriverGetVersion", "cuGetExportTable"}
 INTEROP = {"GL": "GL/gl.h", "EGL": "EGL/egl.h", "VDPAU": "vdpau/vdpau.h"}

@@ -1,5 +1,5 @@
 """Unit test of gen_entry_points.py: the table it derives from the toolkit, and one clear message per bad input.
-Run by ctest (label sim) as: python3 -m pytest tests/sim/test_gen_entry_points.py (CDSA_CUDA_ROOT may point
+Run by ctest (label sim) as: python3 -m pytest tests/sim/test_gen_entry_points.py (TEST_CUDA_ROOT may point
 elsewhere than /usr/local/cuda)."""
 import os
 import pathlib
@@ -11,10 +11,10 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 GEN = HERE / "gen_entry_points.py"
-CUDA = pathlib.Path(os.environ.get("CDSA_CUDA_ROOT", "/usr/local/cuda"))
+CUDA = pathlib.Path(os.environ.get("TEST_CUDA_ROOT", "/usr/local/cuda"))
 TYPEDEFS = CUDA / "include" / "cudaTypedefs.h"
 CUDA_H = CUDA / "include" / "cuda.h"
-STUB = pathlib.Path(os.environ.get("CDSA_SIM_STUB", CUDA / "lib64" / "stubs" / "libcuda.so"))
+STUB = pathlib.Path(os.environ.get("TEST_SIM_STUB", CUDA / "lib64" / "stubs" / "libcuda.so"))
 
 
 def gen(tmp_path, typedefs=TYPEDEFS, cuda_h=CUDA_H, stub=STUB):

@@ -17,7 +17,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("CDSA_BUILD_DIR", ROOT / "build")).resolve()
+BUILD = pathlib.Path(os.environ.get("TEST_BUILD_DIR", ROOT / "build")).resolve()
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = ROOT / "tests" / "e2e" / "scripts"
 BANNER = "cdsa: asynchronous CUDA fault"

@@ -175,7 +175,7 @@ TEST(Config, TraceConfigObjectKeepsItsKeys) {
 
 // load_config() keeps the problems; report_config_problems_once() prints them on its first call only.
 TEST(Config, ProblemsArePrintedOnceWhenAsked) {
-  // Only this test's variables (the harness may set its own, e.g. CDSA_BUILD_DIR).
+  // Only this test's variables (the harness may set its own, e.g. TEST_BUILD_DIR).
   std::vector<std::string> others;
   for (char** e = environ; *e; ++e)
     if (!strncmp(*e, "CDSA_", 5)) others.emplace_back(*e, strcspn(*e, "="));
