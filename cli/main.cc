@@ -11,6 +11,8 @@
 
 #include "base/version.h"
 #include "cli/commands.h"
+#include "shim/config.h"
+#include "symbolizer/native_symbolizer.h"
 
 namespace cdsa::cli {
 namespace {
@@ -60,6 +62,10 @@ int main_entry(int argc, char** argv) {
     printf("cdsa %s\n", CDSA_VERSION);
     return 0;
   }
+  // The symbolizer's libdw comes from the same CDSA_* table as the preloaded library's (its problems are
+  // `cdsa doctor`'s and `cdsa run`'s to show).
+  load_config();
+  symbolizer::set_libdw_choice(config().libdw_path, config().no_libdw);
   for (const auto& c : kCommands)
     if (!strcmp(argv[1], c.name)) return c.run(argc - 2, argv + 2);
   fprintf(stderr, "cdsa: unknown command '%s' (see cdsa --help)\n", argv[1]);

@@ -1,15 +1,17 @@
-// libcdsa.so's constructor: read the configuration, find libc's own dlsym, and
-// nothing else. No CUDA call, no thread, no file until the process itself uses
-// CUDA (the first wrapped driver call starts cdsa: see lifecycle.h).
+// libcdsa.so's constructor: read the configuration (and tell the symbolizer which
+// libdw it names), find libc's own dlsym, and nothing else. No CUDA call, no thread, no file until the process itself
+// uses CUDA (the first wrapped driver call starts cdsa: see lifecycle.h).
 #include "shim/config.h"
 #include "shim/driver.h"
 #include "shim/interpose.h"
 #include "shim/native_stack.h"
+#include "symbolizer/native_symbolizer.h"
 
 namespace {
 
 __attribute__((constructor(101))) void cdsa_load() {
   cdsa::load_config();
+  cdsa::symbolizer::set_libdw_choice(cdsa::config().libdw_path, cdsa::config().no_libdw);
   cdsa::real_dlsym();
   cdsa::real_dlvsym();
   cdsa::self_range_init();

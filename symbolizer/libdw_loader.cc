@@ -17,19 +17,22 @@ constexpr const char kFallbackWhat[] =
     "live frames use dladdr (exported symbols only), offline frames use the ELF "
     "symbol table; no file:line, no inlined frames";
 
+// choose_libdw(): read once, by the first dw_api().
+const char* g_choice_path = nullptr;
+bool g_choice_disabled = false;
+
 DwApi load() {
   DwApi api;
 #if !CDSA_HAVE_LIBDWFL_H
   api.description = std::string("libdw support not compiled in (elfutils headers missing): ") + kFallbackWhat;
   return api;
 #else
-  const char* off = std::getenv("CDSA_SYMBOLIZER_NO_LIBDW");
-  if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) {
+  if (g_choice_disabled) {
     api.description = std::string("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW: ") + kFallbackWhat;
     return api;
   }
-  // CDSA_LIBDW_PATH, else the copy shipped with cdsa (the wheel's cdsa/lib/vendor/), else the system's.
-  const char* path = std::getenv("CDSA_LIBDW_PATH");
+  // The chosen path, else the copy shipped with cdsa (the wheel's cdsa/lib/vendor/), else the system's.
+  const char* path = g_choice_path;
   char used[PATH_MAX], why[1024];
   void* h = nullptr;
   if (path != nullptr && path[0] != '\0') {
@@ -69,6 +72,11 @@ DwApi load() {
 }
 
 }  // namespace
+
+void choose_libdw(const char* path, bool disabled) {
+  g_choice_path = path;
+  g_choice_disabled = disabled;
+}
 
 const DwApi& dw_api() {
   static const DwApi api = load();

@@ -10,9 +10,8 @@
 //    whole process (the library is never dlclose'd).
 //  - The libdw functions themselves are NOT thread-safe on a shared Dwfl;
 //    callers serialize every libdw call with libdw_mutex().
-//  - Environment:
-//      CDSA_SYMBOLIZER_NO_LIBDW=1   never load libdw (forces the fallback)
-//      CDSA_LIBDW_PATH=<file>       dlopen this instead of "libdw.so.1"
+//  - Which libdw: set_libdw_choice() (native_symbolizer.h) before the first
+//    dw_api(): a path to dlopen instead of "libdw.so.1", or none at all.
 #pragma once
 
 #include <mutex>
@@ -26,34 +25,34 @@
 namespace cdsa::symbolizer::internal {
 
 #if CDSA_HAVE_LIBDWFL_H
-#define CDSA_DW_FUNCTIONS(X)        \
-  X(dwfl_begin)                     \
-  X(dwfl_end)                       \
-  X(dwfl_errno)                     \
-  X(dwfl_errmsg)                    \
-  X(dwfl_version)                   \
-  X(dwfl_report_begin)              \
-  X(dwfl_report_end)                \
-  X(dwfl_report_elf)                \
-  X(dwfl_linux_proc_report)         \
-  X(dwfl_linux_proc_find_elf)       \
-  X(dwfl_standard_find_debuginfo)   \
-  X(dwfl_offline_section_address)   \
-  X(dwfl_addrmodule)                \
-  X(dwfl_module_addrinfo)           \
-  X(dwfl_module_getsrc)             \
-  X(dwfl_lineinfo)                  \
-  X(dwfl_module_addrdie)            \
-  X(dwfl_module_build_id)           \
-  X(dwfl_module_getelf)             \
-  X(dwarf_getscopes)                \
-  X(dwarf_tag)                      \
-  X(dwarf_attr)                     \
-  X(dwarf_attr_integrate)           \
-  X(dwarf_formstring)               \
-  X(dwarf_formudata)                \
-  X(dwarf_diename)                  \
-  X(dwarf_getsrcfiles)              \
+#define CDSA_DW_FUNCTIONS(X)      \
+  X(dwfl_begin)                   \
+  X(dwfl_end)                     \
+  X(dwfl_errno)                   \
+  X(dwfl_errmsg)                  \
+  X(dwfl_version)                 \
+  X(dwfl_report_begin)            \
+  X(dwfl_report_end)              \
+  X(dwfl_report_elf)              \
+  X(dwfl_linux_proc_report)       \
+  X(dwfl_linux_proc_find_elf)     \
+  X(dwfl_standard_find_debuginfo) \
+  X(dwfl_offline_section_address) \
+  X(dwfl_addrmodule)              \
+  X(dwfl_module_addrinfo)         \
+  X(dwfl_module_getsrc)           \
+  X(dwfl_lineinfo)                \
+  X(dwfl_module_addrdie)          \
+  X(dwfl_module_build_id)         \
+  X(dwfl_module_getelf)           \
+  X(dwarf_getscopes)              \
+  X(dwarf_tag)                    \
+  X(dwarf_attr)                   \
+  X(dwarf_attr_integrate)         \
+  X(dwarf_formstring)             \
+  X(dwarf_formudata)              \
+  X(dwarf_diename)                \
+  X(dwarf_getsrcfiles)            \
   X(dwarf_filesrc)
 #endif
 
@@ -68,6 +67,9 @@ struct DwApi {
 };
 
 const DwApi& dw_api();
+
+// What set_libdw_choice() (native_symbolizer.h) sets: read by the first dw_api().
+void choose_libdw(const char* path, bool disabled);
 std::mutex& libdw_mutex();
 
 }  // namespace cdsa::symbolizer::internal

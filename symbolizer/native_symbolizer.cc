@@ -22,8 +22,8 @@
 
 namespace cdsa::symbolizer {
 
-using internal::DwApi;
 using internal::dw_api;
+using internal::DwApi;
 using internal::ElfReader;
 using internal::ElfSymbol;
 using internal::libdw_mutex;
@@ -53,8 +53,7 @@ void append_location(std::string* s, const std::string& file, int line) {
 void fill_from_dladdr(uintptr_t lookup, uintptr_t pc, NativeFrame* f) {
   Dl_info info;
   std::memset(&info, 0, sizeof info);
-  if (dladdr(reinterpret_cast<void*>(lookup), &info) != 0 && info.dli_sname != nullptr &&
-      info.dli_saddr != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(lookup), &info) != 0 && info.dli_sname != nullptr && info.dli_saddr != nullptr) {
     f->function = demangle(info.dli_sname);
     f->symbol_offset = pc - reinterpret_cast<uintptr_t>(info.dli_saddr);
   }
@@ -62,8 +61,8 @@ void fill_from_dladdr(uintptr_t lookup, uintptr_t pc, NativeFrame* f) {
 
 // Symbol lookup in a sorted ElfReader::function_symbols() list.
 const ElfSymbol* lookup_symbol(const std::vector<ElfSymbol>& syms, uint64_t addr) {
-  auto it = std::upper_bound(syms.begin(), syms.end(), addr,
-                             [](uint64_t a, const ElfSymbol& s) { return a < s.value; });
+  auto it =
+      std::upper_bound(syms.begin(), syms.end(), addr, [](uint64_t a, const ElfSymbol& s) { return a < s.value; });
   // Walk back over a few candidates (nested or aliased symbols).
   for (int steps = 0; it != syms.begin() && steps < 64; ++steps) {
     --it;
@@ -81,9 +80,8 @@ const ElfSymbol* lookup_symbol(const std::vector<ElfSymbol>& syms, uint64_t addr
 // which could reach the network from inside a faulting program). Every
 // candidate is verified against the module's build-id, or against the
 // .gnu_debuglink CRC when the module has no build-id.
-int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*modname*/,
-                         Dwarf_Addr /*base*/, const char* file_name,
-                         const char* debuglink_file, GElf_Word debuglink_crc,
+int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*modname*/, Dwarf_Addr /*base*/,
+                         const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                          char** debuginfo_file_name) {
   const DwApi& api = dw_api();
   std::string want;
@@ -120,9 +118,9 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
 
   static const char* const kDebugRoot = "/usr/lib/debug";
   if (want.size() > 2) {
-    const int fd = try_path(std::string(kDebugRoot) + "/.build-id/" + want.substr(0, 2) + "/" +
-                                want.substr(2) + ".debug",
-                            DebugFileCheck::kBuildIdOrCrc);
+    const int fd =
+        try_path(std::string(kDebugRoot) + "/.build-id/" + want.substr(0, 2) + "/" + want.substr(2) + ".debug",
+                 DebugFileCheck::kBuildIdOrCrc);
     if (fd >= 0) return fd;
   }
   if (debuglink_file != nullptr && debuglink_file[0] != '\0') {
@@ -138,9 +136,8 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
       if (slash != std::string::npos) dir = f.substr(0, slash);
     }
     if (!dir.empty()) {
-      for (const std::string& cand :
-           {dir + "/" + debuglink_file, dir + "/.debug/" + debuglink_file,
-            std::string(kDebugRoot) + dir + "/" + debuglink_file}) {
+      for (const std::string& cand : {dir + "/" + debuglink_file, dir + "/.debug/" + debuglink_file,
+                                      std::string(kDebugRoot) + dir + "/" + debuglink_file}) {
         const int fd = try_path(cand, DebugFileCheck::kBuildIdOrCrc);
         if (fd >= 0) return fd;
       }
@@ -186,8 +183,7 @@ std::string dwfl_error(const DwApi& api) {
 std::string die_name(const DwApi& api, Dwarf_Die* die) {
   Dwarf_Attribute attr;
   const char* n = api.dwarf_formstring(api.dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-  if (n == nullptr)
-    n = api.dwarf_formstring(api.dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (n == nullptr) n = api.dwarf_formstring(api.dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
   if (n != nullptr) return demangle(n);
   n = api.dwarf_diename(die);
   return n ? n : "";
@@ -203,8 +199,8 @@ std::string module_build_id(const DwApi& api, Dwfl_Module* mod) {
 // Fills function / symbol_offset / file / line / inlined of `f` from `mod` at
 // `addr` (an address in the Dwfl's address space). pc_delta = pc - lookup pc.
 // Requires libdw_mutex().
-void fill_from_dwfl_module(const DwApi& api, Dwfl_Module* mod, Dwarf_Addr addr,
-                           uint64_t pc_delta, bool resolve_inlines, NativeFrame* f) {
+void fill_from_dwfl_module(const DwApi& api, Dwfl_Module* mod, Dwarf_Addr addr, uint64_t pc_delta, bool resolve_inlines,
+                           NativeFrame* f) {
   GElf_Off off = 0;
   GElf_Sym sym;
   std::memset(&sym, 0, sizeof sym);
@@ -331,8 +327,9 @@ std::string symbolizer_backend_description() { return dw_api().description; }
 
 bool symbolizer_has_libdw() { return dw_api().ok; }
 
-std::vector<NativeFrame> symbolize_live(const uintptr_t* pcs, size_t n,
-                                        bool pcs_are_return_addresses,
+void set_libdw_choice(const char* path, bool disabled) { internal::choose_libdw(path, disabled); }
+
+std::vector<NativeFrame> symbolize_live(const uintptr_t* pcs, size_t n, bool pcs_are_return_addresses,
                                         const SymbolizerOptions& options) {
   std::vector<NativeFrame> frames;
   if (pcs == nullptr || n == 0) return frames;
@@ -368,10 +365,9 @@ std::vector<NativeFrame> symbolize_live(const uintptr_t* pcs, size_t n,
         const std::string on_disk = module_build_id(api, mod);
         if (on_disk != mods[i]->build_id) {
           f.error = on_disk.empty()
-                        ? "module file on disk is gone or unreadable (loaded build-id " +
-                              mods[i]->build_id + "): exported symbol only"
-                        : "file on disk differs from the loaded module (build-id " + on_disk +
-                              " on disk, " +
+                        ? "module file on disk is gone or unreadable (loaded build-id " + mods[i]->build_id +
+                              "): exported symbol only"
+                        : "file on disk differs from the loaded module (build-id " + on_disk + " on disk, " +
                               (mods[i]->build_id.empty() ? std::string("none") : mods[i]->build_id) +
                               " loaded): exported symbol only";
           continue;
@@ -399,8 +395,7 @@ struct OfflineSymbolizer::ModuleState {
   std::vector<ElfSymbol> symbols;  // fallback when libdw is not used
 };
 
-OfflineSymbolizer::OfflineSymbolizer(std::vector<Module> recorded_map,
-                                     const SymbolizerOptions& options)
+OfflineSymbolizer::OfflineSymbolizer(std::vector<Module> recorded_map, const SymbolizerOptions& options)
     : map_(std::move(recorded_map)), options_(options) {
   states_.resize(map_.size());
 }
@@ -444,9 +439,8 @@ OfflineSymbolizer::ModuleState* OfflineSymbolizer::state_for(size_t index) {
   if (s.file_build_id != m.build_id) {
     s.state = ModuleStatus::State::kMismatch;
     s.message = "binary changed since the run: build-id " +
-                (s.file_build_id.empty() ? std::string("none") : s.file_build_id) +
-                ", recorded " + (m.build_id.empty() ? std::string("none") : m.build_id) + " (" +
-                m.path + ")";
+                (s.file_build_id.empty() ? std::string("none") : s.file_build_id) + ", recorded " +
+                (m.build_id.empty() ? std::string("none") : m.build_id) + " (" + m.path + ")";
     return st;
   }
   if (m.build_id.empty()) {
@@ -467,8 +461,7 @@ OfflineSymbolizer::ModuleState* OfflineSymbolizer::state_for(size_t index) {
       api.dwfl_report_begin(dwfl);
       // Base 0: Dwfl addresses are the file's own virtual addresses, i.e.
       // (pc - recorded bias) for both ET_DYN and ET_EXEC.
-      Dwfl_Module* mod =
-          api.dwfl_report_elf(dwfl, basename_of(m.path).c_str(), m.path.c_str(), -1, 0, true);
+      Dwfl_Module* mod = api.dwfl_report_elf(dwfl, basename_of(m.path).c_str(), m.path.c_str(), -1, 0, true);
       const std::string report_err = mod ? std::string() : dwfl_error(api);
       api.dwfl_report_end(dwfl, nullptr, nullptr);
       if (mod != nullptr) {
@@ -540,14 +533,12 @@ NativeFrame OfflineSymbolizer::symbolize_pc(uintptr_t pc, bool is_return_address
   return symbolize_locked(pc, is_return_address);
 }
 
-std::vector<NativeFrame> OfflineSymbolizer::symbolize(const uintptr_t* pcs, size_t n,
-                                                      bool pcs_are_return_addresses) {
+std::vector<NativeFrame> OfflineSymbolizer::symbolize(const uintptr_t* pcs, size_t n, bool pcs_are_return_addresses) {
   std::vector<NativeFrame> frames;
   if (pcs == nullptr) return frames;
   frames.reserve(n);
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < n; ++i)
-    frames.push_back(symbolize_locked(pcs[i], pcs_are_return_addresses && i > 0));
+  for (size_t i = 0; i < n; ++i) frames.push_back(symbolize_locked(pcs[i], pcs_are_return_addresses && i > 0));
   return frames;
 }
 

@@ -40,8 +40,7 @@ namespace cdsa::symbolizer {
 
 struct SymbolizerOptions {
   // false: do not use libdw even if it is available (the dladdr / ELF-symtab
-  // fallback). The environment variable CDSA_SYMBOLIZER_NO_LIBDW=1 forces
-  // this process-wide.
+  // fallback). set_libdw_choice(path, true) forces this process-wide.
   bool use_libdw = true;
   // Resolve inlined frames from DWARF (NativeFrame::inlined).
   bool resolve_inlines = true;
@@ -105,6 +104,12 @@ std::string symbolizer_backend_description();
 
 // True when libdw was loaded and is used (unless an option disables it).
 bool symbolizer_has_libdw();
+
+// Which libdw the process loads: `path` ("" or null: the copy bundled beside cdsa, else the system's libdw.so.1;
+// the caller keeps it alive for the process), or none when `disabled`. The configuration's CDSA_LIBDW_PATH and
+// CDSA_SYMBOLIZER_NO_LIBDW (shim/config_vars.def): libcdsa.so's constructor and the CLI's main() set it once,
+// before anything symbolizes; a call after libdw was first looked for changes nothing.
+void set_libdw_choice(const char* path, bool disabled);
 
 // Symbolizes PCs of the running process (captures a fresh module map).
 // pcs_are_return_addresses: the PCs come from a stack walk (unw_backtrace,

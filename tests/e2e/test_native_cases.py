@@ -168,3 +168,34 @@ def test_libcdsa_links_only_libc_and_keeps_static_tls_small():
              "putc_unlocked"}  # the assert-text capture (shim/assert_capture.h)
     assert all(n.startswith("cu") or n in {"dlsym", "dlvsym", "dlclose", "write", "InitializeInjection"} | stdio
                for n in exported), exported
+
+
+@pytest.mark.parametrize("env", [{"CDSA_SYMBOLIZER_NO_LIBDW": "1"}, {"CDSA_LIBDW_PATH": "/nonexistent/libdw.so.1"}],
+                         ids=["no_libdw", "libdw_path"])
+def test_the_configured_libdw_is_the_one_the_live_report_uses(tmp_path, env):
+    """CDSA_SYMBOLIZER_NO_LIBDW / CDSA_LIBDW_PATH (shim/config_vars.def) reach the symbolizer: without libdw the
+    launch site has no file:line (the default run has it: test_cpp_loss_names_the_native_launch_site), and neither
+    variable is called unknown."""
+    run = run_program([CASES, "nll", 10], cwd=tmp_path, env=env)
+    assert run.reports == 1, run.err
+    line, _ = marker_line(SOURCE, "LAUNCH-SITE")
+    part = run.launch_part()
+    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in part, part
+    assert f"driver_cases.cc:{line}" not in part, part
+    assert "unknown variable" not in run.err, run.err
+
+
+def test_cdsa_doctor_names_the_configured_libdw(tmp_path):
+    """The CLI reads the same table: `cdsa doctor`'s symbolizer line follows CDSA_SYMBOLIZER_NO_LIBDW and
+    CDSA_LIBDW_PATH, and lists neither as unknown."""
+    cli = BUILD / "bin" / "cdsa"
+    seen = {}
+    for name, value in [("CDSA_SYMBOLIZER_NO_LIBDW", "1"), ("CDSA_LIBDW_PATH", "/nonexistent/libdw.so.1")]:
+        p = subprocess.run([str(cli), "doctor"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env=clean_env({name: value}, preload=False))
+        line = [l for l in p.stdout.splitlines() if "symbolizer" in l]
+        assert len(line) == 1, p.stdout
+        seen[name] = line[0]
+        assert "unknown variable" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW" in seen["CDSA_SYMBOLIZER_NO_LIBDW"], seen
+    assert "dlopen /nonexistent/libdw.so.1" in seen["CDSA_LIBDW_PATH"], seen

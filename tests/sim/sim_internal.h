@@ -220,9 +220,8 @@ typename Map::mapped_type::element_type* find_locked(Map Sim::*table, typename M
 // the handle returned. adopt_locked: the caller holds S().mu; create_handle takes it and calls `make` under it.
 template <class Map, class Ptr>
 typename Map::key_type adopt_locked(Map Sim::*table, Ptr object) {
-  auto handle = reinterpret_cast<typename Map::key_type>(object.get());
-  (S().*table).emplace(handle, std::move(object));
-  return handle;
+  const auto handle = reinterpret_cast<typename Map::key_type>(object.get());
+  return (S().*table).try_emplace(handle, std::move(object)).first->first;  // a live object's address is new
 }
 template <class Map, class Make>
 CUresult create_handle(Map Sim::*table, typename Map::key_type* out, Make make) {

@@ -32,8 +32,12 @@ void expect_selections(std::initializer_list<Selection> rows) {
       ADD_FAILURE() << "selects no entry point";
       continue;
     }
-    if (r.pfn) EXPECT_STREQ(entry_point(i).pfn, r.pfn);
-    if (r.symbol) EXPECT_STREQ(entry_point(i).symbol, r.symbol);
+    if (r.pfn) {
+      EXPECT_STREQ(entry_point(i).pfn, r.pfn);
+    }
+    if (r.symbol) {
+      EXPECT_STREQ(entry_point(i).symbol, r.symbol);
+    }
   }
 }
 

@@ -106,7 +106,9 @@ TEST_F(NativeStack, RepeatedStackIsServedFromTheCacheAndIsLibunwindsStack) {
     Pair p;
     via(0, &p);
     expect_same_stack(p);
-    if (i > 0) EXPECT_TRUE(p.hit) << "capture " << i;
+    if (i > 0) {
+      EXPECT_TRUE(p.hit) << "capture " << i;
+    }
   }
   NativeCacheStats after = native_cache_stats();
   EXPECT_EQ(after.hits - before.hits, 49u);

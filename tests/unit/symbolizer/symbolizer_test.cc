@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "shim/config.h"
 #include "symbolizer/native_symbolizer.h"
 #include "testlib.h"
 
@@ -175,9 +176,13 @@ std::vector<NativeFrame> symbolize_stack(const Stack& s, const SymbolizerOptions
 void expect_at(const NativeFrame& f, const std::string& function, const char* file, int line,
                const char* module = nullptr) {
   EXPECT_EQ(f.function, function) << f.describe();
-  if (file) EXPECT_TRUE(ends_with(f.file, file)) << f.file;
+  if (file) {
+    EXPECT_TRUE(ends_with(f.file, file)) << f.file;
+  }
   EXPECT_EQ(f.line, line);
-  if (module) EXPECT_TRUE(same_file(f.module, module)) << f.module;
+  if (module) {
+    EXPECT_TRUE(same_file(f.module, module)) << f.module;
+  }
 }
 
 // describe() of a frame there: "<function> (<module file name>+0x<offset>) ... at <file>:<line>".
@@ -193,10 +198,12 @@ void expect_described_as(const NativeFrame& f, const std::string& function, cons
     if (!symbolizer_has_libdw()) GTEST_SKIP() << symbolizer_backend_description(); \
   } while (0)
 
-bool libdw_env_disabled() {
-  const char* a = std::getenv("CDSA_LIBDW_PATH");
-  const char* b = std::getenv("CDSA_SYMBOLIZER_NO_LIBDW");
-  return (a && *a) || (b && *b && std::strcmp(b, "0") != 0);
+// What libcdsa.so's constructor and the CLI's main() do: the CDSA_* configuration (CDSA_LIBDW_PATH,
+// CDSA_SYMBOLIZER_NO_LIBDW) picks the libdw. True when it keeps libdw from being used.
+bool libdw_configured_off() {
+  load_config();
+  set_libdw_choice(config().libdw_path, config().no_libdw);
+  return config().libdw_path[0] != '\0' || config().no_libdw;
 }
 
 // ---------------------------------------------------------------------------
@@ -241,9 +248,10 @@ TEST(Describe, Format) {
 }
 
 TEST(Backend, Description) {
+  const bool off = libdw_configured_off();
   const std::string d = symbolizer_backend_description();
   EXPECT_FALSE(d.empty());
-  if (!libdw_env_disabled()) {
+  if (!off) {
     // libdw-dev is a build requirement of this project, so libdw.so.1 is here.
     EXPECT_TRUE(symbolizer_has_libdw()) << d;
     EXPECT_EQ(d.rfind("libdw 0.", 0), 0u) << d;
@@ -776,11 +784,11 @@ TEST(LinkCheck, StaticLibstdcxxHiddenSharedLibraryRuns) {
 // (CDSA_LIBDW_PATH=/nonexistent/...) or disabled (CDSA_SYMBOLIZER_NO_LIBDW=1).
 
 TEST(NoLibdwEnv, FallsBackToDladdrAndSaysSo) {
-  if (!libdw_env_disabled()) GTEST_SKIP() << "only with CDSA_LIBDW_PATH / CDSA_SYMBOLIZER_NO_LIBDW";
+  if (!libdw_configured_off()) GTEST_SKIP() << "only with CDSA_LIBDW_PATH / CDSA_SYMBOLIZER_NO_LIBDW";
   EXPECT_FALSE(symbolizer_has_libdw());
   const std::string d = symbolizer_backend_description();
   EXPECT_NE(d.find("dladdr"), std::string::npos) << d;
-  if (std::getenv("CDSA_LIBDW_PATH"))
+  if (config().libdw_path[0] != '\0')
     EXPECT_EQ(d.rfind("libdw unavailable (dlopen /nonexistent/libdw.so.1: ", 0), 0u) << d;
   else
     EXPECT_EQ(d.rfind("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW", 0), 0u) << d;
