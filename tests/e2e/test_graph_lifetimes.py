@@ -1,6 +1,6 @@
 """What libcdsa.so keeps per graph handle lives as long as a handle names it, through the real wrappers
 (cuGraphDestroy, cuGraphExecDestroy): a CUgraph destroyed right after instantiation leaves its captured nodes to
-the exec. (That destroyed graphs and execs leave no entries behind: tests/unit/shim_lifetimes.)"""
+the exec. (That destroyed graphs and execs leave no entries behind: tests/unit/graph_capture.)"""
 import re
 
 from conftest import py_frame, run_python
