@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/identifier.h"
 #include "base/path.h"
 
 namespace cdsa::report {
@@ -128,31 +129,10 @@ std::string shell_quote(const std::string& w) {
   return q + "'";
 }
 
-namespace {
-// s ends with `close`: drops the bracketed group it closes ("k<int, f<2>>" -> "k"), nested ones included.
-void drop_trailing_group(std::string& s, char open, char close) {
-  if (s.empty() || s.back() != close) return;
-  int depth = 0;
-  for (size_t i = s.size(); i-- > 0;) {
-    if (s[i] == close) ++depth;
-    if (s[i] == open && --depth == 0) {
-      s.resize(i);
-      return;
-    }
-  }
-}
-}  // namespace
-
 std::string kernel_identifier(const std::string& kernel) {
   if (kernel.compare(0, 2, "_Z") == 0) return kernel;
-  std::string s = kernel;
-  drop_trailing_group(s, '(', ')');  // the parameter list ("(anonymous namespace)" stays: it is not last)
-  drop_trailing_group(s, '<', '>');  // the template arguments
-  auto scope = s.rfind("::");
-  if (scope != std::string::npos) s = s.substr(scope + 2);  // no namespace or class
-  auto space = s.rfind(' ');
-  if (space != std::string::npos) s = s.substr(space + 1);  // no return type ("void k<int>(...)")
-  return s.empty() ? kernel : s;
+  const std::string_view id = base::function_identifier(kernel);
+  return id.empty() ? kernel : std::string(id);
 }
 
 std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv) {

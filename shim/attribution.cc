@@ -1,62 +1,18 @@
 #include "shim/attribution.h"
 
 #include <cxxabi.h>
-#include <algorithm>
 
-#include <cctype>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "base/identifier.h"
+
 namespace cdsa {
-namespace {
-
-constexpr size_t kRecentShown = 3;
-
-bool is_identifier_char(char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }
-
-}  // namespace
-
-std::string_view assert_function_identifier(std::string_view f) {
-  // The argument list: the first '(' outside template arguments that does not open "(anonymous namespace)".
-  constexpr std::string_view kAnon = "(anonymous namespace)";
-  int depth = 0;
-  size_t end = f.size();
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '<')
-      ++depth;
-    else if (f[i] == '>' && depth > 0)
-      --depth;
-    else if (f[i] == '(' && depth == 0) {
-      if (f.substr(i, kAnon.size()) == kAnon) {
-        i += kAnon.size() - 1;
-        continue;
-      }
-      end = i;
-      break;
-    }
-  }
-  f = f.substr(0, end);
-  while (!f.empty() && f.back() == ' ') f.remove_suffix(1);
-  // Trailing template arguments: "foo<float, 4>" -> "foo".
-  if (!f.empty() && f.back() == '>') {
-    depth = 0;
-    for (size_t i = f.size(); i-- > 0;) {
-      if (f[i] == '>')
-        ++depth;
-      else if (f[i] == '<' && --depth == 0) {
-        f = f.substr(0, i);
-        break;
-      }
-    }
-  }
-  size_t start = f.size();
-  while (start > 0 && is_identifier_char(f[start - 1])) --start;
-  return f.substr(start);
-}
 
 bool kernel_matches_assert_function(std::string_view kernel, std::string_view function) {
-  const std::string_view id = assert_function_identifier(function);
+  const std::string_view id = base::function_identifier(function);
   if (id.empty()) return false;
   // A mangled name is compared demangled: "_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l" names
   // index_kernel, "_Z13kernel_helperPi" does not name "kernel".
@@ -69,10 +25,12 @@ bool kernel_matches_assert_function(std::string_view kernel, std::string_view fu
       std::free(d);
     }
   }
-  return assert_function_identifier(demangled.empty() ? kernel : std::string_view(demangled)) == id;
+  return base::function_identifier(demangled.empty() ? kernel : std::string_view(demangled)) == id;
 }
 
 namespace {
+
+constexpr size_t kRecentShown = 3;
 
 int find_record(const FaultSnapshot& s, uint64_t stream_id, uint64_t stream_seq) {
   for (size_t i = 0; i < s.ring.size(); ++i) {

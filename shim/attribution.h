@@ -61,12 +61,9 @@ struct AttributionResult {
 
 AttributionResult attribute(const FaultSnapshot& snapshot);
 
-// The kernel's identifier in a device assert line's function, as the device prints it: "foo",
-// "void ns::(anonymous namespace)::foo<float, 4>(float*, long)" and "void foo(T*) [with T = float]" all give "foo".
-std::string_view assert_function_identifier(std::string_view function);
-
 // Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
-// identifier, compared demangled, never a part of a longer one ("kernel" does not name "_Z13kernel_helperPi").
+// identifier (base/identifier.h), compared demangled, never a part of a longer one ("kernel" does not name
+// "_Z13kernel_helperPi").
 bool kernel_matches_assert_function(std::string_view kernel, std::string_view function);
 
 }  // namespace cdsa

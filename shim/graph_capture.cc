@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "shim/driver.h"
 
@@ -21,10 +22,13 @@ std::mutex g_capture_mutex;
 uint32_t g_next_capture = 0;
 std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;  // stream id -> capture id
 std::unordered_map<uintptr_t, uint32_t>* g_capture_by_graph = nullptr;
-// Capture id -> how many live handles (its CUgraph, the CUgraphExecs instantiated from it) still name it: at 0,
-// cuGraphDestroy / cuGraphExecDestroy erase its nodes, so destroyed graphs neither pile up nor use up the bound.
+// Capture id -> how many live handles (its CUgraph, the CUgraphExecs instantiated from it) still name it. At 0 the
+// capture is retired: its nodes stay for a report about a launch of it that may still be running (the driver lets
+// a program destroy an exec it has just launched, and a destroy call may itself surface the fault), and go when the
+// bound needs their room, so destroyed graphs neither pile up nor crowd out live ones.
 std::unordered_map<uint32_t, uint32_t>* g_capture_refs = nullptr;
-std::vector<LaunchRecord>* g_capture_nodes = nullptr;  // every captured launch of a live graph, bounded
+std::unordered_set<uint32_t>* g_retired = nullptr;
+std::vector<LaunchRecord>* g_capture_nodes = nullptr;  // every captured launch of a live or retired graph, bounded
 constexpr size_t kMaxCaptureNodes = 1 << 16;
 // A destroyed CUgraphExec's entry in the lock-free exec map (which has no erase): no capture.
 constexpr uint32_t kNoCapture = 0;  // capture ids start at 1
@@ -37,15 +41,19 @@ uint64_t stream_id_of(const InCdsa&, CUstream s) {
 
 bool ready() { return g_ready.load(std::memory_order_acquire); }
 
-// One handle naming `capture_id` is gone, or none ever did (a failed capture): at the last, its nodes go too.
-// Under g_capture_mutex.
+// One handle naming `capture_id` is gone: at the last, the capture is retired. Under g_capture_mutex.
 void drop_capture_ref(uint32_t capture_id) {
   auto it = g_capture_refs->find(capture_id);
-  if (it != g_capture_refs->end()) {
-    if (--it->second != 0) return;
-    g_capture_refs->erase(it);
-  }
-  std::erase_if(*g_capture_nodes, [&](const LaunchRecord& r) { return r.graph_id == capture_id; });
+  if (it == g_capture_refs->end() || --it->second != 0) return;
+  g_capture_refs->erase(it);
+  g_retired->insert(capture_id);
+}
+
+// The bound is reached: the retired captures' nodes make room. Under g_capture_mutex.
+void evict_retired() {
+  if (g_retired->empty()) return;
+  std::erase_if(*g_capture_nodes, [](const LaunchRecord& r) { return g_retired->count(r.graph_id) != 0; });
+  g_retired->clear();
 }
 
 }  // namespace
@@ -56,6 +64,7 @@ void graph_capture_init() noexcept {
   g_capture_by_stream = new std::map<uint64_t, uint32_t>;
   g_capture_by_graph = new std::unordered_map<uintptr_t, uint32_t>;
   g_capture_refs = new std::unordered_map<uint32_t, uint32_t>;
+  g_retired = new std::unordered_set<uint32_t>;
   g_capture_nodes = new std::vector<LaunchRecord>;
   g_ready.store(true, std::memory_order_release);
 }
@@ -85,7 +94,8 @@ void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept 
     }
     ++(*g_capture_refs)[it->second];
   } else {
-    drop_capture_ref(it->second);  // a failed capture: nothing names its nodes
+    // A failed capture: nothing names its nodes, and nothing can launch them.
+    std::erase_if(*g_capture_nodes, [id = it->second](const LaunchRecord& r) { return r.graph_id == id; });
   }
   g_capture_by_stream->erase(it);
   g_captures_active.fetch_sub(1, std::memory_order_acq_rel);
@@ -132,6 +142,7 @@ void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
     r->graph_id = it->second;
   else if (g_capture_by_stream->size() == 1)
     r->graph_id = g_capture_by_stream->begin()->second;  // joined stream
+  if (g_capture_nodes->size() >= kMaxCaptureNodes) evict_retired();
   if (g_capture_nodes->size() < kMaxCaptureNodes) g_capture_nodes->push_back(*r);
 }
 

@@ -7,14 +7,16 @@
 // CUgraph, cuGraphInstantiate ties it to the CUgraphExec, and a later
 // cuGraphLaunch of that exec carries the id, so the report can list the
 // graph's captured kernel nodes with their capture-time stacks. cuGraphDestroy
-// and cuGraphExecDestroy forget their handle, and a capture's nodes go with the
-// last handle that names it (its graph and every exec instantiated from it).
+// and cuGraphExecDestroy forget their handle; with the last handle that names a
+// capture (its graph and every exec instantiated from it) the capture is
+// retired: its nodes stay for a report about a launch still running, and are
+// the first to go when the bound below needs room.
 //
 // Contract: setup-time work under one mutex (capture begin/end, instantiate,
 // a launch made while capturing, and the report's `captured_nodes`), never
 // on the path of an ordinary launch: that path reads only `captures_active()`,
 // one atomic load. Everything is a no-op before `graph_capture_init` (warm-up).
-// At most 65,536 captured launches are kept.
+// At most 65,536 captured launches are kept (retired captures' first).
 #pragma once
 
 #include <cuda.h>

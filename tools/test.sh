@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the normal build, then the wheel (tests/wheel: built, installed into a fresh venv, run), then
 # AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
-# then ThreadSanitizer (the recorder's and the simulated driver's tests), then 60 s of fuzzing the trace reader.
+# then ThreadSanitizer (the recorder's, the simulated driver's and the assert capture's tests: its lock-free slots),
+# then 60 s of fuzzing the trace reader.
 # TEST_QUICK=1 runs the normal build only; FUZZ_SECONDS=N fuzzes N seconds (default 60). (Not CDSA_ names:
 # those are the product's own, which cdsa reports as unknown.)
 set -euo pipefail
@@ -47,8 +48,8 @@ build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=addr
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
 export TSAN_OPTIONS="halt_on_error=1"
-BUILD_TARGETS="recorder_test sim_test" \
-  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim"
+BUILD_TARGETS="recorder_test sim_test assert_capture_test busy_slots_test" \
+  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim|assert_capture"
 
 tests/fuzz/run.sh "${FUZZ_SECONDS:-60}"
 echo "== all test runs passed (normal, ASan+UBSan, TSan, fuzzing)"

@@ -1,13 +1,17 @@
-"""What libcdsa.so keeps per graph handle lives as long as a handle names it, through the real wrappers
-(cuGraphDestroy, cuGraphExecDestroy): a CUgraph destroyed right after instantiation leaves its captured nodes to
-the exec. (That destroyed graphs and execs leave no entries behind: tests/unit/graph_capture.)"""
+"""What libcdsa.so keeps per graph handle, through the real wrappers (cuGraphDestroy, cuGraphExecDestroy): a
+CUgraph destroyed right after instantiation leaves its captured nodes to the exec, and an exec destroyed right
+after it launched the faulting replay leaves them to the report. (That a destroyed handle names no capture any more,
+and the bound on retired captures: tests/unit/graph_capture.)"""
 import re
+
+import pytest
 
 from conftest import py_frame, run_python
 
 
-def test_an_exec_of_a_destroyed_graph_still_names_its_captured_node(tmp_path):
-    run = run_python("graph_destroyed_early.py", cwd=tmp_path)
+@pytest.mark.parametrize("mode", [[], ["exec-after-launch"]], ids=["graph_destroyed", "exec_destroyed_in_flight"])
+def test_a_replay_whose_handles_were_destroyed_still_names_its_captured_node(tmp_path, mode):
+    run = run_python("graph_destroyed_early.py", *mode, cwd=tmp_path)
     assert run.reports == 1, run.err
     part = run.launch_part()
     replayed = re.search(r"graph launch \(graph (\d+)\)", part)

@@ -117,23 +117,6 @@ TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
   EXPECT_FALSE(both.named_by_device_assert);
 }
 
-TEST(Attribution, AssertFunctionIdentifierIsTheBareKernelName) {
-  struct Case {
-    const char* function;
-    const char* identifier;
-  };
-  for (const Case& c : std::initializer_list<Case>{
-           {"nll_loss_forward_reduce_cuda_kernel_2d", "nll_loss_forward_reduce_cuda_kernel_2d"},
-           {"void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)", "index_kernel"},
-           {"void foo(T*) [with T = float]", "foo"},
-           {"void bar<(int)4>(int*)", "bar"},
-           {"ns::baz<Op<int>>", "baz"},
-           {"", ""},
-           {"<>", ""},
-       })
-    EXPECT_EQ(assert_function_identifier(c.function), c.identifier) << c.function;
-}
-
 TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
   struct Case {
     const char* kernel;

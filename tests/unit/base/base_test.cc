@@ -1,4 +1,4 @@
-// base/: the path helpers, the EINTR-safe I/O loops, the generated version.
+// base/: the path helpers, the EINTR-safe I/O loops, the function identifier rule, the generated version.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
+#include "base/identifier.h"
 #include "base/io.h"
 #include "base/path.h"
 #include "base/version.h"
@@ -104,6 +106,23 @@ TEST(Io, GoesOnAfterEintr) {
   EXPECT_EQ(got, sent);
   close(fds[0]);
   sigaction(SIGUSR1, &old, nullptr);
+}
+
+TEST(Identifier, TheBareNameOfAFunctionAsTheDeviceOrADemanglerPrintsIt) {
+  struct Case {
+    const char* function;
+    const char* identifier;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {"nll_loss_forward_reduce_cuda_kernel_2d", "nll_loss_forward_reduce_cuda_kernel_2d"},
+           {"void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)", "index_kernel"},
+           {"void foo(T*) [with T = float]", "foo"},
+           {"void bar<(int)4>(int*)", "bar"},
+           {"ns::baz<Op<int>>", "baz"},
+           {"", ""},
+           {"<>", ""},
+       })
+    EXPECT_EQ(function_identifier(c.function), c.identifier) << c.function;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Graph-capture bookkeeping (shim/graph_capture.h) against cuGraphDestroy / cuGraphExecDestroy: a capture's
-// nodes live as long as a handle names them (its CUgraph, the CUgraphExecs instantiated from it); a destroyed
-// handle is forgotten at once, so the driver may hand it out again for a graph that captured nothing.
+// Graph-capture bookkeeping (shim/graph_capture.h) against cuGraphDestroy / cuGraphExecDestroy: a destroyed handle
+// is forgotten at once, so the driver may hand it out again for a graph that captured nothing; a capture no handle
+// names any more is retired: its nodes stay for a report about a launch still running, and are the first to go
+// when the bound (65,536 captured launches) needs room.
 #include <gtest/gtest.h>
 
 #include "shim/driver.h"
@@ -73,27 +74,34 @@ TEST_F(GraphLifetime, NodesStayWhileAnExecNamesThemAndGoWithTheLast) {
   note_graph_instantiate(other, graph);  // the handle is forgotten: a new graph there captured nothing
   EXPECT_EQ(capture_of(other), 0u);
 
-  note_graph_destroy(exec);
+  note_graph_destroy(exec);  // the last handle: a launch of it may still be running, and fault
   EXPECT_EQ(capture_of(exec), 0u);
-  EXPECT_TRUE(captured_nodes(id).empty());
+  EXPECT_EQ(captured_nodes(id).size(), 3u);
 }
 
-TEST_F(GraphLifetime, ADestroyedGraphWithoutExecsTakesItsNodesAndSparesOthers) {
+TEST_F(GraphLifetime, RetiredCapturesMakeRoomWhenTheBoundIsReachedAndLiveOnesStay) {
   auto kept = handle<CUgraph>(0x3000), dropped = handle<CUgraph>(0x3001);
   uint32_t kept_id = capture(0x20, 2, kept);
   uint32_t dropped_id = capture(0x21, 4, dropped);
   ASSERT_NE(kept_id, dropped_id);
-  EXPECT_EQ(captured_nodes(dropped_id).size(), 4u);
-  note_graph_destroy(dropped);
-  EXPECT_TRUE(captured_nodes(dropped_id).empty());
-  EXPECT_EQ(captured_nodes(kept_id).size(), 2u);
-
   auto exec = handle<CUgraphExec>(0x4000);
   note_graph_instantiate(exec, kept);
   note_graph_destroy(exec);  // the graph still names them
+  note_graph_destroy(dropped);
+  EXPECT_EQ(captured_nodes(dropped_id).size(), 4u);  // retired, kept until the room is needed
   EXPECT_EQ(captured_nodes(kept_id).size(), 2u);
+
+  // A live graph of 65,536 captured launches: the bound is reached, the retired captures go, the live ones stay.
+  auto big = handle<CUgraph>(0x3002);
+  uint32_t big_id = capture(0x22, 1 << 16, big);
+  EXPECT_TRUE(captured_nodes(dropped_id).empty());
+  EXPECT_EQ(captured_nodes(kept_id).size(), 2u);
+  const size_t big_kept = captured_nodes(big_id).size();
+  EXPECT_GT(big_kept, 65'000u);
+  EXPECT_LT(big_kept, size_t{1} << 16);  // the bound holds: the live graphs' nodes are never evicted
+  note_graph_destroy(big);
   note_graph_destroy(kept);
-  EXPECT_TRUE(captured_nodes(kept_id).empty());
+  EXPECT_EQ(captured_nodes(kept_id).size(), 2u);  // retired again, nothing needs the room yet
 }
 
 TEST_F(GraphLifetime, AFailedCaptureKeepsNoNodes) {
