@@ -62,9 +62,10 @@ int main_entry(int argc, char** argv) {
     printf("cdsa %s\n", CDSA_VERSION);
     return 0;
   }
-  // The symbolizer's libdw comes from the same CDSA_* table as the preloaded library's (its problems are
-  // `cdsa doctor`'s and `cdsa run`'s to show).
+  // The symbolizer's libdw comes from the same CDSA_* table as the preloaded library's. `cdsa run` and
+  // `cdsa doctor` show the table's problems themselves; the other commands print them here, once.
   load_config();
+  if (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "doctor") != 0) report_config_problems_once();
   symbolizer::set_libdw_choice(config().libdw_path, config().no_libdw);
   for (const auto& c : kCommands)
     if (!strcmp(argv[1], c.name)) return c.run(argc - 2, argv + 2);

@@ -54,12 +54,14 @@ bool g_slot_key_ok = false;
 std::once_flag g_slot_key_once;
 
 // At thread exit: the slot is free for the next thread. Its flags are cleared too, for a thread that ended inside
-// a driver call (pthread_exit or a cancellation there): it is in no call now.
+// a driver call (pthread_exit or a cancellation there): it is in no call now. A driver call the exiting thread still
+// makes (from a later thread-exit destructor) uses the shared counters: a slot claimed then could not be returned.
 void return_slot(void* p) noexcept {
   auto* slot = static_cast<BusySlot*>(p);
   if (tl_slot == slot) {
     tl_slot = nullptr;
     tl_launch_flag = nullptr;
+    tl_shared = true;
   }
   slot->busy.store(0, std::memory_order_relaxed);
   slot->launching.store(0, std::memory_order_relaxed);

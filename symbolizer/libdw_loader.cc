@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <climits>
 
 #include <cstdlib>
@@ -18,8 +19,8 @@ constexpr const char kFallbackWhat[] =
     "symbol table; no file:line, no inlined frames";
 
 // choose_libdw(): read once, by the first dw_api().
-const char* g_choice_path = nullptr;
-bool g_choice_disabled = false;
+std::atomic<const char*> g_choice_path{nullptr};
+std::atomic<bool> g_choice_disabled{false};
 
 DwApi load() {
   DwApi api;
@@ -27,12 +28,12 @@ DwApi load() {
   api.description = std::string("libdw support not compiled in (elfutils headers missing): ") + kFallbackWhat;
   return api;
 #else
-  if (g_choice_disabled) {
+  if (g_choice_disabled.load(std::memory_order_acquire)) {
     api.description = std::string("libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW: ") + kFallbackWhat;
     return api;
   }
   // The chosen path, else the copy shipped with cdsa (the wheel's cdsa/lib/vendor/), else the system's.
-  const char* path = g_choice_path;
+  const char* path = g_choice_path.load(std::memory_order_acquire);
   char used[PATH_MAX], why[1024];
   void* h = nullptr;
   if (path != nullptr && path[0] != '\0') {
@@ -74,8 +75,8 @@ DwApi load() {
 }  // namespace
 
 void choose_libdw(const char* path, bool disabled) {
-  g_choice_path = path;
-  g_choice_disabled = disabled;
+  g_choice_path.store(path, std::memory_order_release);
+  g_choice_disabled.store(disabled, std::memory_order_release);
 }
 
 const DwApi& dw_api() {

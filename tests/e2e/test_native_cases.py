@@ -199,3 +199,14 @@ def test_cdsa_doctor_names_the_configured_libdw(tmp_path):
         assert "unknown variable" not in p.stdout + p.stderr, p.stdout + p.stderr
     assert "libdw disabled by CDSA_SYMBOLIZER_NO_LIBDW" in seen["CDSA_SYMBOLIZER_NO_LIBDW"], seen
     assert "dlopen /nonexistent/libdw.so.1" in seen["CDSA_LIBDW_PATH"], seen
+
+
+def test_cdsa_report_says_once_that_a_configured_value_is_bad(tmp_path):
+    """The CLI symbolizes with the table's values too, so a bad one is named once (as libcdsa.so names it), not
+    ignored in silence."""
+    p = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(tmp_path / "missing.json")], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120,
+                       env=clean_env({"CDSA_SYMBOLIZER_NO_LIBDW": "2"}, preload=False))
+    lines = [l for l in p.stderr.splitlines() if "CDSA_SYMBOLIZER_NO_LIBDW" in l]
+    assert lines == ["cdsa: CDSA_SYMBOLIZER_NO_LIBDW=2: expected 0 or 1; using the default"], p.stderr
+    assert p.returncode == 1 and "missing.json" in p.stderr, p.stderr
