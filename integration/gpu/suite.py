@@ -539,12 +539,12 @@ def c_thousand(ctx, key, backend):
     return check_named(ctx.run(key, ctx.py("c09_thousand_ops_later.py"), backend=backend), "c09_thousand_ops_later.py", "LOSS-LINE", "nll_loss")
 
 
-def judge_one_report(script):
-    """A case that runs `script` and judges its one report by check(r, launch part) -> (verdict, evidence); a run
-    without exactly one report fails."""
+def judge_one_report(script, *args):
+    """A case that runs `script` (with `args`) and judges its one report by check(r, launch part) -> (verdict,
+    evidence); a run without exactly one report fails."""
     def wrap(check):
         def run(ctx, key, backend):
-            r = ctx.run(key, ctx.py(script), backend=backend)
+            r = ctx.run(key, ctx.py(script, *args), backend=backend)
             if r.reports != 1:
                 return False, not_one_report(r)
             return check(r, r.launch_part())
@@ -617,12 +617,18 @@ def c_compile(ctx, key, backend):
     return check_named(r, "c11_compile_oob.py", "COMPILED-CALL", "", backend)
 
 
-@judge_one_report("c12_graph_replay.py")
-def c_graph(r, part):
+def graph_verdict(r, part):
     rep = names_py(part, "c12_graph_replay.py", "REPLAY-LINE")
     cap = names_py(part, "c12_graph_replay.py", "CAPTURE-LINE")
     return rep and cap, (f"{short(r.kernel_line(), 40)}; replay line {'named' if rep else 'NOT named'}, capture line "
                          f"{'named' if cap else 'NOT named'}; {surfaced(r)}")
+
+
+c_graph = judge_one_report("c12_graph_replay.py")(graph_verdict)
+# 12b: the graph is reset (its exec destroyed: cudaGraphExecDestroy) right after the faulting replay was launched;
+# the driver frees an in-flight exec when it is done. The report, wherever the fault surfaces, still lists the
+# captured node (cdsa retires a destroyed capture's nodes instead of dropping them).
+c_graph_reset = judge_one_report("c12_graph_replay.py", "reset")(graph_verdict)
 
 
 @judge_one_report("c13_side_stream.py")
@@ -936,6 +942,7 @@ def all_cases():
         Case(11, "11a", "Triton tl.device_assert, surfaced at .item()", "the Triton call line named", c_triton),
         Case(11, "11b", "torch.compile'd function indexing OOB", "the compiled call line named", c_compile, first=True),
         Case(12, "12", "CUDA graph replay faults after index overwrite, surfaced at .item()", "replay line and capture-time line named", c_graph),
+        Case(12, "12b", "the same, graph reset right after the faulting replay", "replay line and capture-time line named", c_graph_reset),
         Case(13, "13", "fault on a side stream, default stream busy, surfaced at .item()", "right line, or candidates + ambiguity", c_side),
         Case(14, "14", "nvcc static cudart <<<>>> assert, -g", "C++ function and file:line named", c_native("nf_static")),
         Case(15, "15", "the same with -cudart shared", "C++ function and file:line named", c_native("nf_shared")),

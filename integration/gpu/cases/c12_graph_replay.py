@@ -1,4 +1,7 @@
-"""Case 12: a CUDA graph whose captured index op faults on replay after the index tensor is overwritten."""
+"""Case 12: a CUDA graph whose captured index op faults on replay after the index tensor is overwritten.
+Usage: c12_graph_replay.py [reset]   (12b, reset: the graph and its exec are destroyed right after that replay)"""
+import sys
+
 import torch
 
 torch.manual_seed(0)
@@ -17,4 +20,9 @@ g.replay()
 print("first replay ok", out.sum().item(), flush=True)
 idx.fill_(1000)
 g.replay()  # REPLAY-LINE
+if sys.argv[1:2] == ["reset"]:
+    try:
+        g.reset()  # cudaGraphExecDestroy / cudaGraphDestroy while the replay may still run
+    except RuntimeError as e:  # the destroy call may itself surface the fault
+        print("reset:", e, flush=True)
 print("second replay returned?", out.sum().item())  # the fault surfaces here (.item())
