@@ -1,12 +1,10 @@
 #include "shim/attribution.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "base/demangle.h"
 #include "base/identifier.h"
 
 namespace cdsa {
@@ -16,16 +14,8 @@ bool kernel_matches_assert_function(std::string_view kernel, std::string_view fu
   if (id.empty()) return false;
   // A mangled name is compared demangled: "_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l" names
   // index_kernel, "_Z13kernel_helperPi" does not name "kernel".
-  std::string demangled;
-  if (kernel.substr(0, 2) == "_Z") {
-    int status = 0;
-    char* d = abi::__cxa_demangle(std::string(kernel).c_str(), nullptr, nullptr, &status);
-    if (d) {
-      demangled = d;
-      std::free(d);
-    }
-  }
-  return base::function_identifier(demangled.empty() ? kernel : std::string_view(demangled)) == id;
+  const std::string name = base::demangle(std::string(kernel).c_str());
+  return base::function_identifier(name) == id;
 }
 
 namespace {
