@@ -1,5 +1,5 @@
 // The bare identifier of a function or kernel as a demangler or the device prints it: what the device's assert
-// line names, what a report's kernel name is filtered on. One rule for shim/attribution.cc and report/hints.cc.
+// line names, what a report's kernel name is filtered on. One rule for shim/fault/attribution.cc and report/hints.cc.
 //
 //   function_identifier("nll_loss_forward_reduce_cuda_kernel_2d")                       -> same
 //   function_identifier("void at::native::(anonymous namespace)::k<float, 4>(float*, long)") -> "k"

@@ -22,7 +22,7 @@ int cmd_merge(int argc, char** argv);   // cli/merge_command.cc
 int cmd_flame(int argc, char** argv);   // cli/flame_command.cc
 int cmd_top(int argc, char** argv);     // cli/top_command.cc
 
-// `cdsa run`'s options and the variables they set (from shim/config_vars.def), for usage_text().
+// `cdsa run`'s options and the variables they set (from shim/common/config_vars.def), for usage_text().
 std::string run_options_help();
 
 // doctor (cli/doctor_command.cc): whether cdsa will work here; 0 yes (perhaps with limits), 1 no.

@@ -27,8 +27,8 @@
 #include "cli/commands.h"
 #include "cli/locate.h"
 #include "cupti_tracer/discovery.h"
-#include "shim/config.h"
-#include "shim/python_stack.h"
+#include "shim/common/config.h"
+#include "shim/record/python_stack.h"
 #include "symbolizer/bundled_dlopen.h"
 #include "symbolizer/native_symbolizer.h"
 

@@ -11,7 +11,7 @@
 
 #include "base/version.h"
 #include "cli/commands.h"
-#include "shim/config.h"
+#include "shim/common/config.h"
 #include "symbolizer/native_symbolizer.h"
 
 namespace cdsa::cli {

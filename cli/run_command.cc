@@ -2,7 +2,7 @@
 //
 // `run` finds libcdsa.so next to the cdsa binary (../lib/libcdsa.so, as the build and an
 // install lay them out) unless --lib says otherwise, adds it to LD_PRELOAD (keeping what is
-// there), turns options into CDSA_* variables (the options come from shim/config_vars.def),
+// there), turns options into CDSA_* variables (the options come from shim/common/config_vars.def),
 // reports the configuration problems of the environment it passes on, then execs CMD.
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "cli/locate.h"
 #include "cli/options.h"
-#include "shim/config.h"
+#include "shim/common/config.h"
 
 extern char** environ;
 

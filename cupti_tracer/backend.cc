@@ -10,16 +10,16 @@
 
 #include "cupti_tracer/decode.h"
 #include "cupti_tracer/discovery.h"
-#include "shim/assert_capture.h"
-#include "shim/config.h"
-#include "shim/driver.h"
-#include "shim/fault.h"
-#include "shim/launch.h"
-#include "shim/lifecycle.h"
-#include "shim/log.h"
-#include "shim/native_stack.h"
-#include "shim/recorder.h"
-#include "shim/reentrancy.h"
+#include "shim/record/assert_capture.h"
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/fault/fault.h"
+#include "shim/record/launch.h"
+#include "shim/intercept/lifecycle.h"
+#include "shim/common/log.h"
+#include "shim/record/native_stack.h"
+#include "shim/record/recorder.h"
+#include "shim/common/reentrancy.h"
 
 #include "base/export.h"
 
@@ -100,7 +100,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       }
     }
     prepare_launch(f);
-    // In flight until recorded at the exit (shim/assert_capture.h): a report on another thread waits for it.
+    // In flight until recorded at the exit (shim/record/assert_capture.h): a report on another thread waits for it.
     LaunchInFlight::launch_submitting();
     return;
   }

@@ -5,10 +5,10 @@
 //
 // It sits on top of the core and plugs into the seams the core owns; shim/
 // never names this directory:
-// - shim/lifecycle.h `on_started`: registered from this file's constructor
+// - shim/intercept/lifecycle.h `on_started`: registered from this file's constructor
 //   (after entry.cc's constructor(101) has read the configuration) when
 //   CDSA_BACKEND=cupti, so `cupti_backend_start` runs once cdsa has started.
-// - shim/launch.h `set_launch_filter`: set to `cupti_backend_recorded` once the
+// - shim/record/launch.h `set_launch_filter`: set to `cupti_backend_recorded` once the
 //   subscription is live.
 //
 // Contract:

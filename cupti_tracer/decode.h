@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shim/launch.h"
+#include "shim/record/launch.h"
 
 namespace cdsa::cupti {
 

@@ -2,9 +2,9 @@
 // prints one line and the driver interposition keeps recording.
 #include "cupti_tracer/backend.h"
 
-#include "shim/config.h"
-#include "shim/lifecycle.h"
-#include "shim/log.h"
+#include "shim/common/config.h"
+#include "shim/intercept/lifecycle.h"
+#include "shim/common/log.h"
 
 #include "base/export.h"
 

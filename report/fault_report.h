@@ -7,9 +7,9 @@
 //
 // Everything here is in namespace cdsa::report, so a reader sees `report::Launch`
 // where the shim or the CLI holds a launch as the report keeps it. The names differ
-// from those of the recorder's raw data (shim/recorder.h: LaunchRecord, Stack) and of
+// from those of the recorder's raw data (shim/record/recorder.h: LaunchRecord, Stack) and of
 // the symbolizer's answers (symbolizer::NativeFrame, symbolizer::Module), which
-// report/frames.h and shim/report_builder.h turn into these.
+// report/frames.h and shim/fault/report_builder.h turn into these.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,7 @@ struct CallStack {
   std::vector<ResolvedFrame> native;  // innermost first
 };
 
-// One launch as the report and the trace keep it (made from shim/recorder.h's LaunchRecord).
+// One launch as the report and the trace keep it (made from shim/record/recorder.h's LaunchRecord).
 struct Launch {
   uint64_t seq = 0, stream_seq = 0, stream_id = 0, graph_id = 0, time_ns = 0;
   uint32_t ctx_id = 0, tid = 0, stack_id = 0xffffffffu;

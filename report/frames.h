@@ -1,5 +1,5 @@
 // How a symbolized native frame and a loaded module become report text: one rule for the
-// live report (shim/symbolize.cc) and `cdsa report`'s offline pass (cli/report_command.cc).
+// live report (shim/fault/symbolize.cc) and `cdsa report`'s offline pass (cli/report_command.cc).
 //
 // Contract: pure functions over values; no I/O, no globals; allocate.
 //

@@ -1,10 +1,10 @@
 // libcdsa.so's constructor: read the configuration (and tell the symbolizer which
 // libdw it names), find libc's own dlsym, and nothing else. No CUDA call, no thread, no file until the process itself
 // uses CUDA (the first wrapped driver call starts cdsa: see lifecycle.h).
-#include "shim/config.h"
-#include "shim/driver.h"
-#include "shim/interpose.h"
-#include "shim/native_stack.h"
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/intercept/interpose.h"
+#include "shim/record/native_stack.h"
 #include "symbolizer/native_symbolizer.h"
 
 namespace {

@@ -107,7 +107,7 @@ bool symbolizer_has_libdw();
 
 // Which libdw the process loads: `path` ("" or null: the copy bundled beside cdsa, else the system's libdw.so.1;
 // the caller keeps it alive for the process), or none when `disabled`. The configuration's CDSA_LIBDW_PATH and
-// CDSA_SYMBOLIZER_NO_LIBDW (shim/config_vars.def): libcdsa.so's constructor and the CLI's main() set it once,
+// CDSA_SYMBOLIZER_NO_LIBDW (shim/common/config_vars.def): libcdsa.so's constructor and the CLI's main() set it once,
 // before anything symbolizes; a call after libdw was first looked for changes nothing.
 void set_libdw_choice(const char* path, bool disabled);
 

@@ -6,7 +6,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 packages=(cmake ninja-build g++ clang libfmt-dev libunwind-dev libdw-dev libelf-dev libgtest-dev googletest
           nlohmann-json3-dev python3 python3-pip python3-venv
-          libgl-dev libegl-dev libvdpau-dev)  # the last three: the CUDA graphics-interop typedefs (shim/CMakeLists.txt)
+          libgl-dev libegl-dev libvdpau-dev)  # the last three: the CUDA graphics-interop typedefs (shim/intercept/CMakeLists.txt)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

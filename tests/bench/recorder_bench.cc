@@ -13,9 +13,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "shim/native_stack.h"
-#include "shim/python_stack.h"
-#include "shim/recorder.h"
+#include "shim/record/native_stack.h"
+#include "shim/record/python_stack.h"
+#include "shim/record/recorder.h"
 
 namespace {
 

@@ -165,7 +165,7 @@ def test_libcdsa_links_only_libc_and_keeps_static_tls_small():
     assert exported, syms
     stdio = {"fprintf", "vfprintf", "__fprintf_chk", "__vfprintf_chk", "dprintf", "vdprintf", "fputs",
              "fputs_unlocked", "fwrite", "fwrite_unlocked", "fputc", "putc", "_IO_putc", "fputc_unlocked",
-             "putc_unlocked"}  # the assert-text capture (shim/assert_capture.h)
+             "putc_unlocked"}  # the assert-text capture (shim/record/assert_capture.h)
     assert all(n.startswith("cu") or n in {"dlsym", "dlvsym", "dlclose", "write", "InitializeInjection"} | stdio
                for n in exported), exported
 
@@ -173,7 +173,7 @@ def test_libcdsa_links_only_libc_and_keeps_static_tls_small():
 @pytest.mark.parametrize("env", [{"CDSA_SYMBOLIZER_NO_LIBDW": "1"}, {"CDSA_LIBDW_PATH": "/nonexistent/libdw.so.1"}],
                          ids=["no_libdw", "libdw_path"])
 def test_the_configured_libdw_is_the_one_the_live_report_uses(tmp_path, env):
-    """CDSA_SYMBOLIZER_NO_LIBDW / CDSA_LIBDW_PATH (shim/config_vars.def) reach the symbolizer: without libdw the
+    """CDSA_SYMBOLIZER_NO_LIBDW / CDSA_LIBDW_PATH (shim/common/config_vars.def) reach the symbolizer: without libdw the
     launch site has no file:line (the default run has it: test_cpp_loss_names_the_native_launch_site), and neither
     variable is called unknown."""
     run = run_program([CASES, "nll", 10], cwd=tmp_path, env=env)

@@ -43,9 +43,9 @@ def test_run_usage_errors(tmp_path):
 
 def test_help_lists_every_variable(tmp_path):
     out = cdsa("run", "--help", cwd=tmp_path).out
-    source = (ROOT / "shim" / "config_vars.def").read_text()
+    source = (ROOT / "shim" / "common" / "config_vars.def").read_text()
     names = set(re.findall(r'^CDSA_VAR\((CDSA_[A-Z_]+),', source, re.M))
-    assert names, "no variables found in shim/config_vars.def"
+    assert names, "no variables found in shim/common/config_vars.def"
     for name in names:
         assert name in out, name
 

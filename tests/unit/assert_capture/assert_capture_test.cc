@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "shim/assert_capture.h"
+#include "shim/record/assert_capture.h"
 
 extern "C" int __fprintf_chk(FILE*, int, const char*, ...);
 

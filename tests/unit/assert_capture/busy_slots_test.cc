@@ -1,4 +1,4 @@
-// Driver-call slots (shim/assert_capture.h): a thread returns its slot when it exits, so a program that starts
+// Driver-call slots (shim/record/assert_capture.h): a thread returns its slot when it exits, so a program that starts
 // more threads over its life than there are slots still gives each its own; a live thread's slot is never
 // handed to another.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "shim/assert_capture.h"
+#include "shim/record/assert_capture.h"
 
 namespace cdsa {
 namespace {

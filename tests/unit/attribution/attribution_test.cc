@@ -1,6 +1,6 @@
 // attribute() on hand-made fault snapshots: each test writes the ring, the streams' breadcrumb views, the device's
 // assert lines and the graph nodes a fault would leave, and checks which launches are named and why.
-#include "shim/attribution.h"
+#include "shim/fault/attribution.h"
 
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "shim/attribution.h"
-#include "shim/breadcrumbs.h"
+#include "shim/fault/attribution.h"
+#include "shim/record/breadcrumbs.h"
 
 namespace cdsa {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every CDSA_* variable is read through the table (shim/config_vars.def -> shim/config.cc): no other source of
+"""Every CDSA_* variable is read through the table (shim/common/config_vars.def -> shim/common/config.cc): no other source of
 the product calls getenv/secure_getenv on a CDSA_ name, so no variable works without being listed, checked and
 documented (and ignored under secure execution). Run by ctest (config.env_reads) as: check_env_reads.py ROOT"""
 import pathlib
@@ -14,7 +14,7 @@ def stray_reads(root):
     out = []
     for top in PRODUCT:
         for p in sorted((root / top).rglob("*")):
-            if p.suffix not in (".c", ".cc", ".h") or p == root / "shim" / "config.cc":
+            if p.suffix not in (".c", ".cc", ".h") or p == root / "shim" / "common" / "config.cc":
                 continue
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
                 for m in READ.finditer(line):
@@ -23,8 +23,8 @@ def stray_reads(root):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not pathlib.Path(sys.argv[1], "shim", "config_vars.def").is_file():
-        sys.exit("usage: check_env_reads.py ROOT  (the source tree, holding shim/config_vars.def)")
+    if len(sys.argv) != 2 or not pathlib.Path(sys.argv[1], "shim", "common", "config_vars.def").is_file():
+        sys.exit("usage: check_env_reads.py ROOT  (the source tree, holding shim/common/config_vars.def)")
     found = stray_reads(pathlib.Path(sys.argv[1]))
-    print("\n".join(found) or "no CDSA_ variable is read outside shim/config.cc")
+    print("\n".join(found) or "no CDSA_ variable is read outside shim/common/config.cc")
     sys.exit(1 if found else 0)

@@ -1,4 +1,4 @@
-// The configuration table (shim/config_vars.def) and its parser: every bad value of every
+// The configuration table (shim/common/config_vars.def) and its parser: every bad value of every
 // variable gives one message naming it and leaves the default; unknown names are reported;
 // secure execution ignores the environment; problems are printed once, when asked; the
 // README's table lists the same variables with the same defaults.
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/config.h"
+#include "shim/common/config.h"
 
 extern char** environ;
 
@@ -53,7 +53,7 @@ std::vector<std::string> differences(const Config& a, const Config& b) {
   std::vector<std::string> out;
 #define CDSA_VAR(name, field, kind, def, lo, hi, run, key, help) \
   if (!same(a.field, b.field)) out.push_back(#field);
-#include "shim/config_vars.def"
+#include "shim/common/config_vars.def"
 #undef CDSA_VAR
   if (a.secure != b.secure) out.push_back("secure");
   return out;

@@ -1,9 +1,9 @@
-// Which driver codes start a report (shim/driver.h): the sticky faults cuda.h 13 documents as "the process must
+// Which driver codes start a report (shim/common/driver.h): the sticky faults cuda.h 13 documents as "the process must
 // be terminated and relaunched", and the codes of a driver torn down at exit, which the exit probe reads with the
 // breadcrumbs (docs/attribution.md, "Which codes are faults").
 #include <gtest/gtest.h>
 
-#include "shim/driver.h"
+#include "shim/common/driver.h"
 
 namespace cdsa {
 namespace {

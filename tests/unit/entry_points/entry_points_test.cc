@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/entry_points.h"
+#include "shim/intercept/entry_points.h"
 
 namespace cdsa {
 namespace {

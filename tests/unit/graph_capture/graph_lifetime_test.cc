@@ -1,12 +1,12 @@
-// Graph-capture bookkeeping (shim/graph_capture.h) against cuGraphDestroy / cuGraphExecDestroy: a destroyed handle
+// Graph-capture bookkeeping (shim/record/graph_capture.h) against cuGraphDestroy / cuGraphExecDestroy: a destroyed handle
 // is forgotten at once, so the driver may hand it out again for a graph that captured nothing; a capture no handle
 // names any more is retired: its nodes stay for a report about a launch still running, and are the first to go
 // when the bound (65,536 captured launches) needs room.
 #include <gtest/gtest.h>
 
-#include "shim/driver.h"
-#include "shim/graph_capture.h"
-#include "shim/recorder.h"
+#include "shim/common/driver.h"
+#include "shim/record/graph_capture.h"
+#include "shim/record/recorder.h"
 
 namespace cdsa {
 
@@ -45,7 +45,7 @@ uint32_t capture(uintptr_t stream, int launches, CUgraph graph) {
   return id;
 }
 
-// The capture a launch of `exec` is attributed to, as shim/launch.cc reads it (0: none).
+// The capture a launch of `exec` is attributed to, as shim/record/launch.cc reads it (0: none).
 uint32_t capture_of(CUgraphExec exec) {
   uint32_t id = handle_map_get(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec));
   return id == kNoString ? 0 : id;

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "shim/native_stack.h"
-#include "shim/recorder.h"
+#include "shim/record/native_stack.h"
+#include "shim/record/recorder.h"
 
 using namespace cdsa;
 

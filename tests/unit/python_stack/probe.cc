@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "python_stack.h"
+#include "shim/record/python_stack.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The recorder's tables under concurrency: string and stack interning, the
 // launch ring's seqlock, stream slots, handle maps. Also run under TSan.
-#include "shim/recorder.h"
+#include "shim/record/recorder.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "shim/config.h"
+#include "shim/common/config.h"
 
 namespace cdsa {
 namespace {

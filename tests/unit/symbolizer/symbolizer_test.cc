@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "shim/config.h"
+#include "shim/common/config.h"
 #include "symbolizer/native_symbolizer.h"
 #include "testlib.h"
 

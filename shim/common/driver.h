@@ -1,0 +1,70 @@
+// The driver functions cdsa calls for itself, resolved straight from libcuda
+// (never through cdsa's own wrappers, so they cannot recurse or report twice).
+//
+// Contract: `driver_init(hint)` runs once, on the first wrapped CUDA call, with
+// a real driver function pointer as a hint to find the driver's module when it
+// is not loaded as "libcuda.so.1". Thread-safe; afterwards the table is
+// read-only. A missing function stays null and its feature degrades.
+#pragma once
+
+#include <cuda.h>
+
+namespace cdsa {
+
+struct Driver {
+  CUresult (*StreamGetId)(CUstream, unsigned long long*) = nullptr;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*CtxGetId)(CUcontext, unsigned long long*) = nullptr;
+  CUresult (*FuncGetName)(const char**, CUfunction) = nullptr;
+  CUresult (*KernelGetName)(const char**, CUkernel) = nullptr;  // 12.3+
+  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*StreamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;
+  CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*MemHostRegister)(void*, size_t, unsigned int) = nullptr;
+  CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
+  CUresult (*StreamQuery)(CUstream) = nullptr;
+  CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*DriverGetVersion)(int*) = nullptr;
+  CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
+  CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
+};
+
+const Driver& driver() noexcept;
+void driver_init(const void* hint) noexcept;
+bool driver_ready() noexcept;
+
+// The real dlsym/dlvsym of the C library (found by reading its ELF symbol
+// table, so cdsa's own dlsym hook is never in the way).
+using DlsymFn = void* (*)(void*, const char*);
+using DlvsymFn = void* (*)(void*, const char*, const char*);
+DlsymFn real_dlsym() noexcept;
+DlvsymFn real_dlvsym() noexcept;
+// Any libc function by name, found the same way: shim/common/libc_symbols.h.
+
+// The stream a call means: the NULL stream of a per-thread-default-stream entry point (_ptsz/_ptds, or the
+// per-thread flag of cuGetProcAddress) is this thread's per-thread stream.
+inline CUstream effective_stream(CUstream s, bool per_thread) noexcept {
+  return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
+}
+
+// True for the sticky faults cuda.h documents as "the process must be terminated and relaunched": the kernel
+// faults (700, 702, 710, 714-719, 721), 226 CUDA_ERROR_CONTAINED (error containment: NVLink peer faults, some
+// hardware errors) and 911 CUDA_ERROR_EXTERNAL_DEVICE. Not 810 CUDA_ERROR_MPS_CLIENT_TERMINATED: the MPS server
+// ended this client, usually for another client's fault (docs/attribution.md).
+constexpr bool is_sticky_fault(CUresult r) noexcept {
+  return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_TIMEOUT || r == CUDA_ERROR_ASSERT ||
+         (r >= CUDA_ERROR_HARDWARE_STACK_ERROR && r <= CUDA_ERROR_LAUNCH_FAILED) ||
+         r == CUDA_ERROR_TENSOR_MEMORY_LEAK || r == CUDA_ERROR_CONTAINED || r == CUDA_ERROR_EXTERNAL_DEVICE;
+}
+
+// True for what the driver answers once the context is torn down (cudart's exit handlers ran first): 4
+// CUDA_ERROR_DEINITIALIZED, 201 CUDA_ERROR_INVALID_CONTEXT, 709 CUDA_ERROR_CONTEXT_IS_DESTROYED. None is sticky.
+constexpr bool is_torn_down(CUresult r) noexcept {
+  return r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
+}  // namespace cdsa

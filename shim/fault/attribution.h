@@ -1,0 +1,69 @@
+// Attribution: which launch failed. The decision cdsa exists for, as a pure
+// function of a FaultSnapshot (shim/fault/fault_snapshot.h): no symbolizer, no
+// wording, no global state. shim/fault/report_builder.h words the result.
+//
+// The rule (docs/attribution.md): on each stream whose every launch got a
+// breadcrumb, the first launch whose mark never landed is the only one that
+// can have failed there. One such stream: exact. Several: each gives a
+// candidate, oldest launch first; when the device's assert text names a
+// function that exactly one candidate's kernel is (the same whole identifier), that one is kept.
+// A stream without marks cannot be ruled out, so the verdict is then never
+// exact; nor while another thread has a launch in flight (submitted, not yet
+// recorded), since the failing launch may be that one. With nothing pending
+// that the marks can see, the three most recent launches are shown, unproven.
+//
+// Contract: pure and deterministic; allocates the result; thread-safe.
+//
+//   FaultSnapshot s;
+//   s.ring = {a, b};                              // b: stream 7, stream_seq 5
+//   s.streams = {{0, 7, 5, 4, true}};             // stream 7: 5 launched, 4 landed
+//   AttributionResult r = attribute(s);
+//   // r.verdict == Verdict::Exact, r.candidates[0].ring_index == 1,
+//   // r.candidates[0].reasons == kReasonFirstUnfinished
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "shim/fault/fault_snapshot.h"
+
+namespace cdsa {
+
+enum class Verdict : uint8_t { Exact, Ambiguous, Unknown };
+
+// Why a launch is a candidate (bits of AttributedLaunch::reasons).
+enum AttributionReason : uint32_t {
+  kReasonFirstUnfinished = 1u << 0,      // the first launch on its stream whose completion mark never landed
+  kReasonMatchesDeviceAssert = 1u << 1,  // several streams were pending; only its kernel matches the assert text
+  kReasonRecordOverwritten = 1u << 2,    // its record left the ring: known by stream and number only
+  kReasonGraphReplay = 1u << 3,          // a graph launch: the failing kernel is one of its captured nodes
+  kReasonRecentUnproven = 1u << 4,       // nothing pending that the marks can see: a recent launch, not proven
+};
+
+struct AttributedLaunch {
+  int ring_index = -1;  // into FaultSnapshot::ring; -1 when the record was overwritten
+  uint64_t stream_id = 0;
+  uint64_t stream_seq = 0;
+  uint64_t pending = 0;             // launches on its stream whose mark never landed (0 for a recent, unproven one)
+  uint32_t reasons = 0;             // AttributionReason bits
+  std::vector<size_t> graph_nodes;  // a graph launch: indices into FaultSnapshot::graph_nodes, capture order
+};
+
+struct AttributionResult {
+  Verdict verdict = Verdict::Unknown;
+  std::vector<AttributedLaunch> candidates;  // most likely first
+  bool unmarked_streams_pending = false;     // a stream had launches without marks: it cannot be ruled out
+  bool named_by_device_assert = false;       // the assert text picked the one candidate among several
+  bool launches_in_flight = false;           // launches in flight kept the verdict from being exact
+};
+
+AttributionResult attribute(const FaultSnapshot& snapshot);
+
+// Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
+// identifier (base/identifier.h), compared demangled, never a part of a longer one ("kernel" does not name
+// "_Z13kernel_helperPi").
+bool kernel_matches_assert_function(std::string_view kernel, std::string_view function);
+
+}  // namespace cdsa

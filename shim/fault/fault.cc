@@ -1,0 +1,192 @@
+// The fault path, top to bottom: the once-only gate, then snapshot -> attribute -> build the report -> print it
+// and write the trace file. Also the exit probe (a fault that no call surfaced) and the CDSA_TRACE=always file.
+#include "shim/fault/fault.h"
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#include "base/path.h"
+#include "report/fault_report.h"
+#include "report/trace.h"
+#include "shim/record/assert_capture.h"
+#include "shim/fault/attribution.h"
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/fault/fault_snapshot.h"
+#include "shim/common/log.h"
+#include "shim/record/recorder.h"
+#include "shim/common/reentrancy.h"
+#include "shim/fault/report_builder.h"
+
+namespace cdsa {
+namespace {
+
+std::atomic<bool> g_reported{false};        // the once-only gate: a report has begun
+std::atomic<bool> g_snapshot_taken{false};  // its snapshot is taken: later launches cannot change it
+// How long a report waits for other threads' launches in flight, then (710 without text) for the device's
+// assert text a concurrent driver call is printing. Both waits end as soon as there is nothing to wait for.
+constexpr auto kInFlightWait = std::chrono::milliseconds(200);
+constexpr auto kDeviceTextWait = std::chrono::milliseconds(300);
+bool g_trace_dir_unusable = false;  // already said so at start: do not try, do not say it twice
+int g_pid = 0;
+uint64_t g_start_unix_ns = 0;
+
+uint64_t wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void write_trace(report::TraceData& t, std::string* written) {
+  written->clear();
+  if (g_trace_dir_unusable) return;
+  std::string path = trace_path_for_process(g_start_unix_ns);
+  std::string error;
+  if (!report::write_trace_file(path, report::trace_to_json(t), written, &error)) {
+    log_line("trace file not written: %s", error.c_str());
+    written->clear();
+  }
+}
+
+// At exit: poll the streams whose marks have not all landed, for up to CDSA_EXIT_PROBE_MS, and report a sticky
+// fault that no call of the program surfaced. Then write the CDSA_TRACE=always (or profile) file.
+void exit_probe() {
+  if (getpid() != g_pid || !driver_ready()) return;  // a forked child: not our CUDA state
+  InCdsa guard;
+  const Config& c = config();
+  if (!g_reported.load()) {
+    const Driver& d = driver();
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
+    // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
+    CUresult torn_down = CUDA_SUCCESS;  // what the last poll heard from a stream with a missing mark
+    for (;;) {
+      bool pending = false;
+      torn_down = CUDA_SUCCESS;
+      for (const auto& s : stream_views()) {
+        if (s.marks && s.landed >= s.launched) continue;
+        pending = pending || s.marks;
+        StreamState* st = stream_state(s.slot);
+        if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+        CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+        if (is_sticky_fault(r)) {
+          on_sticky_fault(r, "exit probe (cuStreamQuery at process exit)");
+          return;
+        }
+        if (s.marks && is_torn_down(r)) torn_down = r;
+      }
+      if (!pending) break;
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+      if (elapsed_ms >= c.exit_probe_ms) {
+        // A torn-down context runs nothing more: a mark still missing now belongs to a launch that never finished
+        // (a context is torn down only after its work has drained, unless that work faulted).
+        if (torn_down != CUDA_SUCCESS) {
+          on_sticky_fault(torn_down,
+                          "exit probe (the driver was torn down before cdsa's exit probe ran; the "
+                          "breadcrumbs show a launch that never finished)");
+          return;
+        }
+        break;
+      }
+      usleep(200);
+    }
+  }
+  if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {
+    FaultSnapshot snapshot = take_fault_snapshot(guard);
+    ReportBuilder build(guard);
+    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
+    t.reason = "exit";
+    std::string written;
+    write_trace(t, &written);
+  }
+}
+
+}  // namespace
+
+bool fault_reported() noexcept { return g_snapshot_taken.load(std::memory_order_acquire); }
+
+void fault_handling_init() noexcept {
+  g_pid = getpid();
+  g_start_unix_ns = wall_ns();
+  const Config& c = config();
+  if (c.trace != TraceMode::Off) {
+    // Say now, not at the fault, when the trace file could not be created where asked.
+    std::string path = trace_path_for_process(g_start_unix_ns);
+    std::string dir = base::dirname_of(path);
+    struct stat sb;
+    errno = 0;
+    if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir.c_str(), W_OK | X_OK) != 0) {
+      g_trace_dir_unusable = true;
+      log_line("CDSA_TRACE_FILE=%s: directory %s is not writable (%s); a trace file will not be written there",
+               c.trace_pattern, dir.c_str(), errno ? strerror(errno) : "not a directory");
+    }
+  }
+  atexit(exit_probe);
+}
+
+void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
+  if (g_reported.exchange(true)) return;
+  InCdsa guard;
+  const Driver& d = driver();
+  report::FaultReport rep;
+  rep.code = static_cast<int>(code);
+  const char* s = nullptr;
+  if (d.GetErrorName && d.GetErrorName(code, &s) == CUDA_SUCCESS && s) rep.error_name = s;
+  s = nullptr;
+  if (d.GetErrorString && d.GetErrorString(code, &s) == CUDA_SUCCESS && s) rep.error_string = s;
+  rep.surfaced_call = surfaced_call;
+  rep.surfaced_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  rep.launches_recorded = launches_recorded();
+  rep.fault_time_unix_ns = wall_ns();
+  uint32_t here = capture_and_intern_stack();
+
+  // A launch another thread handed to the driver but has not recorded yet may be the failing one (the kernel
+  // ran and faulted before its launch call returned): wait, bounded, for those to be recorded. The count is
+  // taken before the snapshot: a launch it misses was recorded already or submitted after this thread saw the
+  // fault, so it cannot be the failing one. This thread is never counted: it may be inside a launch itself.
+  auto start = std::chrono::steady_clock::now();
+  int in_flight = wait_for_launches_in_flight(start + kInFlightWait);
+  // 710: the driver prints the device's assert text on whichever thread's call flushes it, maybe not this one.
+  // Without it yet, wait (only while another thread is inside a driver call) for a concurrent call's print.
+  if (code == CUDA_ERROR_ASSERT && captured_driver_stderr().find(": block: [") == std::string::npos)
+    wait_for_device_text(start + kDeviceTextWait);
+  if (in_flight > 0) in_flight = other_threads_launches_in_flight();  // the text wait may have let them finish
+
+  FaultSnapshot snapshot = take_fault_snapshot(guard);
+  g_snapshot_taken.store(true, std::memory_order_release);
+  snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
+  AttributionResult attribution = attribute(snapshot);
+  ReportBuilder build(guard);
+  rep.surfaced_stack = build.stack(here);
+  build.add_attribution(snapshot, attribution, &rep);
+  build.annotate(snapshot, &rep);
+
+  if (config().trace != TraceMode::Off) {
+    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
+    t.reason = "fault";
+    t.has_fault = true;
+    t.report = rep;  // trace_path stays empty in the file: `cdsa report FILE` knows where it is
+    std::string written;
+    write_trace(t, &written);
+    rep.trace_path = written;
+  }
+  if (!config().quiet) {
+    report::TextOptions opt;
+    opt.native_all = config().native_all;
+    std::string text = report::format_report_text(rep, opt);
+    write_stderr(text.data(), text.size());
+  }
+}
+
+}  // namespace cdsa

@@ -1,0 +1,23 @@
+// Surfacing and reporting a sticky kernel fault, once per process.
+//
+// Contract: `on_sticky_fault` may be called from any thread, any number of
+// times; the first call captures the surfacing stack, takes a snapshot of the
+// breadcrumbs and the launch ring (fault_snapshot.h), attributes the fault
+// (attribution.h), builds the report (report_builder.h), prints it on stderr
+// and writes the trace file; later calls return at once. It allocates and may take
+// milliseconds (symbolization): it runs only when the process is already
+// failing. `fault_handling_init` registers the exit probe (atexit), which
+// finds a fault that no call surfaced, and writes the CDSA_TRACE=always file.
+#pragma once
+
+#include <cuda.h>
+
+namespace cdsa {
+
+void fault_handling_init() noexcept;
+void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept;
+// True once the report's snapshot is taken (launches recorded later cannot change it). Launches that finish
+// while a report waits for them (shim/record/assert_capture.h, launches in flight) are still recorded.
+bool fault_reported() noexcept;
+
+}  // namespace cdsa

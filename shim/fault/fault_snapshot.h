@@ -1,0 +1,53 @@
+// The plain copy of everything the fault's attribution reads: taken once, when
+// the fault surfaces, so that `attribute()` (shim/fault/attribution.h) is a pure
+// function of values and can be tested on snapshots written by hand.
+//
+// Contract: plain values, no pointers into cdsa's tables. `take_fault_snapshot`
+// runs on the report path (allocates, takes the graph-capture mutex) under the
+// reentrancy guard; it makes no CUDA call, so it works on a dead context.
+//
+//   FaultSnapshot s;                       // a hand-made one, as the unit tests write them
+//   s.ring.push_back(rec);                 // rec.stream_id = 7, rec.stream_seq = 3
+//   s.streams.push_back({0, 7, /*launched*/ 3, /*landed*/ 2, /*marks*/ true});
+//   AttributionResult a = attribute(s);    // exact: the ring's record 0
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shim/record/assert_capture.h"
+#include "shim/record/recorder.h"
+#include "shim/common/reentrancy.h"
+
+namespace cdsa {
+
+// One stream as its breadcrumbs see it.
+struct StreamView {
+  int slot = -1;          // StreamTable index
+  uint64_t id = 0;        // cuStreamGetId
+  uint64_t launched = 0;  // launches recorded on it (the last stream_seq handed out)
+  uint64_t landed = 0;    // the last stream_seq whose completion mark landed
+  bool marks = false;     // every launch on it got a breadcrumb, so `landed` is meaningful
+};
+
+struct FaultSnapshot {
+  std::vector<LaunchRecord> ring;                // the launch ring, oldest first
+  std::map<uint32_t, std::string> kernel_names;  // StringTable id -> kernel name, for the records above
+  std::vector<StreamView> streams;               // streams with at least one launch
+  bool breadcrumbs_active = false;
+  std::vector<DeviceAssert> asserts;      // the device's assert lines the driver printed, parsed
+  std::vector<LaunchRecord> graph_nodes;  // the captured launches of every graph launched in `ring`
+  // Launches another thread has submitted to the driver but not recorded yet: the failing one may be among
+  // them, outside the ring. (0 until the launch path counts them.)
+  uint32_t launches_in_flight = 0;
+  std::string recorder_overflow;  // what filled up in the recorder's tables, or empty
+};
+
+FaultSnapshot take_fault_snapshot(const InCdsa&);
+
+// The streams with launches, as the breadcrumbs see them now (the exit probe polls them).
+std::vector<StreamView> stream_views();
+
+}  // namespace cdsa

@@ -1,0 +1,247 @@
+#include "shim/fault/report_builder.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "report/autograd.h"
+#include "report/hints.h"
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/record/profile.h"
+#include "shim/record/recorder.h"
+#include "symbolizer/demangle.h"
+
+#include "base/version.h"
+
+namespace cdsa {
+namespace {
+
+const char* kind_name(LaunchKind k) {
+  switch (k) {
+    case LaunchKind::KernelEx:
+      return "kernel_ex";
+    case LaunchKind::Cooperative:
+      return "cooperative";
+    case LaunchKind::Graph:
+      return "graph";
+    default:
+      return "kernel";
+  }
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::vector<std::string> process_argv() {
+  std::vector<std::string> argv;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  return argv;
+}
+
+int env_int(const char* name) {
+  const char* v = getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  long x = strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0 && x < (1 << 30)) ? static_cast<int>(x) : -1;
+}
+
+int process_rank() {
+  for (const char* n : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    int r = env_int(n);
+    if (r >= 0) return r;
+  }
+  return -1;
+}
+
+report::Process process_facts(uint64_t start_unix_ns) {
+  report::Process p;
+  p.pid = getpid();
+  p.host = hostname();
+  p.argv = process_argv();
+  p.start_time_unix_ns = start_unix_ns;
+  p.rank = process_rank();
+  p.world_size = env_int("WORLD_SIZE");
+  if (p.world_size < 0) p.world_size = env_int("SLURM_NTASKS");
+  if (p.world_size < 0) p.world_size = env_int("OMPI_COMM_WORLD_SIZE");
+  p.local_rank = env_int("LOCAL_RANK");
+  if (p.local_rank < 0) p.local_rank = env_int("SLURM_LOCALID");
+  const Driver& d = driver();
+  if (d.DriverGetVersion) d.DriverGetVersion(&p.driver_version);
+  // A shared cudart (PyTorch's) answers without touching the dead context; a static one is invisible here.
+  using RuntimeVersionFn = int (*)(int*);
+  if (auto rv = reinterpret_cast<RuntimeVersionFn>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")))
+    if (rv(&p.runtime_version) != 0) p.runtime_version = 0;
+  CUdevice dev = 0;
+  char name[256] = {0};
+  if (d.CtxGetDevice && d.DeviceGetName && d.CtxGetDevice(&dev) == CUDA_SUCCESS &&
+      d.DeviceGetName(name, sizeof name - 1, dev) == CUDA_SUCCESS)
+    p.gpu = name;
+  return p;
+}
+
+std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
+
+report::Attribution attribution_of(Verdict v) {
+  switch (v) {
+    case Verdict::Exact:
+      return report::Attribution::Exact;
+    case Verdict::Ambiguous:
+      return report::Attribution::Ambiguous;
+    default:
+      return report::Attribution::Unknown;
+  }
+}
+
+// One line: why this launch is named.
+std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
+  if (c.reasons & kReasonRecentUnproven) return "recent launch (not proven)";
+  std::string why = "first unfinished launch on stream " + std::to_string(c.stream_id) + "; " +
+                    std::to_string(c.pending) + " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
+  if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty() && !s.asserts.front().function.empty())
+    why += "; other streams had unfinished launches too, but only this kernel matches the device's assert in " +
+           s.asserts.front().function;
+  return why;
+}
+
+}  // namespace
+
+std::string SourceLines::line(const std::string& file, int n) {
+  if (n <= 0 || file.empty() || file[0] == '<') return {};
+  auto it = files_.find(file);
+  if (it == files_.end()) {
+    std::vector<std::string> lines;
+    std::ifstream in(file);
+    std::string s;
+    while (in && std::getline(in, s) && lines.size() < 200000) lines.push_back(s);
+    it = files_.emplace(file, std::move(lines)).first;
+  }
+  if (static_cast<size_t>(n) > it->second.size()) return {};
+  std::string s = it->second[static_cast<size_t>(n) - 1];
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+report::Launch report_launch(const LaunchRecord& r) {
+  report::Launch l;
+  l.seq = r.seq;
+  l.stream_seq = r.stream_seq;
+  l.stream_id = r.stream_id;
+  l.graph_id = r.graph_id;
+  l.time_ns = r.time_ns;
+  l.ctx_id = r.ctx_id;
+  l.tid = r.tid;
+  l.stack_id = r.stack_id;
+  l.kernel = symbolizer::demangle(string_at(r.kernel_name));  // cuFuncGetName gives the mangled name
+  l.kind = kind_name(r.kind);
+  for (int i = 0; i < 3; ++i) {
+    l.grid[i] = r.grid[i];
+    l.block[i] = r.block[i];
+  }
+  l.shared_mem = r.shared_mem;
+  l.captured = r.flags & kFlagCaptured;
+  l.per_thread_stream = r.flags & kFlagPerThreadStream;
+  return l;
+}
+
+std::string trace_path_for_process(uint64_t start_unix_ns) {
+  return report::expand_trace_pattern(config().trace_pattern, hostname(), getpid(), process_rank(),
+                                      start_unix_ns / 1000000000ull);
+}
+
+report::CallStack ReportBuilder::stack(uint32_t id) {
+  report::CallStack st;
+  Stack s;
+  if (!stack_at(id, &s)) return st;
+  for (const auto& f : s.python) {
+    report::PyFrame t;
+    t.file = string_at(f.file);
+    t.function = string_at(f.function);
+    t.line = f.line;
+    t.source = src_.line(t.file, t.line);
+    st.python.push_back(std::move(t));
+  }
+  st.native = sym_.symbolize(s.native);
+  return st;
+}
+
+void ReportBuilder::annotate(const FaultSnapshot& s, report::FaultReport* rep) {
+  report::HintContext ctx;
+  for (const auto& r : s.ring) ctx.launches.push_back(report_launch(r));
+  ctx.launches_complete = s.ring.empty() || s.ring.front().seq == 1;
+  ctx.argv = process_argv();
+  std::map<uint32_t, report::CallStack> stacks;
+  report::add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const report::CallStack* {
+    auto it = stacks.find(id);
+    if (it == stacks.end()) it = stacks.emplace(id, stack(id)).first;
+    return &it->second;
+  });
+  report::add_hints(*rep, ctx);
+}
+
+void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, report::FaultReport* rep) {
+  for (const auto& d : s.asserts) rep->device_messages.push_back(d.message);
+  rep->attribution = attribution_of(a.verdict);
+  if (a.unmarked_streams_pending)
+    rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");
+  for (const auto& c : a.candidates) {
+    report::Candidate out;
+    out.pending = c.pending;
+    if (c.ring_index >= 0) {
+      const LaunchRecord& r = s.ring[static_cast<size_t>(c.ring_index)];
+      out.launch = report_launch(r);
+      out.stack = stack(r.stack_id);
+    } else {
+      out.launch.stream_id = c.stream_id;
+      out.launch.stream_seq = c.stream_seq;
+      rep->notes.push_back("the record of launch #" + std::to_string(c.stream_seq) + " on stream " +
+                           std::to_string(c.stream_id) +
+                           " was overwritten (the ring keeps CDSA_RING_SIZE launches; raise it)");
+    }
+    out.why = why_text(s, c);
+    for (size_t i : c.graph_nodes) {
+      report::LaunchWithStack g;
+      g.launch = report_launch(s.graph_nodes[i]);
+      g.stack = stack(s.graph_nodes[i].stack_id);
+      out.graph_nodes.push_back(std::move(g));
+    }
+    rep->candidates.push_back(std::move(out));
+  }
+  if (s.launches_in_flight > 0)
+    rep->notes.push_back(std::to_string(s.launches_in_flight) +
+                         " launch(es) on other threads were still between the driver call and their record when "
+                         "cdsa stopped waiting for them; the failing launch may be one of them" +
+                         (a.launches_in_flight ? ", so the verdict above is not exact" : ""));
+  if (!s.breadcrumbs_active) rep->notes.push_back("breadcrumbs were off: candidates are not proven");
+  if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
+}
+
+report::TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_unix_ns) {
+  report::TraceData t;
+  t.cdsa_version = CDSA_VERSION;
+  t.config = config_text();
+  t.process = process_facts(start_unix_ns);
+  t.modules = sym_.modules();
+  std::vector<uint32_t> ids;
+  for (const auto& r : s.ring)
+    if (r.stack_id != kUnknownStack) ids.push_back(r.stack_id);
+  t.has_profile = profile_snapshot(&t.profile);
+  for (const auto& site : t.profile.sites)
+    if (site.stack_id != kUnknownStack) ids.push_back(site.stack_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (uint32_t id : ids) t.stacks.emplace_back(id, stack(id));
+  for (const auto& r : s.ring) t.launches.push_back(report_launch(r));
+  for (const auto& v : s.streams) t.streams.push_back({v.id, v.launched, v.landed, v.marks});
+  return t;
+}
+
+}  // namespace cdsa

@@ -1,0 +1,64 @@
+// The report model from records: turns a FaultSnapshot and its attribution
+// into the report::FaultReport's candidates, reasons and notes (worded here, and only
+// here), and into the trace file's report::TraceData (process facts, configuration,
+// symbolized stacks, launches, streams).
+//
+// Contract: report path only: allocates, reads source files and /proc,
+// symbolizes (loads libdw on first use), and asks the driver for its version
+// and the device's name, so it runs under the reentrancy guard. One
+// ReportBuilder per report: it caches source lines and symbolized PCs.
+//
+//   InCdsa guard;
+//   FaultSnapshot snap = take_fault_snapshot(guard);
+//   ReportBuilder build(guard);
+//   build.add_attribution(snap, attribute(snap), &report);
+//   report::TraceData trace = build.trace(snap, start_unix_ns);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "report/fault_report.h"
+#include "report/trace.h"
+#include "shim/fault/attribution.h"
+#include "shim/fault/fault_snapshot.h"
+#include "shim/common/reentrancy.h"
+#include "shim/fault/symbolize.h"
+
+namespace cdsa {
+
+// Source lines, read once per file per report.
+class SourceLines {
+ public:
+  std::string line(const std::string& file, int n);
+
+ private:
+  std::map<std::string, std::vector<std::string>> files_;
+};
+
+class ReportBuilder {
+ public:
+  explicit ReportBuilder(const InCdsa&) {}
+  // An interned stack: Python frames with their source lines, native frames symbolized.
+  report::CallStack stack(uint32_t stack_id);
+  // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
+  void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, report::FaultReport* rep);
+  // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
+  // (report/hints.h).
+  void annotate(const FaultSnapshot& snapshot, report::FaultReport* rep);
+  // Everything the trace file holds but the report (the caller sets reason, has_fault and report).
+  report::TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
+
+ private:
+  SourceLines src_;
+  ReportSymbolizer sym_;
+};
+
+// A ring record as the report and the trace keep it (kernel name demangled, kind spelled out).
+report::Launch report_launch(const LaunchRecord& r);
+// Where this process's trace file goes (CDSA_TRACE_FILE expanded).
+std::string trace_path_for_process(uint64_t start_unix_ns);
+
+}  // namespace cdsa

@@ -1,0 +1,415 @@
+// Driver-level interposition: the exported cu* wrappers, the wrappers handed
+// out by dlsym/dlvsym and cuGetProcAddress, and what each kind of call does.
+//
+// Every entry point of the generated table (shim/intercept/entry_points.h: one per
+// PFN_<name>_v<version>[_ptsz|_ptds] typedef of the toolkit) gets kSlots
+// trampolines with exactly that typedef's prototype. Slot 0 is the exported
+// symbol (its real function is the next definition after libcdsa, found with
+// RTLD_NEXT); slots 1.. are bound on demand to the exact function pointers that
+// dlsym or cuGetProcAddress returned, so a wrapper always calls the very
+// function the program would have called.
+//
+// The old signatures (cuMemAlloc of CUDA 2.0, ...) are declared by cuda.h and
+// cudaTypedefs.h only for the driver's own build: this file asks for them.
+#define __CUDA_API_VERSION_INTERNAL 1
+#define __CUDA_API_VERSION_INTERNAL_ODR 1  // ... without the enumerators that only the driver's build has
+#include <cuda.h>
+#include <cudaProfilerTypedefs.h>
+#include <cudaTypedefs.h>
+#if CDSA_WITH_GL
+#include <cudaGLTypedefs.h>
+#endif
+#if CDSA_WITH_EGL
+#include <cudaEGLTypedefs.h>
+#endif
+#if CDSA_WITH_VDPAU
+#include <cudaVDPAUTypedefs.h>
+#endif
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "shim/record/assert_capture.h"
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/intercept/entry_points.h"
+#include "shim/fault/fault.h"
+#include "shim/record/graph_capture.h"
+#include "shim/intercept/interpose.h"
+#include "shim/record/launch.h"
+#include "shim/intercept/lifecycle.h"
+#include "shim/common/log.h"
+#include "shim/record/native_stack.h"
+#include "shim/common/reentrancy.h"
+
+#include "base/export.h"
+
+namespace cdsa {
+namespace {
+
+enum class Kind {
+  Generic,
+  Launch,
+  LaunchEx,
+  LaunchCoop,
+  GraphLaunch,
+  BeginCapture,
+  EndCapture,
+  GraphInstantiate,
+  GraphInstantiateParams,
+  GraphDestroy,
+  StreamDestroy,
+  ProcAddress
+};
+
+#define CDSA_EXEMPT_NAME(name)
+#define CDSA_WRAP_EXPORT(symbol, pfn, params, args)
+enum CallId : int {
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) Id_##pfn,
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+  kNumCalls
+};
+
+struct CallInfo {
+  bool per_thread;
+  Kind kind;
+};
+
+constexpr CallInfo kCalls[] = {
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) {per_thread != 0, Kind::kind},
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+};
+
+template <int Id>
+struct Sig;
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol) \
+  template <>                                                    \
+  struct Sig<Id_##pfn> {                                         \
+    using Fn = pfn;                                              \
+  };
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+#undef CDSA_EXEMPT_NAME
+#undef CDSA_WRAP_EXPORT
+
+constexpr int kSlots = 4;
+std::atomic<void*> g_real[kNumCalls][kSlots];  // zero-initialised: constant initialisation
+
+void* resolve_export_target(int id) {
+  const char* symbol = entry_point(id).symbol;
+  // The definition after ours in the lookup order (normally libcuda's).
+  void* p = real_dlsym()(RTLD_NEXT, symbol);
+  if (!p) {
+    // libcuda loaded RTLD_LOCAL (not in the global scope): look in it directly.
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h) {
+      p = real_dlsym()(h, symbol);
+      dlclose(h);
+    }
+  }
+  if (p) g_real[id][0].store(p, std::memory_order_release);
+  return p;
+}
+
+inline void* slot_real(int id, int slot) {
+  void* p = g_real[id][slot].load(std::memory_order_acquire);
+  if (__builtin_expect(p == nullptr && slot == 0, 0)) p = resolve_export_target(id);
+  return p;
+}
+
+// ---------------------------------------------------------------- handlers
+template <int Id>
+inline void check(CUresult r) {
+  if (__builtin_expect(is_sticky_fault(r), 0)) {
+    const EntryPoint& e = entry_point(Id);
+    on_sticky_fault(r, e.symbol[0] ? e.symbol : e.base);  // the exported name says the version: cuMemcpyDtoH_v2
+  }
+}
+
+// The launch handlers, one per launching Kind, chosen by KindTag<k>. Each registers the breadcrumb memory before
+// the first kernel runs (so even the first launch gets its mark), then holds the launch in flight
+// (shim/record/assert_capture.h) from before the driver sees it until it is recorded or has failed: a fault report on
+// another thread waits for it, since the failing launch may be this one.
+template <Kind k>
+struct KindTag {};
+
+// What cuLaunchKernel and cuLaunchCooperativeKernel share: record on success, check for a sticky fault otherwise.
+template <int Id>
+CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s) {
+  if (r == CUDA_SUCCESS) {
+    LaunchInfo li;
+    li.kind = kind;
+    li.func = f;
+    li.stream = s;
+    li.per_thread = kCalls[Id].per_thread;
+    li.grid[0] = gx, li.grid[1] = gy, li.grid[2] = gz;
+    li.block[0] = bx, li.block[1] = by, li.block[2] = bz;
+    li.shared_mem = shmem;
+    record_launch(li);
+  } else {
+    check<Id>(r);
+  }
+  return r;
+}
+
+template <int Id, typename F>
+CUresult on_launch(KindTag<Kind::Launch>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx, gy,
+                               gz, bx, by, bz, shmem, s);
+}
+
+template <int Id, typename F>
+CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
+  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx, gy,
+                               gz, bx, by, bz, shmem, s);
+}
+
+template <int Id, typename F>
+CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
+                   void** extra) {
+  prepare_launch(f);
+  LaunchInFlight in_flight;
+  CUresult r = real(cfg, f, params, extra);
+  if (r == CUDA_SUCCESS && cfg) {
+    LaunchInfo li;
+    li.kind = LaunchKind::KernelEx;
+    li.func = f;
+    li.stream = cfg->hStream;
+    li.per_thread = kCalls[Id].per_thread;
+    li.grid[0] = cfg->gridDimX, li.grid[1] = cfg->gridDimY, li.grid[2] = cfg->gridDimZ;
+    li.block[0] = cfg->blockDimX, li.block[1] = cfg->blockDimY, li.block[2] = cfg->blockDimZ;
+    li.shared_mem = cfg->sharedMemBytes;
+    for (unsigned i = 0; i < cfg->numAttrs && cfg->attrs; ++i)
+      if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
+        li.kind = LaunchKind::Cooperative;
+    record_launch(li);
+  } else {
+    check<Id>(r);
+  }
+  return r;
+}
+
+template <int Id, typename F>
+CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s) {
+  prepare_launch(nullptr);
+  LaunchInFlight in_flight;
+  CUresult r = real(g, s);
+  if (r == CUDA_SUCCESS) {
+    LaunchInfo li;
+    li.kind = LaunchKind::Graph;
+    li.graph_exec = g;
+    li.stream = s;
+    li.per_thread = kCalls[Id].per_thread;
+    record_launch(li);
+  } else {
+    check<Id>(r);
+  }
+  return r;
+}
+
+// cuGetProcAddress: hand back a wrapper bound to the pointer the driver returned.
+void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags);
+void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
+                 bool wrapped);
+int debug_fd();
+
+template <int Id, typename F, typename... A>
+CUresult dispatch(F real, A... a) {
+  constexpr Kind k = kCalls[Id].kind;
+  // A wrapper reached from inside another (a second driver layer between the program and libcuda that resolves
+  // libcuda's symbols with dlsym gets cdsa's wrappers too) passes straight through: each call is recorded, and
+  // each fault reported, once, by the outermost wrapper.
+  if (!config().enabled || InCdsa::active() || in_driver_call()) return real(a...);
+  DriverCallScope scope;  // lets the fault handler see what this very call printed (the device's assert text)
+  ensure_started(reinterpret_cast<const void*>(real));
+  if constexpr (k == Kind::Launch || k == Kind::LaunchCoop || k == Kind::LaunchEx || k == Kind::GraphLaunch) {
+    return on_launch<Id>(KindTag<k>{}, real, a...);  // the launch handler of this kind (above)
+  } else if constexpr (k == Kind::BeginCapture) {
+    CUresult r = real(a...);
+    if (r == CUDA_SUCCESS) note_capture_begin(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].per_thread);
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::EndCapture) {
+    auto args = std::tuple<A...>(a...);
+    CUresult r = real(a...);
+    CUgraph* out = std::get<1>(args);
+    note_capture_end(std::get<0>(args), kCalls[Id].per_thread, (r == CUDA_SUCCESS && out) ? *out : nullptr);
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::GraphInstantiate || k == Kind::GraphInstantiateParams) {
+    auto args = std::tuple<A...>(a...);
+    CUresult r = real(a...);
+    CUgraphExec* out = std::get<0>(args);
+    if (r == CUDA_SUCCESS && out) note_graph_instantiate(*out, std::get<1>(args));
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::GraphDestroy) {
+    note_graph_destroy(std::get<0>(std::tuple<A...>(a...)));  // before: the handle may come back for another graph
+    CUresult r = real(a...);
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::StreamDestroy) {
+    CUresult r = real(a...);
+    note_stream_destroyed();
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::ProcAddress) {
+    auto args = std::tuple<A...>(a...);
+    CUresult r = real(a...);
+    const char* sym = std::get<0>(args);
+    void** pfn = std::get<1>(args);
+    int version = std::get<2>(args);
+    cuuint64_t flags = std::get<3>(args);
+    if (r == CUDA_SUCCESS && sym && pfn && *pfn) {
+      void* w = wrap_proc_address(sym, *pfn, version, flags);
+      if (w) *pfn = w;
+    } else {
+      if (debug_fd() >= 0)
+        log_request("cuGetProcAddress", sym, version, flags,
+                    select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
+    }
+    return r;
+  } else {
+    CUresult r = real(a...);
+    check<Id>(r);
+    return r;
+  }
+}
+
+template <int Id, int Slot, typename F = typename Sig<Id>::Fn>
+struct Tramp;
+template <int Id, int Slot, typename... A>
+struct Tramp<Id, Slot, CUresult(CUDAAPI*)(A...)> {
+  static CUresult CUDAAPI fn(A... a) {
+    using Fn = CUresult(CUDAAPI*)(A...);
+    auto real = reinterpret_cast<Fn>(slot_real(Id, Slot));
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;  // no driver behind us at all
+    return dispatch<Id>(real, a...);
+  }
+};
+
+template <int Id, size_t... S>
+std::array<void*, kSlots> tramps_for(std::index_sequence<S...>) {
+  return {reinterpret_cast<void*>(&Tramp<Id, static_cast<int>(S)>::fn)...};
+}
+template <size_t... I>
+std::array<std::array<void*, kSlots>, kNumCalls> make_tramps(std::index_sequence<I...>) {
+  return {tramps_for<static_cast<int>(I)>(std::make_index_sequence<kSlots>())...};
+}
+const std::array<std::array<void*, kSlots>, kNumCalls>& tramps() {
+  static const auto table = make_tramps(std::make_index_sequence<kNumCalls>());
+  return table;
+}
+
+void* bind(int id, void* real) {
+  if (pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) return real;  // already one of ours
+  for (int s = 1; s < kSlots; ++s) {
+    void* cur = g_real[id][s].load(std::memory_order_acquire);
+    if (cur == real) return tramps()[id][s];
+    if (cur == nullptr) {
+      void* expected = nullptr;
+      if (g_real[id][s].compare_exchange_strong(expected, real, std::memory_order_acq_rel) || expected == real)
+        return tramps()[id][s];
+    }
+  }
+  log_line("more than %d distinct implementations of %s: the extra one is not wrapped", kSlots - 1,
+           entry_point(id).pfn);
+  return nullptr;
+}
+
+// CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
+// (tests/e2e/test_real_runtimes.py reads it). Each line:
+//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|passed|not-found:<code>>
+// where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing).
+int debug_fd() {
+  static int fd = [] {
+    const char* path = config().debug_entry_points;
+    if (!*path) return -1;
+    int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (f < 0) log_line("CDSA_DEBUG_ENTRY_POINTS=%s: cannot open it for appending; nothing is logged", path);
+    return f;
+  }();
+  return fd;
+}
+
+void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
+                 bool wrapped) {
+  int fd = debug_fd();
+  if (fd < 0) return;
+  const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
+  char outcome[32];
+  if (result != CUDA_SUCCESS)
+    snprintf(outcome, sizeof outcome, "not-found:%d", result);
+  else
+    snprintf(outcome, sizeof outcome, "%s", wrapped ? "wrapped" : "passed");
+  char line[512];
+  int n = snprintf(line, sizeof line, "%s %s %d %llu -> %s %s\n", how, name && *name ? name : "(empty)", version, flags,
+                   selected, outcome);
+  if (n > 0) (void)!::write(fd, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
+}
+
+void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags) {
+  int id = select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  void* w = id >= 0 ? bind(id, real) : nullptr;
+  if (debug_fd() >= 0) log_request("cuGetProcAddress", sym, version, flags, id, CUDA_SUCCESS, w && w != real);
+  return w;
+}
+
+}  // namespace
+
+void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
+  (void)handle;
+  if (!config().enabled) return real;
+  int id = find_entry_symbol(name);
+  if (!real) {
+    if (debug_fd() >= 0) log_request("dlsym", name, 0, 0, id, CUDA_ERROR_NOT_FOUND, false);
+    return real;
+  }
+  void* w = real;
+  if (id >= 0 && !pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) {
+    void* b = bind(id, real);
+    if (b) w = b;
+  }
+  if (debug_fd() >= 0)
+    log_request("dlsym", name, 0, 0, id, CUDA_SUCCESS, w != real || pc_in_cdsa(reinterpret_cast<uintptr_t>(real)));
+  return w;
+}
+
+bool is_wrapped_symbol(const char* name) noexcept { return find_entry_symbol(name) >= 0; }
+
+void interpose_init() noexcept { (void)tramps(); }
+
+}  // namespace cdsa
+
+// ---------------------------------------------------------------- exported driver symbols
+// Every symbol of the toolkit's stub libcuda.so that has a typedef (all but the exempt ones), with the
+// typedef's own parameter list; the static_assert proves the prototype is exactly the typedef's.
+using namespace cdsa;
+#define CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol)
+#define CDSA_EXEMPT_NAME(name)
+#define CDSA_WRAP_EXPORT(symbol, pfn, params, args)                                               \
+  extern "C" CDSA_EXPORT CUresult CUDAAPI cdsa_export_##symbol params __asm__(#symbol);           \
+  extern "C" CUresult CUDAAPI cdsa_export_##symbol params { return Tramp<Id_##pfn, 0>::fn args; } \
+  static_assert(std::is_same_v<decltype(&cdsa_export_##symbol), pfn>);
+#include "cuda_entry_points.inc"
+#undef CDSA_ENTRY
+#undef CDSA_EXEMPT_NAME
+#undef CDSA_WRAP_EXPORT

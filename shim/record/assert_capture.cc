@@ -1,0 +1,418 @@
+#include "shim/record/assert_capture.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "shim/common/driver.h"
+#include "shim/common/libc_symbols.h"
+
+#include "base/export.h"
+
+namespace cdsa {
+
+__thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+__thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int tl_launch_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+
+constexpr size_t kCapture = 8192;
+// Per-call state uses the initial-exec TLS model (no __tls_get_addr call). libcdsa.so's whole TLS block then
+// lives in static TLS, which a library dlopen'ed later (CUDA_INJECTION64_PATH) gets only a few hundred bytes
+// of: so the buffer is mapped on first use, not a thread_local array.
+[[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
+[[gnu::tls_model("initial-exec")]] thread_local size_t tl_published = 0;  // bytes of tl_buf in the kept text
+[[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
+
+// Which threads are inside a driver call: one flag per thread, each on its own cache line, so entering and
+// leaving a call is a plain store to memory no other thread writes. A thread claims its slot on its first driver
+// call and returns it when it exits (a pthread key destructor), so the slots serve any number of threads over a
+// run, kBusySlots of them alive at once; threads beyond that share a counter.
+constexpr int kBusySlots = 512;
+// The same slot says whether the thread has a launch in flight (LaunchInFlight).
+struct alignas(64) BusySlot {
+  std::atomic<int> busy{0};
+  std::atomic<int> launching{0};
+  std::atomic<bool> owned{false};  // a live thread holds it
+};
+BusySlot g_busy[kBusySlots];
+std::atomic<int> g_busy_claimed{0};  // slots ever claimed: only g_busy[0, min(this, kBusySlots)) is scanned
+std::atomic<int> g_busy_shared{0};
+std::atomic<int> g_launching_shared{0};
+[[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
+pthread_key_t g_slot_key;
+bool g_slot_key_ok = false;
+std::once_flag g_slot_key_once;
+
+// At thread exit: the slot is free for the next thread. Its flags are cleared too, for a thread that ended inside
+// a driver call (pthread_exit or a cancellation there): it is in no call now. A driver call the exiting thread still
+// makes (from a later thread-exit destructor) uses the shared counters: a slot claimed then could not be returned.
+void return_slot(void* p) noexcept {
+  auto* slot = static_cast<BusySlot*>(p);
+  if (tl_slot == slot) {
+    tl_slot = nullptr;
+    tl_launch_flag = nullptr;
+    tl_shared = true;
+  }
+  slot->busy.store(0, std::memory_order_relaxed);
+  slot->launching.store(0, std::memory_order_relaxed);
+  slot->owned.store(false, std::memory_order_release);
+}
+
+bool own(BusySlot& slot) {
+  bool expected = false;
+  return !slot.owned.load(std::memory_order_relaxed) &&
+         slot.owned.compare_exchange_strong(expected, true, std::memory_order_acquire);
+}
+
+BusySlot* take_slot() {
+  std::call_once(g_slot_key_once, [] { g_slot_key_ok = pthread_key_create(&g_slot_key, return_slot) == 0; });
+  if (!g_slot_key_ok) return nullptr;  // a slot could never be returned: share the counter
+  // A slot never used, else one a finished thread returned.
+  if (g_busy_claimed.load(std::memory_order_relaxed) < kBusySlots) {
+    int i = g_busy_claimed.fetch_add(1, std::memory_order_acq_rel);
+    if (i < kBusySlots && own(g_busy[i])) return &g_busy[i];
+  }
+  for (BusySlot& slot : g_busy)
+    if (own(slot)) return &slot;
+  return nullptr;
+}
+
+[[gnu::noinline, gnu::cold]] void claim_slot_slow() {
+  BusySlot* slot = take_slot();
+  if (slot && pthread_setspecific(g_slot_key, slot) == 0) {
+    tl_slot = slot;
+    tl_launch_flag = &slot->launching;
+  } else {
+    if (slot) slot->owned.store(false, std::memory_order_release);
+    tl_shared = true;
+  }
+}
+
+inline void claim_slot() {
+  if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) claim_slot_slow();
+}
+
+void mark_busy(int v) {
+  claim_slot();
+  if (tl_slot)
+    tl_slot->busy.store(v, std::memory_order_release);
+  else
+    g_busy_shared.fetch_add(v ? 1 : -1, std::memory_order_acq_rel);
+}
+
+char* capture_buffer() {
+  if (!tl_buf) {
+    void* p = mmap(nullptr, kCapture, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) tl_buf = static_cast<char*>(p);  // one page pair per thread that ever captures, kept
+  }
+  return tl_buf;
+}
+
+std::mutex g_kept_mutex;
+std::string* g_kept = nullptr;
+const void* g_kept_owner = nullptr;  // the thread whose driver call is publishing (&tl_driver_call_depth), else null
+std::atomic<bool> g_have_kept{false};
+
+const void* this_thread_id() { return &tl_driver_call_depth; }
+
+const char* find(const char* hay, size_t n, const char* needle) {
+  return static_cast<const char*>(memmem(hay, n, needle, strlen(needle)));
+}
+
+// Publishes this call's text up to its last complete line once it holds an assert line. The same call may
+// extend what it published (libcuda prints one line at a time); another thread's text never replaces it.
+void publish_lines() {
+  const char* block = find(tl_buf, tl_len, ": block: [");
+  if (!block) return;
+  const char* end = static_cast<const char*>(memrchr(tl_buf, '\n', tl_len));
+  if (!end || end < block) return;
+  size_t upto = static_cast<size_t>(end - tl_buf) + 1;
+  if (upto <= tl_published) return;
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  if (g_kept && g_kept_owner != this_thread_id()) return;
+  if (!g_kept) g_kept = new std::string;
+  g_kept->assign(tl_buf, upto);
+  g_kept_owner = this_thread_id();
+  tl_published = upto;
+  g_have_kept.store(true, std::memory_order_release);
+}
+
+// Set while this thread publishes: a signal handler that writes to stderr meanwhile (faulthandler, a crash
+// reporter) must not take g_kept_mutex again on the same thread. Its bytes still reach stderr, uncaptured.
+[[gnu::tls_model("initial-exec")]] thread_local bool tl_publishing = false;
+
+void capture_stderr_bytes(const void* buf, size_t n) noexcept {
+  if (tl_driver_call_depth == 0 || !buf || n == 0 || tl_publishing || !capture_buffer()) return;
+  size_t room = kCapture - tl_len;
+  if (n > room) n = room;
+  memcpy(tl_buf + tl_len, buf, n);
+  tl_len += n;
+  tl_publishing = true;
+  publish_lines();
+  tl_publishing = false;
+}
+
+}  // namespace
+
+DriverCallScope::DriverCallScope() noexcept {
+  if (tl_driver_call_depth++ == 0) {
+    tl_len = 0;
+    tl_published = 0;
+    mark_busy(1);
+  }
+}
+DriverCallScope::~DriverCallScope() {
+  if (--tl_driver_call_depth != 0) return;
+  // What a driver call printed may be the device's assert text even when this call itself succeeded (the
+  // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
+  if (tl_len > tl_published && memmem(tl_buf, tl_len, ": block: [", 10)) {
+    std::lock_guard<std::mutex> lock(g_kept_mutex);
+    if (!g_kept || g_kept_owner == this_thread_id()) {
+      if (!g_kept) g_kept = new std::string;
+      g_kept->assign(tl_buf, tl_len);
+      g_have_kept.store(true, std::memory_order_release);
+    }
+  }
+  if (__builtin_expect(tl_published > 0, 0)) {  // this call published: its text is final now
+    std::lock_guard<std::mutex> lock(g_kept_mutex);
+    if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;
+  }
+  mark_busy(0);
+}
+
+std::string captured_driver_stderr() {
+  if (tl_driver_call_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
+  return std::string(tl_buf + tl_published, tl_len - tl_published);
+}
+
+void keep_device_text(const std::string& text) {
+  if (text.empty()) return;
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  if (!g_kept) {
+    g_kept = new std::string(text);
+    g_have_kept.store(true, std::memory_order_release);
+  }
+}
+
+std::string kept_device_text() {
+  std::lock_guard<std::mutex> lock(g_kept_mutex);
+  return g_kept ? *g_kept : std::string();
+}
+
+bool other_thread_in_driver_call() noexcept {
+  int claimed = g_busy_claimed.load(std::memory_order_acquire);
+  if (claimed > kBusySlots) claimed = kBusySlots;
+  for (int i = 0; i < claimed; ++i)
+    if (&g_busy[i] != tl_slot && g_busy[i].busy.load(std::memory_order_acquire)) return true;
+  int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_driver_call_depth > 0 ? 1 : 0);
+  return shared > 0;
+}
+
+bool driver_call_slot_held() noexcept { return tl_slot != nullptr; }
+
+void LaunchInFlight::submitting_slow() noexcept {
+  claim_slot();
+  if (tl_launch_flag) {
+    tl_launch_flag->store(1, std::memory_order_relaxed);
+  } else {
+    g_launching_shared.fetch_add(1, std::memory_order_relaxed);
+  }
+  launch_flag_fence(std::memory_order_release);
+}
+
+void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
+
+int other_threads_launches_in_flight() noexcept {
+  // The caller has just seen the fault (a load through the driver): read the flags after it.
+  launch_flag_fence(std::memory_order_seq_cst);
+  int n = 0;
+  int claimed = g_busy_claimed.load(std::memory_order_acquire);
+  if (claimed > kBusySlots) claimed = kBusySlots;
+  for (int i = 0; i < claimed; ++i)
+    if (&g_busy[i] != tl_slot && g_busy[i].launching.load(std::memory_order_acquire)) ++n;
+  int shared = g_launching_shared.load(std::memory_order_acquire) - (tl_shared && tl_launch_depth > 0 ? 1 : 0);
+  return n + (shared > 0 ? shared : 0);
+}
+
+int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept {
+  for (;;) {
+    int n = other_threads_launches_in_flight();
+    if (n == 0 || std::chrono::steady_clock::now() >= deadline) return n;
+    timespec ts{0, 100000};  // 0.1 ms: recording a launch takes microseconds
+    nanosleep(&ts, nullptr);
+  }
+}
+
+bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept {
+  for (;;) {
+    if (g_have_kept.load(std::memory_order_acquire)) return true;
+    if (!other_thread_in_driver_call() || std::chrono::steady_clock::now() >= deadline)
+      return g_have_kept.load(std::memory_order_acquire);
+    timespec ts{0, 1000000};  // 1 ms
+    nanosleep(&ts, nullptr);
+  }
+}
+
+std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
+  // <file>:<line>: <function>: block: [x,y,z], thread: [x,y,z] Assertion `...` failed.
+  std::vector<DeviceAssert> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind("cdsa:", 0) == 0) continue;  // cdsa's own report quoting a device line, printed in a call
+    size_t block = line.find(": block: [");
+    if (block == std::string::npos || line.find("Assertion") == std::string::npos) continue;
+    size_t c1 = line.find(':');
+    if (c1 == std::string::npos || c1 >= block) continue;
+    size_t c2 = line.find(": ", c1 + 1);
+    if (c2 == std::string::npos || c2 > block) continue;
+    DeviceAssert a;
+    a.file = line.substr(0, c1);
+    a.line = atoi(line.substr(c1 + 1, c2 - c1 - 1).c_str());
+    a.function = line.substr(c2 + 2, block - c2 - 2);
+    a.message = line;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the stdio and write hooks
+namespace {
+
+// Only evaluated inside a driver call: whether `f` writes to fd 2.
+inline bool capturing(FILE* f) { return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }
+
+void capture_format(const char* fmt, va_list ap) {
+  if (!fmt || !capture_buffer()) return;
+  char line[1024];
+  va_list cp;
+  va_copy(cp, ap);
+  int n = vsnprintf(line, sizeof line, fmt, cp);
+  va_end(cp);
+  if (n > 0) capture_stderr_bytes(line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
+}
+
+void capture_char(int c) {
+  char ch = static_cast<char>(c);
+  capture_stderr_bytes(&ch, 1);
+}
+
+}  // namespace
+}  // namespace cdsa
+
+using cdsa::capturing;
+using cdsa::real_libc;
+
+// Declares `next`, the C library's own `name`.
+#define CDSA_REAL(name, type)                    \
+  using Next = type;                             \
+  static std::atomic<Next> real_##name{nullptr}; \
+  Next next = real_libc(real_##name, #name)
+
+extern "C" {
+
+CDSA_EXPORT int vfprintf(FILE* f, const char* fmt, va_list ap) {
+  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  return next(f, fmt, ap);
+}
+
+CDSA_EXPORT int fprintf(FILE* f, const char* fmt, ...) {
+  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  int r = next(f, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int __vfprintf_chk(FILE* f, int flag, const char* fmt, va_list ap) {
+  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  return next(f, flag, fmt, ap);
+}
+
+CDSA_EXPORT int __fprintf_chk(FILE* f, int flag, const char* fmt, ...) {
+  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
+  int r = next(f, flag, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) {
+  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  return next(fd, fmt, ap);
+}
+
+CDSA_EXPORT int dprintf(int fd, const char* fmt, ...) {
+  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
+  va_list ap;
+  va_start(ap, fmt);
+  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
+  int r = next(fd, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+CDSA_EXPORT int fputs(const char* s, FILE* f) {
+  CDSA_REAL(fputs, int (*)(const char*, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
+  return next(s, f);
+}
+
+CDSA_EXPORT int fputs_unlocked(const char* s, FILE* f) {
+  CDSA_REAL(fputs_unlocked, int (*)(const char*, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
+  return next(s, f);
+}
+
+CDSA_EXPORT size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
+  CDSA_REAL(fwrite, size_t(*)(const void*, size_t, size_t, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
+  return next(p, size, n, f);
+}
+
+CDSA_EXPORT size_t fwrite_unlocked(const void* p, size_t size, size_t n, FILE* f) {
+  CDSA_REAL(fwrite_unlocked, size_t(*)(const void*, size_t, size_t, FILE*));
+  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
+  return next(p, size, n, f);
+}
+
+#define CDSA_PUTC_HOOK(name)                                      \
+  CDSA_EXPORT int name(int c, FILE* f) {                          \
+    CDSA_REAL(name, int (*)(int, FILE*));                         \
+    if (__builtin_expect(capturing(f), 0)) cdsa::capture_char(c); \
+    return next(c, f);                                            \
+  }
+CDSA_PUTC_HOOK(fputc)
+CDSA_PUTC_HOOK(putc)
+CDSA_PUTC_HOOK(_IO_putc)
+CDSA_PUTC_HOOK(fputc_unlocked)
+CDSA_PUTC_HOOK(putc_unlocked)
+#undef CDSA_PUTC_HOOK
+
+CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  CDSA_REAL(write, ssize_t(*)(int, const void*, size_t));
+  if (fd == 2) cdsa::capture_stderr_bytes(buf, n);
+  return next(fd, buf, n);
+}
+
+}  // extern "C"

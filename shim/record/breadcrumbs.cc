@@ -1,0 +1,124 @@
+#include "shim/record/breadcrumbs.h"
+
+#include <sys/mman.h>
+#include <atomic>
+#include <mutex>
+
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/common/log.h"
+#include "shim/record/recorder.h"
+
+namespace cdsa {
+namespace {
+
+enum BreadcrumbsState : int { kUntried = 0, kActive = 1, kDisabled = 2 };
+std::atomic<int> g_state{kUntried};
+std::mutex g_init_mutex;  // warm-up only
+uint64_t* g_slots = nullptr;
+CUdeviceptr g_dptr = 0;
+size_t g_bytes = 0;
+std::atomic<bool> g_32bit{false};
+
+// Attribute 122 of the current context's device; true when it cannot be read (the 64-bit write then says).
+bool can_use_64bit(const Driver& d) {
+  if (!d.StreamWriteValue64) return false;
+  CUdevice dev = 0;
+  int value = 1;
+  if (d.CtxGetDevice && d.DeviceGetAttribute && d.CtxGetDevice(&dev) == CUDA_SUCCESS &&
+      d.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) == CUDA_SUCCESS)
+    return value != 0;
+  return true;
+}
+
+}  // namespace
+
+bool breadcrumbs_init(const InCdsa&) noexcept {
+  int s = g_state.load(std::memory_order_acquire);
+  if (s != kUntried) return s == kActive;
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  s = g_state.load(std::memory_order_acquire);
+  if (s != kUntried) return s == kActive;
+  const Driver& d = driver();
+  if (!config().breadcrumbs) {
+    g_state.store(kDisabled, std::memory_order_release);
+    return false;
+  }
+  if ((!d.StreamWriteValue64 && !d.StreamWriteValue32) || !d.MemHostRegister || !d.MemHostGetDevicePointer) {
+    log_line("the driver has no stream memory operations: attribution will list candidates only");
+    g_state.store(kDisabled, std::memory_order_release);
+    return false;
+  }
+  if (!g_slots) {
+    g_bytes = stream_capacity() * sizeof(uint64_t);
+    void* p = mmap(nullptr, g_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      log_line("could not map breadcrumb memory: attribution will list candidates only");
+      g_state.store(kDisabled, std::memory_order_release);
+      return false;
+    }
+    g_slots = static_cast<uint64_t*>(p);
+  }
+  // Registration is not allowed while this thread's stream captures in global mode: relax the mode.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (d.ThreadExchangeStreamCaptureMode) d.ThreadExchangeStreamCaptureMode(&mode);
+  CUresult r = d.MemHostRegister(g_slots, g_bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+  if (r == CUDA_SUCCESS) r = d.MemHostGetDevicePointer(&g_dptr, g_slots, 0);
+  if (d.ThreadExchangeStreamCaptureMode) d.ThreadExchangeStreamCaptureMode(&mode);
+  if (r != CUDA_SUCCESS) {
+    // No context yet, a capture in progress, or a context that already died: try again on a later call.
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+        r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED || is_sticky_fault(r))
+      return false;
+    const char* name = nullptr;
+    if (d.GetErrorName) d.GetErrorName(r, &name);
+    log_line("could not register breadcrumb memory (%s): attribution will list candidates only",
+             name ? name : "unknown error");
+    g_state.store(kDisabled, std::memory_order_release);
+    return false;
+  }
+  bool narrow = !can_use_64bit(d);
+  if (narrow && !d.StreamWriteValue32) {
+    log_line(
+        "the device has no 64-bit stream memory operations and the driver no 32-bit ones: attribution will "
+        "list candidates only");
+    g_state.store(kDisabled, std::memory_order_release);
+    return false;
+  }
+  g_32bit.store(narrow, std::memory_order_relaxed);
+  g_state.store(kActive, std::memory_order_release);
+  return true;
+}
+
+bool breadcrumbs_32bit() noexcept { return g_32bit.load(std::memory_order_relaxed); }
+
+bool breadcrumbs_active() noexcept { return g_state.load(std::memory_order_acquire) == kActive; }
+
+CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept {
+  if (slot < 0 || g_state.load(std::memory_order_relaxed) != kActive) return CUDA_SUCCESS;
+  CUdeviceptr at = g_dptr + static_cast<CUdeviceptr>(slot) * sizeof(uint64_t);
+  // 32-bit marks go to the slot's low word (both CUDA hosts, x86-64 and aarch64, are little-endian).
+  CUresult r =
+      g_32bit.load(std::memory_order_relaxed)
+          ? driver().StreamWriteValue32(stream, at, static_cast<cuuint32_t>(stream_seq), CU_STREAM_WRITE_VALUE_DEFAULT)
+          : driver().StreamWriteValue64(stream, at, stream_seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS && !is_sticky_fault(r)) {
+    int expected = kActive;
+    if (g_state.compare_exchange_strong(expected, kDisabled)) {
+      const char* name = nullptr;
+      if (driver().GetErrorName) driver().GetErrorName(r, &name);
+      log_line("a breadcrumb write failed (%s): breadcrumbs are off from here on", name ? name : "unknown error");
+    }
+  }
+  return r;
+}
+
+uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept {
+  if (slot < 0 || !g_slots) return 0;
+  if (!g_32bit.load(std::memory_order_relaxed)) return __atomic_load_n(&g_slots[slot], __ATOMIC_ACQUIRE);
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "32-bit marks are written to the slot's low word");
+  uint32_t low = __atomic_load_n(reinterpret_cast<uint32_t*>(&g_slots[slot]), __ATOMIC_ACQUIRE);
+  return widen_mark(low, launched);
+}
+
+}  // namespace cdsa

@@ -1,0 +1,43 @@
+// Breadcrumbs: stream-ordered completion marks in host memory that cdsa owns.
+//
+// After each successful launch on a stream, cdsa enqueues on that stream a
+// cuStreamWriteValue64 of the launch's per-stream number into the stream's
+// slot. 64-bit stream memory operations are optional (device attribute 122,
+// CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS); without them the mark is
+// a cuStreamWriteValue32 of the number's low 32 bits into the slot's low word,
+// widened again on reading against the number last enqueued (`widen_mark`). The write is ordered after the kernel, so
+// after a fault the slot names the last launch that finished on that stream; the next one is the first unfinished
+// launch. Reading a slot is a plain load: no CUDA call, so it works on a dead context.
+//
+// Contract: `breadcrumbs_init` maps and registers the slots (needs a current
+// context; call on the launch path, it runs its body once and retries after a
+// failure caused by stream capture). `enqueue_breadcrumb` is lock-free and
+// allocation-free. Slots: one per StreamTable entry. Both make driver calls of
+// cdsa's own, so they run under the reentrancy guard (shim/common/reentrancy.h).
+#pragma once
+
+#include <cuda.h>
+#include <cstdint>
+
+#include "shim/common/reentrancy.h"
+
+namespace cdsa {
+
+bool breadcrumbs_init(const InCdsa&) noexcept;
+bool breadcrumbs_active() noexcept;
+// Enqueues the mark; returns the driver's result (CUDA_SUCCESS when disabled).
+CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
+// The number that landed in the slot; `launched` is the stream's last enqueued number (its breadcrumb_launched),
+// which 32-bit marks are widened against.
+uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept;
+// Whether the marks are 32-bit (attribute 122 is 0, or the driver has no 64-bit write).
+bool breadcrumbs_32bit() noexcept;
+
+// The 64-bit number whose low 32 bits are `low`, nearest to `launched` (within 2^31 either side: a mark can land
+// just before its number is published). Never below 0.
+constexpr uint64_t widen_mark(uint32_t low, uint64_t launched) noexcept {
+  int64_t delta = static_cast<int32_t>(low - static_cast<uint32_t>(launched));
+  return delta < 0 && static_cast<uint64_t>(-delta) > launched ? 0 : launched + static_cast<uint64_t>(delta);
+}
+
+}  // namespace cdsa

@@ -1,0 +1,226 @@
+#include "shim/record/launch.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <atomic>
+#include <cstring>
+#include <ctime>
+
+#include "shim/record/assert_capture.h"
+#include "shim/record/breadcrumbs.h"
+#include "shim/common/driver.h"
+#include "shim/fault/fault.h"
+#include "shim/record/graph_capture.h"
+#include "shim/intercept/lifecycle.h"
+#include "shim/record/profile.h"
+#include "shim/common/reentrancy.h"
+#include "shim/common/thread_block.h"
+
+namespace cdsa {
+namespace {
+
+// Launch-path thread state: initial-exec TLS (a few hundred bytes; no __tls_get_addr on the hot path).
+[[gnu::tls_model("initial-exec")]] thread_local uint32_t tl_tid = 0;
+[[gnu::tls_model("initial-exec")]] thread_local CUcontext tl_last_ctx = nullptr;
+
+std::atomic<uint64_t> g_stream_gen{1};  // bumped when a stream is destroyed: handle caches go stale
+std::atomic<LaunchFilter> g_filter{nullptr};
+
+uint32_t this_tid() {
+  if (!tl_tid) tl_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tl_tid;
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Per-thread cache: stream handle (and, for the NULL / legacy / per-thread default streams, the context) -> stream
+// id, table slot, context. Sized for real programs (PyTorch with NCCL and side streams uses dozens of streams per
+// thread): 64 entries, 4-way set associative, a ThreadBlock (mapped on the thread's first launch, only its
+// pointer in initial-exec TLS, which a dlopen'ed library must keep small).
+struct StreamCacheEntry {
+  uintptr_t handle = 0, ctx = 0;
+  uint64_t gen = 0, id = 0;
+  int slot = -1;
+  uint32_t ctx_id = 0;
+};
+constexpr int kStreamWays = 4, kStreamSets = 16;
+struct StreamCache {
+  StreamCacheEntry e[kStreamSets][kStreamWays];
+  uint8_t next[kStreamSets];
+};
+// A thread without a cache: one entry, filled each time.
+[[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_one_stream;
+
+// The NULL, legacy and per-thread default streams are one per context: only for them does the context matter.
+inline bool context_dependent(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
+
+// The context of a launch: for a created stream, its own (the one current when cdsa first saw it, cached with
+// it); for the default streams, the current one, which costs a driver call. After a fault the driver may refuse
+// even that: then the thread's last known context is the best answer.
+CUcontext current_context() {
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS)
+    tl_last_ctx = ctx;
+  else
+    ctx = tl_last_ctx;
+  return ctx;
+}
+
+const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
+  uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
+  auto h = reinterpret_cast<uintptr_t>(s);
+  const bool by_ctx = context_dependent(s);
+  CUcontext ctx = by_ctx ? current_context() : nullptr;
+  auto c = reinterpret_cast<uintptr_t>(ctx);
+  StreamCache* cache = ThreadBlock<StreamCache>::get();
+  uint32_t set = static_cast<uint32_t>(((h ^ c) * 0x9e3779b97f4a7c15ull) >> 60) & (kStreamSets - 1);
+  if (cache)
+    for (auto& e : cache->e[set])
+      if (e.gen == gen && e.handle == h && (!by_ctx || e.ctx == c)) return &e;
+  if (!by_ctx) {
+    ctx = current_context();
+    c = reinterpret_cast<uintptr_t>(ctx);
+  }
+  const Driver& d = driver();
+  unsigned long long id = 0, cid = 0;
+  if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) {
+    // The driver cannot name the stream (typically: the context died during this very launch). Key it by
+    // handle, in a range the driver's ids do not use, so the launch still gets a stream and a slot.
+    id = (1ull << 63) | reinterpret_cast<uintptr_t>(s);
+  }
+  if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
+  StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  if (!cache) {
+    tl_one_stream = fresh;
+    return &tl_one_stream;
+  }
+  StreamCacheEntry& e = cache->e[set][cache->next[set]];
+  cache->next[set] = static_cast<uint8_t>((cache->next[set] + 1) % kStreamWays);
+  e = fresh;
+  return &e;
+}
+
+// A handle whose name the driver would not give: cached too, so a launch makes no failing driver call.
+constexpr uint32_t kNameUnknown = kNoString - 1;
+
+// The driver's name for a launch handle, asked once per handle: a CUfunction (cuModuleGetFunction,
+// cuKernelGetFunction) is named by cuFuncGetName, a CUkernel cast to CUfunction (cudart 12+/13's <<<>>> path) only
+// by cuKernelGetName, which rejects a CUfunction as cuFuncGetName rejects a CUkernel (docs/attribution.md).
+// Only a handle both calls reject is cached as unknown: a dead or missing context may clear up.
+uint32_t lookup_kernel_name(CUfunction func) {
+  const Driver& d = driver();
+  bool transient = false;
+  const char* s = nullptr;
+  auto named = [&](CUresult r) {
+    transient |= r == CUDA_ERROR_NOT_INITIALIZED || is_torn_down(r) || is_sticky_fault(r);
+    return r == CUDA_SUCCESS && s;
+  };
+  if (d.FuncGetName && named(d.FuncGetName(&s, func))) return intern_string(s, strlen(s));
+  s = nullptr;
+  if (d.KernelGetName && named(d.KernelGetName(&s, reinterpret_cast<CUkernel>(func))))
+    return intern_string(s, strlen(s));
+  return transient ? kNoString : kNameUnknown;
+}
+
+uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
+  if (!func) return kNoString;
+  auto key = reinterpret_cast<uintptr_t>(func);
+  uint32_t name = handle_map_get(HandleMap::KernelName, key);
+  if (__builtin_expect(name == kNoString, 0)) {
+    name = lookup_kernel_name(func);
+    // Not cached when the string table is full (kNoString) or before any context exists: the lookup may work later.
+    if (name != kNoString) handle_map_put(HandleMap::KernelName, key, name);
+  }
+  return name == kNameUnknown ? kNoString : name;
+}
+
+}  // namespace
+
+void prepare_launch(CUfunction func) noexcept {
+  if (!started() || InCdsa::active()) return;
+  InCdsa guard;
+  if (!breadcrumbs_active()) breadcrumbs_init(guard);
+  kernel_name_of(guard, func);
+}
+
+void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
+  if (!started() || InCdsa::active() || fault_reported()) return;
+  if (source == LaunchSource::Interposer) {
+    LaunchFilter filter = g_filter.load(std::memory_order_relaxed);
+    if (filter && filter(info)) return;  // another front end (CUPTI) recorded this very call
+  }
+  InCdsa guard;
+  const Driver& d = driver();
+  CUstream eff = effective_stream(info.stream, info.per_thread);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff);
+  auto ctx = reinterpret_cast<CUcontext>(sc->ctx);
+
+  LaunchRecord r;
+  r.seq = next_launch_seq();
+  r.kind = info.kind;
+  r.stream_id = sc ? sc->id : 0;
+  r.ctx_id = sc ? sc->ctx_id : 0;
+  r.stream_slot = sc && sc->slot >= 0 ? static_cast<uint32_t>(sc->slot) : 0xffffffffu;
+  r.tid = this_tid();
+  r.time_ns = now_ns();
+  for (int i = 0; i < 3; ++i) {
+    r.grid[i] = info.grid[i];
+    r.block[i] = info.block[i];
+  }
+  r.shared_mem = info.shared_mem;
+  if (info.per_thread && info.stream == nullptr) r.flags |= kFlagPerThreadStream;
+  r.kernel_name = kernel_name_of(guard, info.func);
+  r.stack_id = capture_and_intern_stack();
+
+  bool capturing = false;
+  if (captures_active() && d.StreamIsCapturing) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    capturing = d.StreamIsCapturing(eff, &status) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  if (capturing) {
+    // No breadcrumb: a captured write would freeze its value into the graph.
+    r.flags |= kFlagCaptured | kFlagNoBreadcrumb;
+    note_captured_launch(guard, &r);
+    ring_publish(r);
+    return;
+  }
+  profile_count(r.stack_id, r.kernel_name);  // captured launches do not run: not counted
+  if (info.kind == LaunchKind::Graph) {
+    uint32_t token = handle_map_get(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(info.graph_exec));
+    r.graph_id = token == kNoString ? 0 : token;
+  }
+
+  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  CUresult crumb = CUDA_SUCCESS;
+  if (st) {
+    r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
+    st->last_handle.store(reinterpret_cast<uintptr_t>(eff), std::memory_order_relaxed);
+    st->last_ctx.store(reinterpret_cast<uintptr_t>(ctx), std::memory_order_relaxed);
+    st->ctx_id.store(r.ctx_id, std::memory_order_relaxed);
+    if (info.per_thread && info.stream == nullptr) st->per_thread.store(true, std::memory_order_relaxed);
+    if (breadcrumbs_init(guard)) {
+      crumb = enqueue_breadcrumb(guard, eff, sc->slot, r.stream_seq);
+      // A sticky fault here means the context died before the mark could be queued: no later mark can land
+      // either, so the stream's marks stay exact. The driver may have printed the device's assert text into
+      // this call; keep it for the report, which the program's next call will trigger.
+      if (crumb == CUDA_SUCCESS || is_sticky_fault(crumb))
+        st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
+      if (is_sticky_fault(crumb)) keep_device_text(captured_driver_stderr());
+    }
+    if (!breadcrumbs_active() || crumb != CUDA_SUCCESS) r.flags |= kFlagNoBreadcrumb;
+  } else {
+    r.flags |= kFlagNoBreadcrumb;
+  }
+  ring_publish(r);
+}
+
+void note_stream_destroyed() noexcept { g_stream_gen.fetch_add(1, std::memory_order_acq_rel); }
+
+void set_launch_filter(LaunchFilter filter) noexcept { g_filter.store(filter, std::memory_order_release); }
+
+}  // namespace cdsa

@@ -1,0 +1,535 @@
+#include "shim/record/native_stack.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+#include <ucontext.h>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "shim/common/log.h"
+#include "shim/common/thread_block.h"
+#include "symbolizer/bundled_dlopen.h"
+
+namespace cdsa {
+namespace {
+
+using BacktraceFn = int (*)(void**, int);
+using SetCachingFn = int (*)(void*, int);
+
+std::atomic<BacktraceFn> g_backtrace{nullptr};
+std::once_flag g_once;
+uintptr_t g_self_lo = 0, g_self_hi = 0;
+std::atomic<uintptr_t> g_interp_lo{0}, g_interp_hi{0};
+
+// ---- the step-by-step unwinder behind the verified cache (libunwind's local API, no headers needed) ----
+// unw_cursor_t is 127 words on x86-64; unw_context_t is a ucontext_t; register numbers are the DWARF ones.
+constexpr int kUnwRBP = 6, kUnwRSP = 7, kUnwRIP = 16;
+constexpr int kSlotMemory = 1;  // UNW_SLT_MEMORY
+struct alignas(16) UnwCursor {
+  uint64_t w[140];
+};
+struct UnwSaveLoc {
+  int type;
+  uint64_t addr;  // union { addr; regnum }
+  uint64_t extra[2];
+};
+struct UnwProcInfo {
+  uint64_t start_ip, end_ip;
+  uint64_t rest[14];
+};
+struct Walker {
+  int (*getcontext)(ucontext_t*) = nullptr;
+  int (*init_local)(UnwCursor*, ucontext_t*) = nullptr;
+  int (*step)(UnwCursor*) = nullptr;
+  int (*get_reg)(UnwCursor*, int, uint64_t*) = nullptr;
+  int (*get_save_loc)(UnwCursor*, int, UnwSaveLoc*) = nullptr;
+  int (*is_signal_frame)(UnwCursor*) = nullptr;
+  int (*get_proc_info)(UnwCursor*, UnwProcInfo*) = nullptr;
+};
+Walker g_walker;
+std::atomic<bool> g_walker_ready{false};
+
+// Loads the step-by-step API next to unw_backtrace; without any of it, stacks are not cached.
+void load_walker(void* h) {
+  Walker w;
+  w.getcontext = reinterpret_cast<decltype(w.getcontext)>(dlsym(h, "_Ux86_64_getcontext"));
+  w.init_local = reinterpret_cast<decltype(w.init_local)>(dlsym(h, "_ULx86_64_init_local"));
+  w.step = reinterpret_cast<decltype(w.step)>(dlsym(h, "_ULx86_64_step"));
+  w.get_reg = reinterpret_cast<decltype(w.get_reg)>(dlsym(h, "_ULx86_64_get_reg"));
+  w.get_save_loc = reinterpret_cast<decltype(w.get_save_loc)>(dlsym(h, "_ULx86_64_get_save_loc"));
+  w.is_signal_frame = reinterpret_cast<decltype(w.is_signal_frame)>(dlsym(h, "_ULx86_64_is_signal_frame"));
+  w.get_proc_info = reinterpret_cast<decltype(w.get_proc_info)>(dlsym(h, "_ULx86_64_get_proc_info"));
+  if (!w.getcontext || !w.init_local || !w.step || !w.get_reg || !w.get_save_loc || !w.is_signal_frame ||
+      !w.get_proc_info)
+    return;
+  g_walker = w;
+  g_walker_ready.store(true, std::memory_order_release);
+}
+
+void note_dlclose_hook();
+
+int find_self(dl_phdr_info* info, size_t, void* data) {
+  auto self = reinterpret_cast<uintptr_t>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    if (self >= lo && self < hi) {
+      // The whole object: from its lowest to its highest PT_LOAD.
+      uintptr_t olo = UINTPTR_MAX, ohi = 0;
+      for (int j = 0; j < info->dlpi_phnum; ++j) {
+        const auto& p = info->dlpi_phdr[j];
+        if (p.p_type != PT_LOAD) continue;
+        uintptr_t a = info->dlpi_addr + p.p_vaddr;
+        if (a < olo) olo = a;
+        if (a + p.p_memsz > ohi) ohi = a + p.p_memsz;
+      }
+      g_self_lo = olo;
+      g_self_hi = ohi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void init_once() {
+#if defined(__SANITIZE_THREAD__)
+  // libunwind frees its per-thread trace cache from a TSD destructor that runs after ThreadSanitizer has torn
+  // down the exiting thread, which crashes TSan. TSan builds (tests only) unwind with glibc's backtrace().
+  g_backtrace.store(&backtrace, std::memory_order_release);
+  return;
+#endif
+  // The copy shipped next to libcdsa.so (the wheel's cdsa/lib/vendor/) first, then the system's.
+  char used[PATH_MAX], why[1024];
+  void* h = bundled::dlopen_bundled_first("libunwind.so.8", reinterpret_cast<const void*>(&init_once), used,
+                                          sizeof used, why, sizeof why);
+  if (!h) {
+    log_line("no usable libunwind (%s): native frames will not be recorded, Python frames only", why);
+    return;
+  }
+  auto bt = reinterpret_cast<BacktraceFn>(dlsym(h, "unw_backtrace"));
+  auto set_caching = reinterpret_cast<SetCachingFn>(dlsym(h, "_ULx86_64_set_caching_policy"));
+  auto* local_as = reinterpret_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
+  if (!bt) {
+    log_line("%s has no unw_backtrace: native frames will not be recorded, Python frames only", used);
+    return;
+  }
+  if (set_caching && local_as) set_caching(*local_as, 2 /* UNW_CACHE_PER_THREAD */);
+  load_walker(h);
+  note_dlclose_hook();
+  g_backtrace.store(bt, std::memory_order_release);
+}
+
+// ---- the object holding an address ----
+struct ObjectQuery {
+  uintptr_t addr, lo, hi;
+};
+int find_object(dl_phdr_info* info, size_t, void* data) {
+  auto* q = static_cast<ObjectQuery*>(data);
+  uintptr_t olo = UINTPTR_MAX, ohi = 0;
+  bool inside = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_LOAD) continue;
+    uintptr_t a = info->dlpi_addr + p.p_vaddr;
+    if (q->addr >= a && q->addr < a + p.p_memsz) inside = true;
+    if (a < olo) olo = a;
+    if (a + p.p_memsz > ohi) ohi = a + p.p_memsz;
+  }
+  if (!inside) return 0;
+  q->lo = olo;
+  q->hi = ohi;
+  return 1;
+}
+
+// Unloads so far: a library unloaded mid-run may be replaced by another at the same addresses, whose unwind
+// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) keeps the
+// count for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
+// not ours, and glibc's own counter is read through dl_iterate_phdr (its first callback stops the walk).
+//
+// cdsa's count: a generation, bumped only when glibc's counter says a dlclose unloaded something (most unload
+// nothing: a library still referenced, or cdsa's own dlopen(RTLD_NOLOAD) + dlclose), plus, in the top bits, the
+// dlcloses in progress: no stack cached before a dlclose is served while it may be unmapping code, and none
+// unwound meanwhile is cached (a capture with those bits set is not kept). glibc's count never reaches them.
+constexpr uint64_t kUnloadGeneration = 1, kDlcloseInProgress = uint64_t{1} << 48;
+std::atomic<uint64_t> g_unloads{0};
+std::atomic<bool> g_unloads_hooked{false};
+int read_subs(dl_phdr_info* info, size_t size, void* data) {
+  uint64_t subs = 0;
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) subs = info->dlpi_subs;
+  *static_cast<uint64_t*>(data) = subs;
+  return 1;
+}
+// glibc's count of objects unloaded so far (dlpi_subs: the same in every object's entry).
+uint64_t glibc_unloads() {
+  uint64_t subs = 0;
+  dl_iterate_phdr(read_subs, &subs);
+  return subs;
+}
+inline uint64_t unload_count() {
+  if (g_unloads_hooked.load(std::memory_order_relaxed)) return g_unloads.load(std::memory_order_acquire);
+  return glibc_unloads();
+}
+
+// ---- the verified cache ----
+//
+// Why a hit is exact. Unwinding one frame on x86-64 computes the caller's registers from the frame's: the CFA is
+// SP + c or BP + c (c and the register fixed by the frame's PC through its CFI), the return address is read from
+// a slot at a fixed offset from the CFA, a saved BP from another such slot. So the whole unwind is a function of
+// (PC, SP, BP) at the capture point and of the slots it read. The capture point is one fixed instruction in
+// capture_native_stack, the SP is the key, and the fill records every slot read with its value: a return address
+// slot for each frame, and, for each frame whose CFA is BP-based (recognised as CFA == BP + 16, the x86-64
+// frame-pointer prologue; a coincidence only adds a check), the slot its BP came from (or BP itself when no inner
+// frame saved it). If all those slots hold the same values, each step computes the same CFA, reads the same
+// slots and returns the same caller: the same stack. Not cached, because that argument does not hold for them:
+// signal frames (registers restored from a signal context), frames without unwind info (JIT code: libunwind
+// guesses), stack-realigning prologues whose CFA is loaded from the stack (GCC's DRAP), stacks read through
+// anything but memory in this thread's stack, and everything after a library is unloaded.
+constexpr int kEntries = 8;
+constexpr int kMaxFrames = 80;  // frames walked, cdsa's own included (CDSA_NATIVE_DEPTH 48 by default)
+constexpr int kVetted = 512;    // per thread: code addresses already checked for unwind info and prologue
+constexpr int kMaxChecks = 2 * kMaxFrames;
+
+struct Check {
+  uintptr_t addr, value;
+};
+struct Entry {
+  uintptr_t sp0 = 0, ip0 = 0, bp0 = 0;  // sp0 == 0: empty
+  uint64_t subs = 0;
+  uint32_t memo = 0;
+  int16_t max = 0;
+  uint8_t need_bp0 = 0, stop = 0;
+  uint8_t uncacheable = 0;  // the last fill from this key could not be cached: unwind plainly
+  uint8_t retries = 0;
+  uint16_t n_checks = 0, n_out = 0;
+  Check checks[kMaxChecks];
+  uintptr_t out[kMaxFrames];
+};
+struct ThreadCache {
+  // The thread's stack, from pthread_getattr_np: false (no cache) where it cannot be had.
+  bool attach() noexcept {
+    pthread_attr_t attr;
+    void* lo = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    int rc = pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0 || !lo || !size) return false;
+    stack_lo = reinterpret_cast<uintptr_t>(lo);
+    stack_hi = stack_lo + size;
+    return true;
+  }
+  uintptr_t stack_lo = 0, stack_hi = 0;
+  uint32_t misses_since_hit = 0;
+  uint8_t victim[kEntries / 2] = {};  // per set: the way to refill next
+  NativeCacheStats stats;
+  // What get_proc_info said about a code address (it dominates a fill's cost): ip, and the unload count it was
+  // asked at, shifted left, | 1 if the frame may be cached. Direct-mapped.
+  uintptr_t vetted_ip[kVetted];
+  uint64_t vetted[kVetted];
+  Entry e[kEntries];
+};
+
+// A ThreadBlock: one pointer of initial-exec TLS; the cache itself is mapped on the thread's first capture and
+// unmapped when the thread exits.
+ThreadCache* thread_cache() { return ThreadBlock<ThreadCache>::get(); }
+
+// 2-way sets by stack pointer: two sites called from the same frame (same SP at the capture point) alternate
+// without evicting each other.
+constexpr int kWays = 2, kSets = kEntries / kWays;
+inline uint32_t set_index(uintptr_t sp0) {
+  return static_cast<uint32_t>((sp0 * 0x9e3779b97f4a7c15ull) >> 32) & (kSets - 1);
+}
+
+// GCC's stack-realigning prologue (DRAP): `lea disp8(%rsp),%rXX` then `and $imm,%rsp`; its CFA is loaded from
+// the stack, which the checks do not cover.
+bool realigns_stack(uintptr_t start, uintptr_t end) {
+  if (!start || end <= start) return false;
+  const auto* b = reinterpret_cast<const unsigned char*>(start);
+  size_t n = end - start < 32 ? end - start : 32;
+  bool lea = false;
+  for (size_t i = 0; i + 4 < n; ++i) {
+    if ((b[i] == 0x48 || b[i] == 0x4c) && b[i + 1] == 0x8d && (b[i + 2] & 0xc7) == 0x44 && b[i + 3] == 0x24) lea = true;
+    if (lea && b[i] == 0x48 && b[i + 1] == 0x83 && b[i + 2] == 0xe4) return true;
+  }
+  return false;
+}
+
+// Whether the code at `ip` has unwind info (not JIT code) and no stack-realigning prologue: asked of libunwind
+// once per code address (per thread and library generation).
+bool has_plain_unwind_info(ThreadCache* tc, UnwCursor* cur, uint64_t ip, uint64_t unloads) {
+  uint32_t i = static_cast<uint32_t>((ip * 0x9e3779b97f4a7c15ull) >> 32) & (kVetted - 1);
+  if (tc->vetted_ip[i] == ip && (tc->vetted[i] >> 1) == unloads) return tc->vetted[i] & 1;
+  UnwProcInfo pi{};
+  bool ok = g_walker.get_proc_info(cur, &pi) >= 0 && !realigns_stack(pi.start_ip, pi.end_ip);
+  tc->vetted_ip[i] = static_cast<uintptr_t>(ip);
+  tc->vetted[i] = (unloads << 1) | (ok ? 1 : 0);
+  return ok;
+}
+
+// Unwinds from `uc` step by step into `out`; when `e` is given, also records the checks that make the result
+// reusable, and leaves `e` valid only if the stack may be cached.
+// The call of plain_backtrace from a capture function, kept a real call (not a jump) so that its caller's
+// frame is on the stack.
+#define PLAIN_BACKTRACE(...)                     \
+  do {                                           \
+    int plain_n_ = plain_backtrace(__VA_ARGS__); \
+    asm volatile("" ::: "memory");               \
+    return plain_n_;                             \
+  } while (0)
+
+int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e, uint64_t unloads) {
+  const Walker& w = g_walker;
+  if (e) e->sp0 = 0;  // invalid until refilled
+  UnwCursor cur;
+  if (w.init_local(&cur, uc) < 0) return 0;
+  const uintptr_t uc_lo = reinterpret_cast<uintptr_t>(uc), uc_hi = uc_lo + sizeof *uc;
+  const uintptr_t sp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  bool ok = e != nullptr && sp0 >= tc->stack_lo && sp0 < tc->stack_hi;
+  auto in_stack = [&](uintptr_t a) { return a >= sp0 && a + sizeof(uintptr_t) <= tc->stack_hi && (a & 7) == 0; };
+  int n_out = 0, n_checks = 0;
+  bool skipping = true, need_bp0 = false;
+  uint64_t prev_bp = 0;
+  UnwSaveLoc prev_bp_loc{};
+  for (int frame = 0;; ++frame) {
+    uint64_t ip = 0, sp = 0, bp = 0;
+    if (w.get_reg(&cur, kUnwRIP, &ip) < 0 || w.get_reg(&cur, kUnwRSP, &sp) < 0 || w.get_reg(&cur, kUnwRBP, &bp) < 0)
+      break;
+    if (frame > 0 && ok) {
+      UnwSaveLoc loc{};
+      // This frame's PC was read from a slot by the last step.
+      if (w.get_save_loc(&cur, kUnwRIP, &loc) < 0 || loc.type != kSlotMemory || !in_stack(loc.addr) ||
+          n_checks + 2 > kMaxChecks) {
+        ok = false;
+      } else {
+        e->checks[n_checks++] = Check{static_cast<uintptr_t>(loc.addr), static_cast<uintptr_t>(ip)};
+      }
+      // The last frame's CFA was BP-based: the BP it used must be the same.
+      if (ok && sp == prev_bp + 16) {
+        if (prev_bp_loc.type == kSlotMemory && prev_bp_loc.addr >= uc_lo && prev_bp_loc.addr < uc_hi)
+          need_bp0 = true;
+        else if (prev_bp_loc.type == kSlotMemory && in_stack(prev_bp_loc.addr))
+          e->checks[n_checks++] = Check{static_cast<uintptr_t>(prev_bp_loc.addr), static_cast<uintptr_t>(prev_bp)};
+        else
+          ok = false;
+      }
+    }
+    if (frame == 0 || (skipping && pc_in_cdsa(ip))) {
+      // The capture function itself (unw_backtrace leaves out its own frame too), then cdsa's own frames: dropped.
+    } else {
+      skipping = false;
+      out[n_out++] = ip;
+      if (n_out >= max || (stop && pc_in_interpreter(ip))) break;
+    }
+    if (ok) ok = frame + 1 < kMaxFrames && w.is_signal_frame(&cur) <= 0 && has_plain_unwind_info(tc, &cur, ip, unloads);
+    if (ok) {
+      prev_bp = bp;
+      if (w.get_save_loc(&cur, kUnwRBP, &prev_bp_loc) < 0) ok = false;
+    }
+    int r = w.step(&cur);
+    if (r < 0) ok = false;
+    if (r <= 0) break;
+  }
+  if (e) {
+    e->sp0 = 0;
+    if (!ok || n_out > kMaxFrames) {
+      // Remembered as such, so the next capture from here unwinds plainly instead of paying for a fill.
+      e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+      e->max = static_cast<int16_t>(max);
+      e->stop = stop;
+      e->need_bp0 = 0;
+      e->uncacheable = 1;
+      e->n_checks = 0;
+      e->memo = 0;
+      e->sp0 = sp0;
+      return -n_out - 1;
+    }
+    if (ok && n_out <= kMaxFrames && unloads < kDlcloseInProgress) {
+      e->uncacheable = 0;
+      e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+      e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
+      e->need_bp0 = need_bp0;
+      e->subs = unloads;
+      e->memo = 0;
+      e->max = static_cast<int16_t>(max);
+      e->stop = stop;
+      e->n_checks = static_cast<uint16_t>(n_checks);
+      e->n_out = static_cast<uint16_t>(n_out);
+      memcpy(e->out, out, sizeof(uintptr_t) * static_cast<size_t>(n_out));
+      e->sp0 = sp0;
+    }
+  }
+  return n_out;
+}
+
+// The unwind without the cache. Its first two frames are itself and the capture function that called it (never
+// by a tail call: see plain()), dropped like the capture function's frame in walk(), so both paths return the
+// same frames in every build; then cdsa's own frames, when this is libcdsa.so.
+__attribute__((noinline)) int plain_backtrace(BacktraceFn bt, uintptr_t* out, int max, bool stop) {
+  constexpr int kSlack = 8;
+  void* buf[256 + kSlack];
+  int want = max + kSlack;
+  if (want > static_cast<int>(sizeof buf / sizeof buf[0])) want = sizeof buf / sizeof buf[0];
+  int n = bt(buf, want);
+  int skip = n < 2 ? n : 2;
+  while (skip < n && pc_in_cdsa(reinterpret_cast<uintptr_t>(buf[skip]))) ++skip;
+  int count = 0;
+  for (int i = skip; i < n && count < max; ++i) {
+    out[count++] = reinterpret_cast<uintptr_t>(buf[i]);
+    if (stop && pc_in_interpreter(out[count - 1])) break;
+  }
+  return count;
+}
+
+}  // namespace
+
+bool native_stack_init() noexcept {
+  std::call_once(g_once, init_once);
+  // The warming-up thread's cache now (for the main thread, pthread_getattr_np reads /proc/self/maps): its
+  // launches then allocate nothing. Other threads map theirs on their first capture.
+  if (g_walker_ready.load(std::memory_order_acquire)) thread_cache();
+  return g_backtrace.load(std::memory_order_acquire) != nullptr;
+}
+
+void self_range_init() noexcept {
+  if (!g_self_hi) dl_iterate_phdr(find_self, reinterpret_cast<void*>(&find_self));
+}
+
+bool pc_in_cdsa(uintptr_t pc) noexcept { return pc >= g_self_lo && pc < g_self_hi; }
+
+bool set_interpreter_range_from(const void* addr) noexcept {
+  if (!addr) return false;
+  ObjectQuery q{reinterpret_cast<uintptr_t>(addr), 0, 0};
+  if (!dl_iterate_phdr(find_object, &q)) return false;
+  g_interp_lo.store(q.lo, std::memory_order_relaxed);
+  g_interp_hi.store(q.hi, std::memory_order_release);
+  return true;
+}
+
+bool pc_in_interpreter(uintptr_t pc) noexcept {
+  return pc < g_interp_hi.load(std::memory_order_acquire) && pc >= g_interp_lo.load(std::memory_order_relaxed);
+}
+
+int capture_native_stack(uintptr_t* out, int max) noexcept {
+  NativeCapture how;
+  return capture_native_stack(out, max, &how);
+}
+
+int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
+  how->hit = false;
+  how->memo = nullptr;
+  BacktraceFn bt = g_backtrace.load(std::memory_order_acquire);
+  if (!bt || max <= 0) return 0;
+  if (max > 256) max = 256;
+  const bool stop = how->stop_at_interpreter && g_interp_hi.load(std::memory_order_relaxed) != 0;
+  ThreadCache* tc = g_walker_ready.load(std::memory_order_acquire) ? thread_cache() : nullptr;
+  if (!tc) PLAIN_BACKTRACE(bt, out, max, stop);
+
+  const uint64_t unloads = unload_count();
+  // The one capture point: every cached stack starts from this getcontext's registers.
+  ucontext_t uc;
+  g_walker.getcontext(&uc);
+  const auto sp0 = static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RSP]);
+  const uint32_t set = set_index(sp0);
+  Entry* refill = nullptr;
+  for (int way = 0; way < kWays && !refill; ++way) {
+    Entry& e = tc->e[set * kWays + way];
+    if (e.sp0 != sp0 || e.ip0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]) || e.max != max ||
+        e.stop != stop || (e.need_bp0 && e.bp0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RBP])))
+      continue;
+    if (e.uncacheable) {
+      // This place's stack could not be cached last time (signal frame, JIT code, too deep): unwind plainly,
+      // and try a fill again now and then.
+      if ((++e.retries & 15) != 0) {
+        ++tc->stats.plain;
+        PLAIN_BACKTRACE(bt, out, max, stop);
+      }
+      refill = &e;
+      break;
+    }
+    // Every slot lies between this SP and the top of this thread's stack: mapped, and ours.
+    bool same = true;
+    for (int i = 0; i < e.n_checks && same; ++i)
+      same = *reinterpret_cast<const volatile uintptr_t*>(e.checks[i].addr) == e.checks[i].value;
+    if (same && e.subs == unloads) {
+      memcpy(out, e.out, sizeof(uintptr_t) * e.n_out);
+      tc->misses_since_hit = 0;
+      tc->victim[set] = static_cast<uint8_t>(way ^ 1);
+      ++tc->stats.hits;
+      how->hit = true;
+      how->memo = &e.memo;
+      return e.n_out;
+    }
+  }
+  // A miss. Filling costs more than a plain unwind: when fills have stopped paying (a thread whose stacks never
+  // repeat), fill only one miss in 16.
+  if (!refill && tc->misses_since_hit >= 64 && (tc->misses_since_hit & 15) != 0) {
+    ++tc->misses_since_hit;
+    ++tc->stats.plain;
+    PLAIN_BACKTRACE(bt, out, max, stop);
+  }
+  ++tc->misses_since_hit;
+  if (!refill) {
+    refill = &tc->e[set * kWays + tc->victim[set]];
+    tc->victim[set] ^= 1;
+  }
+  Entry& e = *refill;
+  int n = walk(&uc, out, max, stop, tc, &e, unloads);
+  if (n < 0) {
+    ++tc->stats.uncacheable;
+    return -n - 1;
+  }
+  if (e.sp0) {
+    ++tc->stats.fills;
+    how->memo = &e.memo;
+  }
+  return n;
+}
+
+int capture_native_stack_uncached(uintptr_t* out, int max) noexcept {
+  BacktraceFn bt = g_backtrace.load(std::memory_order_acquire);
+  if (!bt || max <= 0) return 0;
+  PLAIN_BACKTRACE(bt, out, max > 256 ? 256 : max, false);
+}
+
+void native_cache_clear() noexcept {
+  ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
+  if (!tc) return;
+  for (Entry& e : tc->e) e.sp0 = 0;
+  tc->misses_since_hit = 0;
+}
+
+NativeCacheStats native_cache_stats() noexcept {
+  const ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
+  return tc ? tc->stats : NativeCacheStats{};
+}
+uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); }
+
+}  // namespace cdsa
+
+// Counts unloads for the cache (see unload_count); otherwise exactly the real dlclose.
+extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
+  using DlcloseFn = int (*)(void*);
+  static DlcloseFn real = reinterpret_cast<DlcloseFn>(dlsym(RTLD_NEXT, "dlclose"));
+  if (!real) return -1;
+  cdsa::g_unloads.fetch_add(cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
+  const uint64_t before = cdsa::glibc_unloads();
+  int rc = real(handle);
+  const uint64_t unloaded = cdsa::glibc_unloads() != before ? cdsa::kUnloadGeneration : 0;
+  cdsa::g_unloads.fetch_add(unloaded - cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
+  return rc;
+}
+
+namespace cdsa {
+namespace {
+void note_dlclose_hook() {
+  // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
+  g_unloads_hooked.store(dlsym(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
+                         std::memory_order_release);
+}
+}  // namespace
+bool native_unloads_tracked() noexcept { return g_unloads_hooked.load(std::memory_order_acquire); }
+}  // namespace cdsa

@@ -1,0 +1,83 @@
+#include "shim/record/profile.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "shim/common/config.h"
+#include "shim/record/recorder.h"
+
+namespace cdsa {
+namespace {
+
+// Open addressing with linear probing. A slot's key goes 0 -> (pair + 1) once,
+// by CAS, and never changes again, so a reader that sees a key may trust it.
+struct Slot {
+  std::atomic<uint64_t> key{0};
+  std::atomic<uint64_t> count{0};
+};
+
+constexpr uint32_t kMaxProbes = 64;
+Slot g_slots[kProfileCapacity];
+std::atomic<uint64_t> g_unknown_pair{0};  // both stack and kernel unknown (key would wrap to 0)
+std::atomic<uint64_t> g_dropped{0};
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
+  if (!config().profile) return;
+  uint64_t pair = (static_cast<uint64_t>(stack_id) << 32) | kernel_name;
+  if (pair == UINT64_MAX) {
+    g_unknown_pair.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t key = pair + 1;
+  uint32_t i = static_cast<uint32_t>(mix(key)) & (kProfileCapacity - 1);
+  for (uint32_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & (kProfileCapacity - 1)) {
+    Slot& s = g_slots[i];
+    uint64_t k = s.key.load(std::memory_order_acquire);
+    if (k == 0) {
+      uint64_t expected = 0;
+      if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel))
+        k = key;
+      else
+        k = expected;  // another thread claimed it first: maybe for this very pair
+    }
+    if (k == key) {
+      s.count.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  g_dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool profile_snapshot(report::Profile* out) {
+  if (!config().profile) return false;
+  static_assert((kProfileCapacity & (kProfileCapacity - 1)) == 0, "capacity must be a power of two");
+  out->capacity = kProfileCapacity;
+  out->dropped = g_dropped.load(std::memory_order_relaxed);
+  out->sites.clear();
+  for (const Slot& s : g_slots) {
+    uint64_t k = s.key.load(std::memory_order_acquire);
+    uint64_t n = s.count.load(std::memory_order_relaxed);
+    if (k == 0 || n == 0) continue;
+    uint64_t pair = k - 1;
+    report::ProfileSite site;
+    site.stack_id = static_cast<uint32_t>(pair >> 32);
+    site.kernel = string_at(static_cast<uint32_t>(pair));
+    site.count = n;
+    out->sites.push_back(std::move(site));
+  }
+  if (uint64_t n = g_unknown_pair.load(std::memory_order_relaxed)) out->sites.push_back({kUnknownStack, "", n});
+  std::sort(out->sites.begin(), out->sites.end(),
+            [](const report::ProfileSite& a, const report::ProfileSite& b) { return a.count > b.count; });
+  return true;
+}
+
+}  // namespace cdsa
