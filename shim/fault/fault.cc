@@ -30,7 +30,6 @@ namespace cdsa {
 namespace {
 
 std::atomic<bool> g_reported{false};        // the once-only gate: a report has begun
-std::atomic<bool> g_snapshot_taken{false};  // its snapshot is taken: later launches cannot change it
 // How long a report waits for other threads' launches in flight, then (710 without text) for the device's
 // assert text a concurrent driver call is printing. Both waits end as soon as there is nothing to wait for.
 constexpr auto kInFlightWait = std::chrono::milliseconds(200);
@@ -114,8 +113,6 @@ void exit_probe() {
 
 }  // namespace
 
-bool fault_reported() noexcept { return g_snapshot_taken.load(std::memory_order_acquire); }
-
 void fault_handling_init() noexcept {
   g_pid = getpid();
   g_start_unix_ns = wall_ns();
@@ -164,7 +161,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   if (in_flight > 0) in_flight = other_threads_launches_in_flight();  // the text wait may have let them finish
 
   FaultSnapshot snapshot = take_fault_snapshot(guard);
-  g_snapshot_taken.store(true, std::memory_order_release);
+  seal_ring();  // the snapshot is taken: later launches cannot change the report, so they are not recorded
   snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
   AttributionResult attribution = attribute(snapshot);
   ReportBuilder build(guard);

@@ -16,8 +16,5 @@ namespace cdsa {
 
 void fault_handling_init() noexcept;
 void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept;
-// True once the report's snapshot is taken (launches recorded later cannot change it). Launches that finish
-// while a report waits for them (shim/record/assert_capture.h, launches in flight) are still recorded.
-bool fault_reported() noexcept;
 
 }  // namespace cdsa

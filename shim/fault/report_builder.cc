@@ -233,7 +233,11 @@ report::TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_un
   std::vector<uint32_t> ids;
   for (const auto& r : s.ring)
     if (r.stack_id != kUnknownStack) ids.push_back(r.stack_id);
-  t.has_profile = profile_snapshot(&t.profile);
+  ProfileRows profile;
+  t.has_profile = profile_snapshot(&profile);
+  t.profile.capacity = profile.capacity;
+  t.profile.dropped = profile.dropped;
+  for (const ProfileRow& row : profile.rows) t.profile.sites.push_back({row.stack_id, string_at(row.kernel_name), row.count});
   for (const auto& site : t.profile.sites)
     if (site.stack_id != kUnknownStack) ids.push_back(site.stack_id);
   std::sort(ids.begin(), ids.end());

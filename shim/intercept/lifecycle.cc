@@ -10,9 +10,9 @@
 
 namespace cdsa {
 
-namespace lifecycle_internal {
+namespace started_internal {
 std::atomic<bool> g_started{false};
-}  // namespace lifecycle_internal
+}  // namespace started_internal
 
 namespace {
 
@@ -26,7 +26,7 @@ void start(const void* hint) {
   if (!driver_ready() || !recorder_init()) return;
   graph_capture_init();
   fault_handling_init();
-  lifecycle_internal::g_started.store(true, std::memory_order_release);
+  mark_started();
   if (StartHook hook = g_start_hook.load(std::memory_order_acquire)) hook();
 }
 

@@ -5,7 +5,7 @@
 //
 // Contract: `ensure_started` is called by every wrapped driver call and by
 // InitializeInjection; the first call does the work (std::call_once), later
-// calls are one acquire load. `started()` is that load, for the launch path.
+// calls are one acquire load: `started()` (shim/common/started.h, which the launch path reads too).
 // `on_started` registers the one hook run right after a successful start;
 // register it before the first CUDA call (from a constructor): the CUPTI
 // backend sets it this way, so the core never names cupti_tracer/.
@@ -14,17 +14,12 @@
 //   __attribute__((constructor(102))) void register_backend() { cdsa::on_started(cupti_backend_start); }
 #pragma once
 
-#include <atomic>
+#include "shim/common/started.h"
 
 namespace cdsa {
 
 // `hint` is any real driver function pointer. Returns false when cdsa is disabled or could not start.
 bool ensure_started(const void* hint) noexcept;
-
-namespace lifecycle_internal {
-[[gnu::visibility("hidden")]] extern std::atomic<bool> g_started;
-}  // namespace lifecycle_internal
-inline bool started() noexcept { return lifecycle_internal::g_started.load(std::memory_order_acquire); }
 
 using StartHook = void (*)() noexcept;
 void on_started(StartHook hook) noexcept;

@@ -9,11 +9,10 @@
 #include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/common/driver.h"
-#include "shim/fault/fault.h"
 #include "shim/record/graph_capture.h"
-#include "shim/intercept/lifecycle.h"
 #include "shim/record/profile.h"
 #include "shim/common/reentrancy.h"
+#include "shim/common/started.h"
 #include "shim/common/thread_block.h"
 
 namespace cdsa {
@@ -149,7 +148,7 @@ void prepare_launch(CUfunction func) noexcept {
 }
 
 void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
-  if (!started() || InCdsa::active() || fault_reported()) return;
+  if (!started() || InCdsa::active() || ring_sealed()) return;
   if (source == LaunchSource::Interposer) {
     LaunchFilter filter = g_filter.load(std::memory_order_relaxed);
     if (filter && filter(info)) return;  // another front end (CUPTI) recorded this very call

@@ -57,26 +57,22 @@ void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
   g_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool profile_snapshot(report::Profile* out) {
+bool profile_snapshot(ProfileRows* out) {
   if (!config().profile) return false;
   static_assert((kProfileCapacity & (kProfileCapacity - 1)) == 0, "capacity must be a power of two");
   out->capacity = kProfileCapacity;
   out->dropped = g_dropped.load(std::memory_order_relaxed);
-  out->sites.clear();
+  out->rows.clear();
   for (const Slot& s : g_slots) {
     uint64_t k = s.key.load(std::memory_order_acquire);
     uint64_t n = s.count.load(std::memory_order_relaxed);
     if (k == 0 || n == 0) continue;
     uint64_t pair = k - 1;
-    report::ProfileSite site;
-    site.stack_id = static_cast<uint32_t>(pair >> 32);
-    site.kernel = string_at(static_cast<uint32_t>(pair));
-    site.count = n;
-    out->sites.push_back(std::move(site));
+    out->rows.push_back({static_cast<uint32_t>(pair >> 32), static_cast<uint32_t>(pair), n});
   }
-  if (uint64_t n = g_unknown_pair.load(std::memory_order_relaxed)) out->sites.push_back({kUnknownStack, "", n});
-  std::sort(out->sites.begin(), out->sites.end(),
-            [](const report::ProfileSite& a, const report::ProfileSite& b) { return a.count > b.count; });
+  if (uint64_t n = g_unknown_pair.load(std::memory_order_relaxed)) out->rows.push_back({kUnknownStack, kNoString, n});
+  std::sort(out->rows.begin(), out->rows.end(),
+            [](const ProfileRow& a, const ProfileRow& b) { return a.count > b.count; });
   return true;
 }
 

@@ -13,8 +13,7 @@
 #pragma once
 
 #include <cstdint>
-
-#include "report/trace.h"
+#include <vector>
 
 namespace cdsa {
 
@@ -24,8 +23,21 @@ constexpr uint32_t kProfileCapacity = 8192;
 // interned name is `kernel_name` (either may be the "unknown" id).
 void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept;
 
-// Fills `out` with every pair counted so far (kernel names resolved), most
-// launches first. False when the profile is off.
-bool profile_snapshot(report::Profile* out);
+// One counted (stack, kernel) pair, as interned ids: the fault path resolves them
+// (the launch stage hands plain rows to the report, it does not build it).
+struct ProfileRow {
+  uint32_t stack_id = 0;
+  uint32_t kernel_name = 0;
+  uint64_t count = 0;
+};
+struct ProfileRows {
+  uint32_t capacity = 0;  // pairs the table holds
+  uint64_t dropped = 0;   // launches not counted because the table was full
+  std::vector<ProfileRow> rows;  // most launches first
+};
+
+// Fills `out` with every pair counted so far, most launches first. False when
+// the profile is off.
+bool profile_snapshot(ProfileRows* out);
 
 }  // namespace cdsa

@@ -328,6 +328,10 @@ uint32_t stack_count() noexcept {
 
 // ================================================================ ring
 uint64_t next_launch_seq() noexcept { return g_ring.seq.fetch_add(1, std::memory_order_relaxed) + 1; }
+namespace recorder_internal {
+std::atomic<bool> g_ring_sealed{false};
+}  // namespace recorder_internal
+
 uint64_t launches_recorded() noexcept { return g_ring.seq.load(std::memory_order_relaxed); }
 
 void ring_publish(const LaunchRecord& r) noexcept {

@@ -80,6 +80,15 @@ void ring_publish(const LaunchRecord& rec) noexcept;
 // Visits the records still in the ring, oldest first.
 void ring_snapshot(std::vector<LaunchRecord>* out);
 uint64_t launches_recorded() noexcept;
+// The fault path seals the ring once its report's snapshot is taken: launches recorded later could not change
+// that report, so the launch path asks `ring_sealed()` (one acquire load) and records nothing more. Launches that
+// finish while a report still waits for them (shim/record/assert_capture.h, launches in flight) come before the
+// seal and are recorded. Nothing unseals it.
+namespace recorder_internal {
+[[gnu::visibility("hidden")]] extern std::atomic<bool> g_ring_sealed;
+}  // namespace recorder_internal
+inline void seal_ring() noexcept { recorder_internal::g_ring_sealed.store(true, std::memory_order_release); }
+inline bool ring_sealed() noexcept { return recorder_internal::g_ring_sealed.load(std::memory_order_acquire); }
 
 // ---- streams ----
 struct StreamState {
