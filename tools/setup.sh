@@ -6,7 +6,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 packages=(cmake ninja-build g++ clang libfmt-dev libunwind-dev libdw-dev libelf-dev libgtest-dev googletest
           nlohmann-json3-dev python3 python3-pip python3-venv
-          libgl-dev libegl-dev libvdpau-dev)  # the last three: the CUDA graphics-interop typedefs (shim/intercept/CMakeLists.txt)
+          libgl-dev libegl-dev libvdpau-dev  # these three: the CUDA graphics-interop typedefs (shim/intercept/CMakeLists.txt)
+          libjemalloc2 libtcmalloc-minimal4)  # allocator preloads beside libcdsa.so (tests/e2e/test_other_interposers.py)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

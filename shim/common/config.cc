@@ -233,6 +233,8 @@ void load_config() noexcept {
   g_config = parse_config(environ, getauxval(AT_SECURE) != 0, keep_problem, nullptr);
 }
 
+void stand_aside_for_another_copy() noexcept { g_config.enabled = false; }
+
 void report_config_problems_once() noexcept {
   if (g_problems_reported.exchange(true, std::memory_order_acq_rel)) return;
   for (size_t i = 0; i < g_problems_len;) {

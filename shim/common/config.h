@@ -57,6 +57,11 @@ const Config& config() noexcept;
 // report_config_problems_once(). No allocation.
 void load_config() noexcept;
 
+// Another copy of libcdsa.so came first in this process (preloaded twice from two files, or preloaded and
+// dlopen'ed from another path): this copy records nothing (config().enabled is false: every hook passes
+// through), so one copy records and reports. Constructor only (single-threaded).
+void stand_aside_for_another_copy() noexcept;
+
 // Prints the problems load_config() found, each once per process, on the first call
 // only. Thread-safe; called where the process first uses CUDA (the library's start-up).
 void report_config_problems_once() noexcept;

@@ -43,6 +43,11 @@ using DlsymFn = void* (*)(void*, const char*);
 using DlvsymFn = void* (*)(void*, const char*, const char*);
 DlsymFn real_dlsym() noexcept;
 DlvsymFn real_dlvsym() noexcept;
+// The next dlsym/dlvsym in the chain: what dlsym(RTLD_NEXT, "dlsym") gives libcdsa.so (another interposer's
+// hook loaded after cdsa, else libc's). The lookups cdsa does not answer with its own wrapper go there, never
+// straight to libc's, so a hook loaded after cdsa keeps seeing them. Resolved in the constructor.
+DlsymFn next_dlsym() noexcept;
+DlvsymFn next_dlvsym() noexcept;
 // Any libc function by name, found the same way: shim/common/libc_symbols.h.
 
 // The stream a call means: the NULL stream of a per-thread-default-stream entry point (_ptsz/_ptds, or the

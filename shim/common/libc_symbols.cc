@@ -7,6 +7,7 @@
 // instrumented code can run.
 #include "shim/common/libc_symbols.h"
 
+#include <dlfcn.h>
 #include <atomic>
 #include <cstring>
 #include <elf.h>
@@ -126,6 +127,8 @@ void* libc_symbol(const char* name) {
 
 std::atomic<DlsymFn> g_dlsym{nullptr};
 std::atomic<DlvsymFn> g_dlvsym{nullptr};
+std::atomic<DlsymFn> g_next_dlsym{nullptr};
+std::atomic<DlvsymFn> g_next_dlvsym{nullptr};
 
 }  // namespace
 
@@ -134,6 +137,18 @@ DlsymFn real_dlsym() noexcept { return real_libc(g_dlsym, "dlsym"); }
 DlvsymFn real_dlvsym() noexcept { return real_libc(g_dlvsym, "dlvsym"); }
 
 void* libc_function(const char* name) noexcept { return libc_symbol(name); }
+
+// libc's dlsym resolves RTLD_NEXT relative to its caller: this function, in libcdsa.so (noinline keeps the call
+// here). An unversioned lookup finds the next object's default version or unversioned definition: another
+// interposer's dlsym whether it was built with symbol versions or not.
+__attribute__((noinline)) void* next_function(const char* name) noexcept {
+  void* p = real_dlsym()(RTLD_NEXT, name);
+  return p ? p : libc_symbol(name);
+}
+
+DlsymFn next_dlsym() noexcept { return next_libc(g_next_dlsym, "dlsym"); }
+
+DlvsymFn next_dlvsym() noexcept { return next_libc(g_next_dlvsym, "dlvsym"); }
 
 
 }  // namespace cdsa

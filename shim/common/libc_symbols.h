@@ -9,6 +9,9 @@
 //
 //   static std::atomic<int (*)(FILE*, const char*, va_list)> real_vfprintf{nullptr};
 //   return real_libc(real_vfprintf, "vfprintf")(f, fmt, ap);
+//
+// Hooks that interpose a libc function forward to the *next* definition instead (next_libc), which is libc's
+// unless another interposer was loaded after cdsa.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,11 @@ namespace cdsa {
 // libc's `name` (versioned GLIBC_2.34, else GLIBC_2.2.5, else any), or null.
 void* libc_function(const char* name) noexcept;
 
+// The next definition of `name` after libcdsa.so in the lookup order: what libc's dlsym(RTLD_NEXT, name) gives
+// when libcdsa.so itself asks (another interposer loaded after cdsa, else libc's own), or libc's `name` where that
+// finds nothing. What cdsa's libc hooks forward to, so a hook loaded after cdsa still sees every call.
+void* next_function(const char* name) noexcept;
+
 // libc's `name` as an `F`, looked up on the first call and kept in `slot`. Two threads racing on the first call
 // both look it up and store the same pointer. Inlined at every call: libc_symbols.cc (the dlsym path) is built
 // without sanitizers, and no shared out-of-line copy may come from an instrumented file.
@@ -26,6 +34,18 @@ template <typename F>
   F f = slot.load(std::memory_order_acquire);
   if (__builtin_expect(f == nullptr, 0)) {
     f = reinterpret_cast<F>(libc_function(name));
+    slot.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// `next_function(name)` as an `F`, looked up on the first call and kept in `slot` (as real_libc). The hooks' slots
+// are filled in libcdsa.so's constructor (prepare_next_functions), so a hook never looks up on a later call.
+template <typename F>
+[[gnu::always_inline]] inline F next_libc(std::atomic<F>& slot, const char* name) noexcept {
+  F f = slot.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0)) {
+    f = reinterpret_cast<F>(next_function(name));
     slot.store(f, std::memory_order_release);
   }
   return f;

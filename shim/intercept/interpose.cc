@@ -108,13 +108,15 @@ std::atomic<void*> g_real[kNumCalls][kSlots];  // zero-initialised: constant ini
 
 void* resolve_export_target(int id) {
   const char* symbol = entry_point(id).symbol;
-  // The definition after ours in the lookup order (normally libcuda's).
+  // The definition after ours in the lookup order (libcuda's, or the export of a hook loaded after cdsa): libc's
+  // dlsym answers RTLD_NEXT relative to libcdsa.so, its caller here.
   void* p = real_dlsym()(RTLD_NEXT, symbol);
   if (!p) {
-    // libcuda loaded RTLD_LOCAL (not in the global scope): look in it directly.
+    // libcuda loaded RTLD_LOCAL (not in the global scope): look in it directly, through the rest of the dlsym
+    // chain (a hook after cdsa answers with its own).
     void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (h) {
-      p = real_dlsym()(h, symbol);
+      p = next_dlsym()(h, symbol);
       dlclose(h);
     }
   }

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "shim/common/config.h"
+#include "shim/record/assert_capture.h"
 #include "shim/common/driver.h"
 #include "shim/fault/fault.h"
 #include "shim/record/graph_capture.h"
@@ -24,6 +25,8 @@ void start(const void* hint) {
   if (!config().enabled) return;
   driver_init(hint);
   if (!driver_ready() || !recorder_init()) return;
+  // libcuda loaded with RTLD_DEEPBIND binds its stdio to libc, past the capture hooks: bind them as a plain load.
+  bind_driver_stdio(reinterpret_cast<const void*>(driver().CtxGetCurrent));
   graph_capture_init();
   fault_handling_init();
   mark_started();

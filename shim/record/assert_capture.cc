@@ -314,13 +314,43 @@ void capture_char(int c) {
 }  // namespace cdsa
 
 using cdsa::capturing;
-using cdsa::real_libc;
+using cdsa::next_libc;
 
-// Declares `next`, the C library's own `name`.
-#define CDSA_REAL(name, type)                    \
-  using Next = type;                             \
-  static std::atomic<Next> real_##name{nullptr}; \
-  Next next = real_libc(real_##name, #name)
+// The next definition of each hooked function (libc's, or another interposer's loaded after cdsa): filled in the
+// constructor (prepare_stdio_hooks). A variadic hook forwards to the next v* function (fprintf to vfprintf): a
+// variadic call cannot be forwarded as one.
+#define CDSA_NEXT_FUNCTIONS(X)                                                                                      \
+  X(vfprintf, int (*)(FILE*, const char*, va_list))                                                                 \
+  X(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list))                                                      \
+  X(vdprintf, int (*)(int, const char*, va_list))                                                                   \
+  X(fputs, int (*)(const char*, FILE*))                                                                             \
+  X(fputs_unlocked, int (*)(const char*, FILE*))                                                                    \
+  X(fwrite, size_t(*)(const void*, size_t, size_t, FILE*))                                                          \
+  X(fwrite_unlocked, size_t(*)(const void*, size_t, size_t, FILE*))                                                 \
+  X(fputc, int (*)(int, FILE*))                                                                                     \
+  X(putc, int (*)(int, FILE*))                                                                                      \
+  X(_IO_putc, int (*)(int, FILE*))                                                                                  \
+  X(fputc_unlocked, int (*)(int, FILE*))                                                                            \
+  X(putc_unlocked, int (*)(int, FILE*))                                                                             \
+  X(write, ssize_t(*)(int, const void*, size_t))
+namespace cdsa {
+namespace {
+#define CDSA_NEXT_SLOT(name, type) std::atomic<type> g_next_##name{nullptr};
+CDSA_NEXT_FUNCTIONS(CDSA_NEXT_SLOT)
+#undef CDSA_NEXT_SLOT
+}  // namespace
+
+void prepare_stdio_hooks() noexcept {
+#define CDSA_NEXT_PREPARE(name, type) (void)next_libc(g_next_##name, #name);
+  CDSA_NEXT_FUNCTIONS(CDSA_NEXT_PREPARE)
+#undef CDSA_NEXT_PREPARE
+}
+}  // namespace cdsa
+
+// Declares `next`, the next definition of `name`.
+#define CDSA_REAL(name, type) \
+  using Next = type;          \
+  Next next = next_libc(cdsa::g_next_##name, #name)
 
 extern "C" {
 
@@ -416,3 +446,14 @@ CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
 }
 
 }  // extern "C"
+
+namespace cdsa {
+const char* const* stdio_hook_names(size_t* count) noexcept {
+  static const char* const kNames[] = {"vfprintf", "fprintf",  "__vfprintf_chk", "__fprintf_chk",  "vdprintf",
+                                       "dprintf",  "fputs",    "fputs_unlocked", "fwrite",         "fwrite_unlocked",
+                                       "fputc",    "putc",     "_IO_putc",       "fputc_unlocked", "putc_unlocked",
+                                       "write"};
+  *count = sizeof kNames / sizeof kNames[0];
+  return kNames;
+}
+}  // namespace cdsa

@@ -16,6 +16,18 @@
 // the process (kept_device_text), so the fault report can read it whichever
 // thread printed it, even while that thread's driver call is still running.
 //
+// Every hook forwards to the *next* definition (libc's, or another interposer's
+// loaded after cdsa: next_libc), resolved in the constructor (prepare_stdio_hooks).
+//
+// Under RTLD_DEEPBIND (or any binding that gives libcuda libc's stdio past the
+// global scope) libcuda's own imports would miss the hooks: bind_driver_stdio,
+// run once when cdsa starts, points libcuda's GOT entries for these functions
+// that hold libc's definition, or are not bound yet, at what the global scope
+// resolves them to (cdsa's hooks, or an interposer before cdsa that forwards to
+// them), as a plain load would have bound them. Every call still reaches libc
+// with its own arguments: the program's bytes are unchanged. (A dlmopen
+// namespace has its own libc: out of scope.)
+//
 // Contract: DriverCallScope is allocation-free and lock-free after a thread's
 // first driver call. `captured_driver_stderr` returns what this thread's current
 // driver call wrote to fd 2 (up to 8 KiB) and has not published.
@@ -23,6 +35,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -102,6 +115,16 @@ struct LaunchInFlight {
 int other_threads_launches_in_flight() noexcept;
 // Waits until no other thread has a launch in flight, at most until `deadline`. Returns how many are left.
 int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept;
+
+// The constructor's part: looks up the next definition of every stdio/write hook.
+void prepare_stdio_hooks() noexcept;
+
+// The names of the stdio/write hooks (shim/exports.map.in exports them).
+const char* const* stdio_hook_names(size_t* count) noexcept;
+
+// Binds the stdio imports of the object holding `driver_function` (libcuda) as the global scope would (above).
+// Returns how many GOT entries it changed. Not thread-safe against itself: call once, at start.
+int bind_driver_stdio(const void* driver_function) noexcept;
 
 // One parsed device assert line.
 struct DeviceAssert {

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "shim/common/driver.h"
+#include "shim/common/libc_symbols.h"
 #include "shim/common/log.h"
 #include "shim/common/thread_block.h"
 #include "symbolizer/bundled_dlopen.h"
@@ -511,9 +513,11 @@ uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); 
 }  // namespace cdsa
 
 // Counts unloads for the cache (see unload_count); otherwise exactly the real dlclose.
+// Forwards to the next dlclose (another interposer's after cdsa, else libc's), looked up from here: a
+// dlsym(RTLD_NEXT) through the dlsym chain could be answered relative to a hook before cdsa, which is cdsa.
 extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
   using DlcloseFn = int (*)(void*);
-  static DlcloseFn real = reinterpret_cast<DlcloseFn>(dlsym(RTLD_NEXT, "dlclose"));
+  static DlcloseFn real = reinterpret_cast<DlcloseFn>(cdsa::next_function("dlclose"));
   if (!real) return -1;
   cdsa::g_unloads.fetch_add(cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
   const uint64_t before = cdsa::glibc_unloads();
@@ -527,9 +531,13 @@ namespace cdsa {
 namespace {
 void note_dlclose_hook() {
   // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
-  g_unloads_hooked.store(dlsym(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
+  g_unloads_hooked.store(real_dlsym()(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
                          std::memory_order_release);
 }
 }  // namespace
 bool native_unloads_tracked() noexcept { return g_unloads_hooked.load(std::memory_order_acquire); }
 }  // namespace cdsa
+
+// Its own address, for libcdsa.so's dlclose@GLIBC_2.2.5 (shim/entry.cc; the name itself is dlclose@@GLIBC_2.34).
+extern "C" [[gnu::visibility("hidden")]] decltype(dlclose) cdsa_dlclose_local
+    __attribute__((alias("dlclose"), copy(dlclose)));

@@ -13,6 +13,12 @@ foreach(lib stdio_driver layer_driver fake_cudart)
 endforeach()
 add_dependencies(e2e_interpose_cases e2e_stdio_driver e2e_layer_driver)
 
+# Other interposers (test_other_interposers.py): a GPU-sharing hook built like HAMi-core's libvgpu.so.
+add_library(e2e_gpu_share_hook SHARED programs/gpu_share_hook.c)
+target_include_directories(e2e_gpu_share_hook PRIVATE ${CDSA_CUDA_INCLUDE})
+target_link_libraries(e2e_gpu_share_hook PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+set_target_properties(e2e_gpu_share_hook PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_e2e_dir})
+
 # (8): a library with its own cudart and libcuda in an RTLD_LOCAL group.
 add_library(e2e_scope_user SHARED programs/scope_user.c)
 target_link_libraries(e2e_scope_user PRIVATE e2e_fake_cudart cdsa_sim_cuda_link ${CMAKE_DL_LIBS})
@@ -40,7 +46,7 @@ else()
   message(STATUS "no nvcc at ${CDSA_NVCC}: test_real_runtimes.py skips the nvcc-built programs")
 endif()
 
-foreach(suite interposition real_runtimes)
+foreach(suite interposition real_runtimes other_interposers)
   add_test(NAME e2e_${suite}
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_${suite}.py)
   set_tests_properties(e2e_${suite} PROPERTIES ENVIRONMENT

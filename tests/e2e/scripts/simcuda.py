@@ -3,13 +3,17 @@
 It talks to whatever libcuda.so.1 the loader finds (the simulated driver in
 tests). SIMCUDA_DLL=pydll loads it with ctypes.PyDLL (GIL kept during calls);
 the default ctypes.CDLL releases the GIL around every call, as PyTorch does.
+SIMCUDA_DEEPBIND=1 loads it with RTLD_NOW | RTLD_DEEPBIND: its own stdio calls then bind to libc first.
 """
 import ctypes
 import os
 import sys
 
 _loader = ctypes.PyDLL if os.environ.get("SIMCUDA_DLL") == "pydll" else ctypes.CDLL
-lib = _loader("libcuda.so.1")
+if os.environ.get("SIMCUDA_DEEPBIND") == "1":
+    lib = _loader("libcuda.so.1", mode=os.RTLD_NOW | os.RTLD_DEEPBIND)
+else:
+    lib = _loader("libcuda.so.1")
 
 CUresult = ctypes.c_int
 ptr = ctypes.c_void_p
