@@ -8,8 +8,9 @@
 // pointer and a failed flag are initial-exec TLS here.
 //
 // Contract: `ThreadBlock<T>::get()` returns this thread's T, value-initialised
-// on the first call (then `T::attach()`, where T has one, may refuse the block
-// by returning false), or null where mapping or the thread-exit key failed; a
+// on the first call (a trivially constructible T is left as mmap zeroed it, so
+// its untouched pages stay unresident; then `T::attach()`, where T has one, may
+// refuse the block by returning false), or null where mapping or the thread-exit key failed; a
 // thread tries once, so a failing thread pays one test per call afterwards. The
 // hot path is a TLS load and a test. The block is unmapped by a pthread key
 // destructor at thread exit (T's destructor is not run: T must be trivially
@@ -59,7 +60,12 @@ class ThreadBlock {
     if (!key_ok_) return nullptr;
     void* p = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    T* t = new (p) T();
+    // A trivially constructible T is left as mmap gave it (zero, and not resident until touched).
+    T* t;
+    if constexpr (std::is_trivially_default_constructible_v<T>)
+      t = new (p) T;
+    else
+      t = new (p) T();
     bool ok = true;
     if constexpr (requires { t->attach(); }) ok = t->attach();
     if (!ok || pthread_setspecific(key_, p) != 0) {

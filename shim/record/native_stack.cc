@@ -5,9 +5,11 @@
 #include <link.h>
 #include <pthread.h>
 #include <ucontext.h>
+#include <emmintrin.h>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "shim/common/driver.h"
 #include "shim/common/libc_symbols.h"
@@ -190,26 +192,43 @@ inline uint64_t unload_count() {
 // signal frames (registers restored from a signal context), frames without unwind info (JIT code: libunwind
 // guesses), stack-realigning prologues whose CFA is loaded from the stack (GCC's DRAP), stacks read through
 // anything but memory in this thread's stack, and everything after a library is unloaded.
-constexpr int kEntries = 8;
+//
+// Many sites. Sites called in turn from one loop capture at the same stack pointer, so the key is the stack
+// pointer plus the return address of the first recorded frame (the launch site in the caller), read from the slot
+// the last fill found it in: `probe` offsets per thread (one per path through cdsa to the capture point, usually
+// one or two). The key only picks candidates; a candidate is served only after every check passed, so the key
+// cannot make a hit wrong, only a miss more likely. Sets of kWays ways, their tags side by side (one SSE compare
+// per four ways), not-recently-used replacement.
+//
+// The checks: offsets from the stack pointer (the slots of a hit are exactly the fill's: the same SP) and the
+// values, return-address slots first in frame order (so the recorded frames are a run of the values: no second
+// copy), then the saved-BP slots; compared four at a time, folding differences into one word.
+constexpr int kWays = 16, kSets = 32, kEntries = kWays * kSets;
 constexpr int kMaxFrames = 80;  // frames walked, cdsa's own included (CDSA_NATIVE_DEPTH 48 by default)
 constexpr int kVetted = 512;    // per thread: code addresses already checked for unwind info and prologue
 constexpr int kMaxChecks = 2 * kMaxFrames;
+constexpr int kProbes = 4;
+constexpr uint32_t kNoProbe = 0xffffffffu;  // a stack without a recorded frame: keyed by the SP alone
 
-struct Check {
-  uintptr_t addr, value;
-};
 struct Entry {
-  uintptr_t sp0 = 0, ip0 = 0, bp0 = 0;  // sp0 == 0: empty
-  uint64_t subs = 0;
-  uint32_t memo = 0;
-  int16_t max = 0;
-  uint8_t need_bp0 = 0, stop = 0;
-  uint8_t uncacheable = 0;  // the last fill from this key could not be cached: unwind plainly
-  uint8_t retries = 0;
-  uint16_t n_checks = 0, n_out = 0;
-  Check checks[kMaxChecks];
-  uintptr_t out[kMaxFrames];
+  uintptr_t sp0, ip0, bp0;  // sp0 == 0: empty
+  uint64_t subs;
+  uint64_t token;  // this fill's number in the thread (never 0): memos name a stack by it
+  NativeMemo memo;
+  uint32_t probe_off;
+  int16_t max;
+  uint8_t need_bp0, stop;
+  uint8_t uncacheable;  // the last fill from this key could not be cached: unwind plainly
+  uint8_t retries;
+  uint8_t served;  // hit since its fill
+  uint16_t n_checks, first_out, n_out;
+  uint32_t off[kMaxChecks];    // slot - sp0
+  uintptr_t val[kMaxChecks];   // what the unwinder read there
 };
+struct Stats {
+  uint64_t hits, fills, uncacheable, plain;
+};
+// No member initialisers: the block comes zeroed from mmap and stays untouched (not resident) until used.
 struct ThreadCache {
   // The thread's stack, from pthread_getattr_np: false (no cache) where it cannot be had.
   bool attach() noexcept {
@@ -224,26 +243,71 @@ struct ThreadCache {
     stack_hi = stack_lo + size;
     return true;
   }
-  uintptr_t stack_lo = 0, stack_hi = 0;
-  uint32_t misses_since_hit = 0;
-  uint8_t victim[kEntries / 2] = {};  // per set: the way to refill next
-  NativeCacheStats stats;
+  uintptr_t stack_lo, stack_hi;
+  uint32_t wasted;   // fills in a row that evicted a stack never served since its own fill
+  uint32_t skipped;  // misses not filled since the last fill
+  uint32_t n_probes;
+  uint32_t probe[kProbes];
+  uint64_t tokens;
+  Stats stats;
   // What get_proc_info said about a code address (it dominates a fill's cost): ip, and the unload count it was
   // asked at, shifted left, | 1 if the frame may be cached. Direct-mapped.
   uintptr_t vetted_ip[kVetted];
   uint64_t vetted[kVetted];
+  alignas(64) uint32_t tags[kSets][kWays];  // 0: empty way
+  uint16_t used[kSets];                     // per set: ways hit or filled since the last sweep
+  Entry scratch;  // a fill's walk, copied into its way once the key is known
   Entry e[kEntries];
 };
+static_assert(std::is_trivially_default_constructible_v<ThreadCache>, "mapped zeroed, never written at start");
 
 // A ThreadBlock: one pointer of initial-exec TLS; the cache itself is mapped on the thread's first capture and
 // unmapped when the thread exits.
 ThreadCache* thread_cache() { return ThreadBlock<ThreadCache>::get(); }
 
-// 2-way sets by stack pointer: two sites called from the same frame (same SP at the capture point) alternate
-// without evicting each other.
-constexpr int kWays = 2, kSets = kEntries / kWays;
-inline uint32_t set_index(uintptr_t sp0) {
-  return static_cast<uint32_t>((sp0 * 0x9e3779b97f4a7c15ull) >> 32) & (kSets - 1);
+inline uint32_t key_hash(uintptr_t sp0, uint32_t off, uintptr_t v) {
+  uint64_t h = (sp0 ^ (static_cast<uint64_t>(off) << 40) ^ (v * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+  uint32_t t = static_cast<uint32_t>(h >> 32);
+  return t ? t : 1;
+}
+inline uint32_t set_of(uint32_t tag) { return tag & (kSets - 1); }
+
+// The probe value: the word `off` above the SP, if that lies in this thread's stack.
+inline bool probe_value(const ThreadCache* tc, uintptr_t sp0, uint32_t off, uintptr_t* v) {
+  if (off == kNoProbe) {
+    *v = 0;
+    return true;
+  }
+  uintptr_t a = sp0 + off;
+  if (a < sp0 || a + sizeof(uintptr_t) > tc->stack_hi) return false;
+  *v = *reinterpret_cast<const volatile uintptr_t*>(a);
+  return true;
+}
+
+// The ways of a set whose tag is `tag`, as a bit mask.
+inline uint32_t matching_ways(const ThreadCache* tc, uint32_t set, uint32_t tag) {
+  const __m128i t = _mm_set1_epi32(static_cast<int>(tag));
+  uint32_t m = 0;
+  for (int q = 0; q < kWays / 4; ++q) {
+    __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(&tc->tags[set][4 * q]));
+    m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(w, t)))) << (4 * q);
+  }
+  return m;
+}
+
+// True if every checked slot still holds what the unwinder read.
+inline bool checks_hold(const Entry& e, uintptr_t sp0) {
+  const uint32_t* off = e.off;
+  const uintptr_t* val = e.val;
+  const int n = e.n_checks;
+  const char* base = reinterpret_cast<const char*>(sp0);
+  auto at = [&](int i) { return *reinterpret_cast<const volatile uintptr_t*>(base + off[i]) ^ val[i]; };
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    if ((at(i) | at(i + 1) | at(i + 2) | at(i + 3)) != 0) return false;
+  uintptr_t diff = 0;
+  for (; i < n; ++i) diff |= at(i);
+  return diff == 0;
 }
 
 // GCC's stack-realigning prologue (DRAP): `lea disp8(%rsp),%rXX` then `and $imm,%rsp`; its CFA is loaded from
@@ -283,16 +347,24 @@ bool has_plain_unwind_info(ThreadCache* tc, UnwCursor* cur, uint64_t ip, uint64_
     return plain_n_;                             \
   } while (0)
 
-int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e, uint64_t unloads) {
+// Walks into `e` when given (then e->n_checks etc. describe the result, e->uncacheable says whether it may be
+// cached); *probe_off: the offset from the SP of the slot the first recorded frame's return address was read
+// from, kNoProbe when there is none.
+int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, Entry* e, uint64_t unloads,
+         uint32_t* probe_off) {
   const Walker& w = g_walker;
-  if (e) e->sp0 = 0;  // invalid until refilled
+  *probe_off = kNoProbe;
   UnwCursor cur;
   if (w.init_local(&cur, uc) < 0) return 0;
   const uintptr_t uc_lo = reinterpret_cast<uintptr_t>(uc), uc_hi = uc_lo + sizeof *uc;
   const uintptr_t sp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   bool ok = e != nullptr && sp0 >= tc->stack_lo && sp0 < tc->stack_hi;
-  auto in_stack = [&](uintptr_t a) { return a >= sp0 && a + sizeof(uintptr_t) <= tc->stack_hi && (a & 7) == 0; };
-  int n_out = 0, n_checks = 0;
+  auto in_stack = [&](uintptr_t a) {
+    return a >= sp0 && a + sizeof(uintptr_t) <= tc->stack_hi && (a & 7) == 0 && a - sp0 < kNoProbe;
+  };
+  int n_out = 0, n_ra = 0, n_bp = 0, first_out = 0;
+  uint32_t bp_off[kMaxFrames];
+  uintptr_t bp_val[kMaxFrames];
   bool skipping = true, need_bp0 = false;
   uint64_t prev_bp = 0;
   UnwSaveLoc prev_bp_loc{};
@@ -300,28 +372,34 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
     uint64_t ip = 0, sp = 0, bp = 0;
     if (w.get_reg(&cur, kUnwRIP, &ip) < 0 || w.get_reg(&cur, kUnwRSP, &sp) < 0 || w.get_reg(&cur, kUnwRBP, &bp) < 0)
       break;
-    if (frame > 0 && ok) {
+    const bool output = frame > 0 && !(skipping && pc_in_cdsa(ip));
+    if (frame > 0 && (ok || (output && skipping && e))) {
       UnwSaveLoc loc{};
       // This frame's PC was read from a slot by the last step.
-      if (w.get_save_loc(&cur, kUnwRIP, &loc) < 0 || loc.type != kSlotMemory || !in_stack(loc.addr) ||
-          n_checks + 2 > kMaxChecks) {
+      const bool in_slot = w.get_save_loc(&cur, kUnwRIP, &loc) >= 0 && loc.type == kSlotMemory && in_stack(loc.addr);
+      if (in_slot && output && skipping) *probe_off = static_cast<uint32_t>(loc.addr - sp0);
+      if (!in_slot || n_ra >= kMaxFrames) {
         ok = false;
-      } else {
-        e->checks[n_checks++] = Check{static_cast<uintptr_t>(loc.addr), static_cast<uintptr_t>(ip)};
+      } else if (ok) {
+        e->off[n_ra] = static_cast<uint32_t>(loc.addr - sp0);
+        e->val[n_ra++] = static_cast<uintptr_t>(ip);
       }
       // The last frame's CFA was BP-based: the BP it used must be the same.
       if (ok && sp == prev_bp + 16) {
-        if (prev_bp_loc.type == kSlotMemory && prev_bp_loc.addr >= uc_lo && prev_bp_loc.addr < uc_hi)
+        if (prev_bp_loc.type == kSlotMemory && prev_bp_loc.addr >= uc_lo && prev_bp_loc.addr < uc_hi) {
           need_bp0 = true;
-        else if (prev_bp_loc.type == kSlotMemory && in_stack(prev_bp_loc.addr))
-          e->checks[n_checks++] = Check{static_cast<uintptr_t>(prev_bp_loc.addr), static_cast<uintptr_t>(prev_bp)};
-        else
+        } else if (prev_bp_loc.type == kSlotMemory && in_stack(prev_bp_loc.addr) && n_bp < kMaxFrames) {
+          bp_off[n_bp] = static_cast<uint32_t>(prev_bp_loc.addr - sp0);
+          bp_val[n_bp++] = static_cast<uintptr_t>(prev_bp);
+        } else {
           ok = false;
+        }
       }
     }
-    if (frame == 0 || (skipping && pc_in_cdsa(ip))) {
+    if (!output) {
       // The capture function itself (unw_backtrace leaves out its own frame too), then cdsa's own frames: dropped.
     } else {
+      if (skipping) first_out = n_ra - 1;
       skipping = false;
       out[n_out++] = ip;
       if (n_out >= max || (stop && pc_in_interpreter(ip))) break;
@@ -335,36 +413,86 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
     if (r < 0) ok = false;
     if (r <= 0) break;
   }
-  if (e) {
-    e->sp0 = 0;
-    if (!ok || n_out > kMaxFrames) {
-      // Remembered as such, so the next capture from here unwinds plainly instead of paying for a fill.
-      e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-      e->max = static_cast<int16_t>(max);
-      e->stop = stop;
-      e->need_bp0 = 0;
-      e->uncacheable = 1;
-      e->n_checks = 0;
-      e->memo = 0;
-      e->sp0 = sp0;
-      return -n_out - 1;
-    }
-    if (ok && n_out <= kMaxFrames && unloads < kDlcloseInProgress) {
-      e->uncacheable = 0;
-      e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-      e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
-      e->need_bp0 = need_bp0;
-      e->subs = unloads;
-      e->memo = 0;
-      e->max = static_cast<int16_t>(max);
-      e->stop = stop;
-      e->n_checks = static_cast<uint16_t>(n_checks);
-      e->n_out = static_cast<uint16_t>(n_out);
-      memcpy(e->out, out, sizeof(uintptr_t) * static_cast<size_t>(n_out));
-      e->sp0 = sp0;
-    }
+  if (!e) return n_out;
+  e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
+  e->max = static_cast<int16_t>(max);
+  e->stop = stop;
+  e->memo = NativeMemo{};
+  e->probe_off = *probe_off;
+  e->sp0 = sp0;
+  e->retries = 0;
+  e->served = 0;
+  if (!ok || unloads >= kDlcloseInProgress || n_ra + n_bp > kMaxChecks || (n_out > 0 && first_out < 0)) {
+    // Remembered as such, so the next capture from here unwinds plainly instead of paying for a fill.
+    e->need_bp0 = 0;
+    e->uncacheable = 1;
+    e->n_checks = 0;
+    e->n_out = 0;
+    e->token = 0;
+    return n_out;
   }
+  e->uncacheable = 0;
+  e->need_bp0 = need_bp0;
+  e->subs = unloads;
+  e->token = ++tc->tokens;
+  memcpy(e->off + n_ra, bp_off, sizeof(uint32_t) * static_cast<size_t>(n_bp));
+  memcpy(e->val + n_ra, bp_val, sizeof(uintptr_t) * static_cast<size_t>(n_bp));
+  e->n_checks = static_cast<uint16_t>(n_ra + n_bp);
+  e->first_out = static_cast<uint16_t>(n_out > 0 ? first_out : 0);
+  e->n_out = static_cast<uint16_t>(n_out);
   return n_out;
+}
+
+// True if `e` is the entry of this capture point (the checks aside).
+inline bool same_key(const Entry& e, uintptr_t sp0, uint32_t off, const ucontext_t& uc, int max, bool stop) {
+  return e.sp0 == sp0 && e.probe_off == off && e.ip0 == static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]) &&
+         e.max == max && e.stop == stop &&
+         (!e.need_bp0 || e.bp0 == static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RBP]));
+}
+
+// Copies a walked entry into its way: the way of an uncacheable entry of the same key if the set has one (a retried
+// fill), else one not recently used. Cached stacks of one key stay side by side: two sites whose first recorded
+// frame is the same (a helper called from both) share their key and differ in later checks.
+Entry* place(ThreadCache* tc, const Entry& s, const ucontext_t& uc) {
+  uintptr_t v = 0;
+  if (!probe_value(tc, s.sp0, s.probe_off, &v)) return nullptr;
+  const uint32_t tag = key_hash(s.sp0, s.probe_off, v), set = set_of(tag);
+  int way = -1;
+  for (uint32_t m = matching_ways(tc, set, tag); m && way < 0; m &= m - 1) {
+    int w = __builtin_ctz(m);
+    const Entry& o = tc->e[set * kWays + w];
+    if (o.uncacheable && same_key(o, s.sp0, s.probe_off, uc, s.max, s.stop)) way = w;
+  }
+  if (way < 0) {
+    uint32_t free = ~static_cast<uint32_t>(tc->used[set]) & ((1u << kWays) - 1);
+    if (!free) {
+      tc->used[set] = 0;
+      free = (1u << kWays) - 1;
+    }
+    way = __builtin_ctz(free);
+  }
+  Entry& e = tc->e[set * kWays + way];
+  if (tc->tags[set][way] != 0 && !e.uncacheable && !e.served)
+    ++tc->wasted;
+  else if (!s.uncacheable)
+    tc->wasted = 0;
+  tc->tags[set][way] = 0;
+  memcpy(&e, &s, offsetof(Entry, off));
+  memcpy(e.off, s.off, sizeof(uint32_t) * s.n_checks);
+  memcpy(e.val, s.val, sizeof(uintptr_t) * s.n_checks);
+  tc->tags[set][way] = tag;
+  tc->used[set] = static_cast<uint16_t>(tc->used[set] | (1u << way));
+  return &e;
+}
+
+void learn_probe(ThreadCache* tc, uint32_t off) {
+  for (uint32_t i = 0; i < tc->n_probes; ++i)
+    if (tc->probe[i] == off) return;
+  if (tc->n_probes < kProbes)
+    tc->probe[tc->n_probes++] = off;
+  else
+    tc->probe[kProbes - 1] = off;
 }
 
 // The unwind without the cache. Its first two frames are itself and the capture function that called it (never
@@ -423,6 +551,8 @@ int capture_native_stack(uintptr_t* out, int max) noexcept {
 int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   how->hit = false;
   how->memo = nullptr;
+  how->token = 0;
+  how->frames = out;
   BacktraceFn bt = g_backtrace.load(std::memory_order_acquire);
   if (!bt || max <= 0) return 0;
   if (max > 256) max = 256;
@@ -435,59 +565,64 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   ucontext_t uc;
   g_walker.getcontext(&uc);
   const auto sp0 = static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RSP]);
-  const uint32_t set = set_index(sp0);
-  Entry* refill = nullptr;
-  for (int way = 0; way < kWays && !refill; ++way) {
-    Entry& e = tc->e[set * kWays + way];
-    if (e.sp0 != sp0 || e.ip0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]) || e.max != max ||
-        e.stop != stop || (e.need_bp0 && e.bp0 != static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RBP])))
-      continue;
-    if (e.uncacheable) {
-      // This place's stack could not be cached last time (signal frame, JIT code, too deep): unwind plainly,
-      // and try a fill again now and then.
-      if ((++e.retries & 15) != 0) {
-        ++tc->stats.plain;
-        PLAIN_BACKTRACE(bt, out, max, stop);
+  bool retry_fill = false;
+  for (uint32_t p = 0; p < tc->n_probes; ++p) {
+    const uint32_t off = tc->probe[p];
+    uintptr_t v;
+    if (!probe_value(tc, sp0, off, &v)) continue;
+    const uint32_t tag = key_hash(sp0, off, v), set = set_of(tag);
+    for (uint32_t m = matching_ways(tc, set, tag); m; m &= m - 1) {
+      const int way = __builtin_ctz(m);
+      Entry& e = tc->e[set * kWays + way];
+      if (!same_key(e, sp0, off, uc, max, stop)) continue;
+      if (e.uncacheable) {
+        // This place's stack could not be cached last time (signal frame, JIT code, too deep): unwind plainly,
+        // and try a fill again now and then.
+        if ((++e.retries & 15) != 0) {
+          ++tc->stats.plain;
+          PLAIN_BACKTRACE(bt, out, max, stop);
+        }
+        retry_fill = true;
+        continue;
       }
-      refill = &e;
-      break;
-    }
-    // Every slot lies between this SP and the top of this thread's stack: mapped, and ours.
-    bool same = true;
-    for (int i = 0; i < e.n_checks && same; ++i)
-      same = *reinterpret_cast<const volatile uintptr_t*>(e.checks[i].addr) == e.checks[i].value;
-    if (same && e.subs == unloads) {
-      memcpy(out, e.out, sizeof(uintptr_t) * e.n_out);
-      tc->misses_since_hit = 0;
-      tc->victim[set] = static_cast<uint8_t>(way ^ 1);
+      // Every slot lies between this SP and the top of this thread's stack: mapped, and ours.
+      if (e.subs != unloads || !checks_hold(e, sp0)) {
+        continue;
+      }
+      tc->wasted = 0;
+      e.served = 1;
+      tc->used[set] = static_cast<uint16_t>(tc->used[set] | (1u << way));
       ++tc->stats.hits;
       how->hit = true;
       how->memo = &e.memo;
+      how->token = e.token;
+      const uintptr_t* frames = e.val + e.first_out;
+      if (how->borrow)
+        how->frames = frames;
+      else
+        memcpy(out, frames, sizeof(uintptr_t) * e.n_out);
       return e.n_out;
     }
   }
   // A miss. Filling costs more than a plain unwind: when fills have stopped paying (a thread whose stacks never
-  // repeat), fill only one miss in 16.
-  if (!refill && tc->misses_since_hit >= 64 && (tc->misses_since_hit & 15) != 0) {
-    ++tc->misses_since_hit;
+  // repeat: 64 fills in a row evicted stacks never served), fill only one miss in 16. A first round over many
+  // sites evicts nothing while the cache has room, and is filled.
+  if (!retry_fill && tc->wasted >= 64 && (++tc->skipped & 15) != 0) {
     ++tc->stats.plain;
     PLAIN_BACKTRACE(bt, out, max, stop);
   }
-  ++tc->misses_since_hit;
-  if (!refill) {
-    refill = &tc->e[set * kWays + tc->victim[set]];
-    tc->victim[set] ^= 1;
-  }
-  Entry& e = *refill;
-  int n = walk(&uc, out, max, stop, tc, &e, unloads);
-  if (n < 0) {
+  uint32_t probe_off = kNoProbe;
+  int n = walk(&uc, out, max, stop, tc, &tc->scratch, unloads, &probe_off);
+  learn_probe(tc, probe_off);
+  Entry* e = place(tc, tc->scratch, uc);
+  if (!e) return n;
+  if (e->uncacheable) {
     ++tc->stats.uncacheable;
-    return -n - 1;
+    return n;
   }
-  if (e.sp0) {
-    ++tc->stats.fills;
-    how->memo = &e.memo;
-  }
+  ++tc->stats.fills;
+  how->memo = &e->memo;
+  how->token = e->token;
   return n;
 }
 
@@ -501,12 +636,21 @@ void native_cache_clear() noexcept {
   ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
   if (!tc) return;
   for (Entry& e : tc->e) e.sp0 = 0;
-  tc->misses_since_hit = 0;
+  memset(tc->tags, 0, sizeof tc->tags);
+  memset(tc->used, 0, sizeof tc->used);
+  tc->wasted = 0;
 }
 
 NativeCacheStats native_cache_stats() noexcept {
   const ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
-  return tc ? tc->stats : NativeCacheStats{};
+  NativeCacheStats s;
+  if (tc) {
+    s.hits = tc->stats.hits;
+    s.fills = tc->stats.fills;
+    s.uncacheable = tc->stats.uncacheable;
+    s.plain = tc->stats.plain;
+  }
+  return s;
 }
 uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); }
 

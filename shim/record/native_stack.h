@@ -12,7 +12,9 @@
 // hundred sites) are not unwound again. The first unwind of a stack records, for
 // every frame, the stack slot its return address was read from (and the slot of a
 // saved frame pointer where a frame's CFA is frame-pointer based); a later capture
-// from the same stack pointer re-reads exactly those slots and returns the cached
+// from the same stack pointer (and the same return address in the slot of the first
+// recorded frame: 512 stacks per thread, sites in turn at one depth do not evict
+// each other) re-reads exactly those slots and returns the cached
 // stack only if every slot still holds the value the unwinder read. The unwind is
 // a function of the registers at the capture point and of those slots, so a hit is
 // the stack libunwind would return (see native_stack.cc for the argument and the
@@ -30,12 +32,22 @@ bool native_stack_init() noexcept;
 // Full stack, up to `max` frames.
 int capture_native_stack(uintptr_t* out, int max) noexcept;
 
+// Kept with a cached stack for the caller's own memo of what it derived from this exact stack (the recorder:
+// the token of the Python chain it was interned with, and the stack id + 1). Zero after every refill.
+struct NativeMemo {  // no initialisers: kept in memory that starts zeroed
+  uint64_t other;
+  uint32_t id1;
+};
 struct NativeCapture {
   bool stop_at_interpreter = false;  // stop after the first frame inside the interpreter range
+  bool borrow = false;               // a hit leaves `out` alone and points `frames` at the cached copy
   bool hit = false;                  // out: served from the verified cache
-  // out: a word kept with the cached stack (0 after every refill) for the caller's own memo of what it derived
-  // from this exact stack (the recorder keeps its stack id + 1 there); nullptr when the stack is not cached.
-  uint32_t* memo = nullptr;
+  // out: the frames (`out`, or with `borrow` on a hit the cache's copy, valid until this thread's next capture)
+  const uintptr_t* frames = nullptr;
+  // out: this cached stack's memo; nullptr when the stack is not cached.
+  NativeMemo* memo = nullptr;
+  // out: names this cached stack in this thread (a new number at every fill; 0 when not cached).
+  uint64_t token = 0;
 };
 int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept;
 

@@ -284,19 +284,20 @@ uint32_t capture_and_intern_stack() noexcept {
   int n_py = c.python_depth > 0 ? capture_python_frames(py, c.python_depth) : 0;
   NativeCapture how;
   how.stop_at_interpreter = n_py > 0 && !c.native_full;
+  how.borrow = true;
   int n_native = capture_native_stack(pcs, c.native_depth, &how);
   if (n_native == 0 && n_py == 0) return kUnknownStack;
   // A native stack served from the verified cache carries the id this thread last interned with it: the same id
   // if the Python frames are the same too (compared with the table's copy; no hash).
-  if (how.memo && *how.memo != 0) {
-    uint32_t id = *how.memo - 1;
+  if (how.memo && how.memo->id1 != 0) {
+    uint32_t id = how.memo->id1 - 1;
     const StackEntry& e = g_stacks.entries[id];
     if (e.n_native == n_native && e.n_python == n_py &&
         memcmp(g_stacks.frames + e.offset + e.n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0)
       return id;
   }
-  uint32_t id = lookup_or_insert(pcs, n_native, py, n_py);
-  if (how.memo) *how.memo = id == kUnknownStack ? 0 : id + 1;
+  uint32_t id = lookup_or_insert(how.frames, n_native, py, n_py);
+  if (how.memo) how.memo->id1 = id == kUnknownStack ? 0 : id + 1;
   return id;
 }
 

@@ -7,8 +7,10 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <ctime>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -31,19 +33,63 @@ __attribute__((noinline)) int measured_launches(CUfunction fill, CUstream s, voi
   return 0;
 }
 
-int launches(int n, int64_t* ns_out) {
+// 200 distinct launch sites (launch_cost.py --sites): one function each, called in turn from one loop, so every
+// site launches from the same stack depth and stack pointer. Each writes its own number after the launch, so no
+// two bodies are identical (the linker would fold them into one).
+constexpr int kSites = 200;
+volatile int g_site_sink = 0;
+using SiteFn = CUresult (*)(CUfunction, CUstream, void**);
+template <int K>
+__attribute__((noinline)) CUresult site(CUfunction fill, CUstream s, void** params) {
+  CUresult r = cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr);
+  g_site_sink = K;
+  return r;
+}
+template <int... K>
+constexpr std::array<SiteFn, sizeof...(K)> site_table(std::integer_sequence<int, K...>) {
+  return {&site<K>...};
+}
+const std::array<SiteFn, kSites> g_sites = site_table(std::make_integer_sequence<int, kSites>{});
+int g_n_sites = 1;  // 1: the one site of measured_launches
+
+// The measured loop over the sites, round-robin (launch_cost.py --sites): callgrind collects it alone.
+__attribute__((noinline)) int measured_launches_sites(CUfunction fill, CUstream s, void** params, int n, int warm,
+                                                      int64_t* ns_out) {
+  for (int i = -warm; i < n; ++i) {
+    int64_t t0 = now_ns();
+    CUresult r = g_sites[static_cast<unsigned>(i + warm) % kSites](fill, s, params);
+    if (i >= 0) ns_out[i] = now_ns() - t0;
+    if (r != CUDA_SUCCESS) return 4;
+  }
+  return 0;
+}
+
+// State for single launches made from Python (cdsa_bench_launch_one).
+CUfunction g_fill = nullptr;
+CUstream g_stream = nullptr;
+CUdeviceptr g_buf = 0;
+int32_t g_count = 1;
+float g_value = 1;
+void* g_params[3] = {&g_buf, &g_count, &g_value};
+
+int setup(CUfunction* fill, CUfunction* sleep, CUstream* s, CUdeviceptr* buf) {
   if (cuInit(0) != CUDA_SUCCESS) return 1;
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
-  CUfunction fill, sleep;
   if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
-      cuModuleLoadData(&mod, "image") || cuModuleGetFunction(&fill, mod, "fill_f32") ||
-      cuModuleGetFunction(&sleep, mod, "sleep_us"))
+      cuModuleLoadData(&mod, "image") || cuModuleGetFunction(fill, mod, "fill_f32") ||
+      cuModuleGetFunction(sleep, mod, "sleep_us"))
     return 2;
+  if (cuStreamCreate(s, 0) || cuMemAlloc(buf, 64)) return 3;
+  return 0;
+}
+
+int launches(int n, int64_t* ns_out) {
+  CUfunction fill, sleep;
   CUstream s;
   CUdeviceptr buf;
-  if (cuStreamCreate(&s, 0) || cuMemAlloc(&buf, 64)) return 3;
+  if (int rc = setup(&fill, &sleep, &s, &buf)) return rc;
   int32_t count = 1;
   float v = 1;
   void* params[3] = {&buf, &count, &v};
@@ -53,6 +99,7 @@ int launches(int n, int64_t* ns_out) {
   int64_t us = 60 * 1000 * 1000;  // keep the stream busy for the whole measurement
   void* sp[1] = {&us};
   cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, s, sp, nullptr);
+  if (g_n_sites > 1) return measured_launches_sites(fill, s, params, n, 2 * kSites, ns_out);
   return measured_launches(fill, s, params, n, 16, ns_out);
 }
 
@@ -65,7 +112,31 @@ __attribute__((noinline)) int launches_at_depth(int depth, int n, int64_t* ns_ou
   return r;
 }
 
+// One launch made from Python (launch_cost.py --sites from Python): callgrind collects it alone.
+__attribute__((noinline)) int measured_one() {
+  return cuLaunchKernel(g_fill, 1, 1, 1, 1, 1, 1, 0, g_stream, g_params, nullptr) == CUDA_SUCCESS ? 0 : 4;
+}
+
 }  // namespace
+
+extern "C" int cdsa_bench_set_sites(int n) {
+  g_n_sites = n;
+  return kSites;
+}
+
+// Prepares cdsa_bench_launch_one: the same kernel, stream and warm-up as cdsa_bench_launches.
+extern "C" int cdsa_bench_launch_setup() {
+  CUfunction sleep;
+  if (int rc = setup(&g_fill, &sleep, &g_stream, &g_buf)) return rc;
+  for (int i = 0; i < 1000; ++i) cuLaunchKernel(g_fill, 1, 1, 1, 1, 1, 1, 0, g_stream, g_params, nullptr);
+  cuStreamSynchronize(g_stream);
+  int64_t us = 60 * 1000 * 1000;
+  void* sp[1] = {&us};
+  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, g_stream, sp, nullptr);
+  return 0;
+}
+
+extern "C" int cdsa_bench_launch_one() { return measured_one(); }
 
 extern "C" int cdsa_bench_launches(int n, int64_t* ns_out) { return launches(n, ns_out); }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "shim/record/native_stack.h"
@@ -244,6 +245,105 @@ TEST_F(NativeStack, ThreadsKeepTheirOwnCaches) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(hits.load(), 4 * 150);
+}
+
+// Many sites at one depth: each site<K> captures through leaf, called from one loop (the same stack pointer at
+// every capture), as an op-by-op forward pass launches from many places in turn.
+using SiteFn = void (*)(Pair*);
+template <int K>
+__attribute__((noinline)) void site(Pair* p) {
+  leaf(p);
+  g_sink = K;  // distinct bodies: not folded into one function
+}
+template <int K>
+__attribute__((noinline)) void site_direct(Pair* p) {
+  uintptr_t a[256], b[256];
+  NativeCapture how;
+  int n = capture_native_stack(a, 256, &how);
+  g_sink = K;
+  int m = capture_native_stack_uncached(b, 256);
+  g_sink = K + 1;
+  p->cached.assign(a, a + n);
+  p->plain.assign(b, b + m);
+  p->hit = how.hit;
+}
+template <template <int> class F, int... K>
+std::vector<SiteFn> sites_of(std::integer_sequence<int, K...>) {
+  return {&F<K>::call...};
+}
+template <int K>
+struct Site {
+  static void call(Pair* p) { site<K>(p); }
+};
+template <int K>
+struct SiteDirect {
+  static void call(Pair* p) { site_direct<K>(p); }
+};
+
+__attribute__((noinline)) void call_site(SiteFn f, Pair* p) {
+  f(p);
+  KEEP_FRAME();
+}
+
+// 200 sites whose first recorded frame differs (the capture's caller is the site): served in turn, every round
+// after the first all hits, each capture libunwind's stack. More sites than the cache holds still return
+// libunwind's stack every time.
+TEST_F(NativeStack, TwoHundredSitesInTurnAreAllServedFromTheCache) {
+  std::vector<SiteFn> sites = sites_of<SiteDirect>(std::make_integer_sequence<int, 200>{});
+  std::vector<std::vector<uintptr_t>> first(sites.size());
+  for (int round = 0; round < 4; ++round) {
+    NativeCacheStats before = native_cache_stats();
+    for (size_t k = 0; k < sites.size(); ++k) {
+      Pair p;
+      call_site(sites[k], &p);
+      expect_same_stack(p);
+      if (round == 0) {
+        first[k] = p.cached;
+      } else {
+        EXPECT_EQ(p.cached, first[k]) << "site " << k;
+        EXPECT_TRUE(p.hit) << "round " << round << " site " << k;
+      }
+    }
+    NativeCacheStats after = native_cache_stats();
+    if (round > 0) {
+      EXPECT_EQ(after.hits - before.hits, sites.size()) << "round " << round;
+    }
+  }
+  for (size_t k = 1; k < sites.size(); ++k) {
+    EXPECT_NE(first[k][0], first[k - 1][0]);  // the return address into site_direct<K>
+  }
+}
+
+// Sites that share their first recorded frame (leaf, a helper called from each): the key is the same, the stacks
+// differ one frame further out; the set keeps them side by side.
+TEST_F(NativeStack, SitesSharingTheirFirstFrameAreKeptSideBySide) {
+  std::vector<SiteFn> sites = sites_of<Site>(std::make_integer_sequence<int, 12>{});
+  std::vector<std::vector<uintptr_t>> first(sites.size());
+  for (int round = 0; round < 3; ++round)
+    for (size_t k = 0; k < sites.size(); ++k) {
+      Pair p;
+      call_site(sites[k], &p);
+      expect_same_stack(p);
+      if (round == 0) {
+        first[k] = p.cached;
+      } else {
+        EXPECT_EQ(p.cached, first[k]);
+        EXPECT_TRUE(p.hit) << "round " << round << " site " << k;
+      }
+    }
+}
+
+// More sites than the cache holds (600, 512 stacks per thread): every capture is still libunwind's stack.
+TEST_F(NativeStack, MoreSitesThanTheCacheHoldsAreStillExact) {
+  std::vector<SiteFn> a = sites_of<SiteDirect>(std::make_integer_sequence<int, 300>{});
+  std::vector<SiteFn> b = sites_of<Site>(std::make_integer_sequence<int, 300>{});
+  a.insert(a.end(), b.begin(), b.end());
+  for (int round = 0; round < 2; ++round)
+    for (SiteFn f : a) {
+      Pair p;
+      call_site(f, &p);
+      ASSERT_TRUE(same_stack(p));
+    }
 }
 
 }  // namespace
