@@ -48,7 +48,7 @@ struct Launch {
   uint64_t seq = 0, stream_seq = 0, stream_id = 0, graph_id = 0, time_ns = 0;
   uint32_t ctx_id = 0, tid = 0, stack_id = 0xffffffffu;
   std::string kernel;
-  std::string kind;  // kernel, kernel_ex, cooperative, graph
+  std::string kind;  // kernel, kernel_ex, cooperative, graph; empty: the record is lost (only the stream ids are known)
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared_mem = 0;
   bool captured = false;
   bool per_thread_stream = false;

@@ -108,8 +108,12 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   int n = 0;
   for (const auto& c : r.candidates) {
     ++n;
-    out += fmt::format("  {}{}\n", r.candidates.size() > 1 ? fmt::format("[{}] ", n) : std::string(),
-                       describe_launch(c.launch));
+    std::string number = r.candidates.size() > 1 ? fmt::format("[{}] ", n) : std::string();
+    if (c.launch.kind.empty()) {  // the record is lost: only `why` is known (one line, no placeholders)
+      out += fmt::format("  {}{}\n", number, c.why);
+      continue;
+    }
+    out += fmt::format("  {}{}\n", number, describe_launch(c.launch));
     if (!c.why.empty()) out += fmt::format("    ({})\n", c.why);
     out += "  Launched from (most recent call last):\n";
     append_stack(out, c.stack, "    ", opt);

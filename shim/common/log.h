@@ -16,6 +16,15 @@ void log_line(const char* fmt, ...) noexcept __attribute__((format(printf, 1, 2)
 // Writes the whole buffer to fd 2, retrying on EINTR / short writes.
 void write_stderr(const char* data, unsigned long size) noexcept;
 
+// The fault report's write to fd 2, for an fd 2 that may be hostile: closed, a full pipe nobody reads (the
+// program's own blocking fd or one it made non-blocking), a pipe whose reader is gone. Writes in pieces of at
+// most PIPE_BUF bytes, each after poll(2) said fd 2 can take it, and gives up once fd 2 was not writable for
+// `wait_ms` in all; never changes fd 2's flags; a SIGPIPE it causes is taken back (blocked for the write, then
+// consumed unless one was pending already), so the program's exit status stays its own. Bypasses cdsa's own
+// write(2) hook (a raw system call). Async-signal-safe, no allocation: the signal handlers use it too.
+// True when every byte was written.
+bool write_stderr_bounded(const char* data, unsigned long size, int wait_ms) noexcept;
+
 // Prints the message only the first time `flag` is seen unset.
 #define CDSA_NOTICE_ONCE(...)                                              \
   do {                                                                     \

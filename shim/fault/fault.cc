@@ -2,6 +2,7 @@
 // and write the trace file. Also the exit probe (a fault that no call surfaced) and the CDSA_TRACE=always file.
 #include "shim/fault/fault.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "shim/common/log.h"
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
+#include "shim/fault/fault_signals.h"
 #include "shim/fault/report_builder.h"
 
 namespace cdsa {
@@ -34,6 +36,14 @@ std::atomic<bool> g_reported{false};        // the once-only gate: a report has 
 // assert text a concurrent driver call is printing. Both waits end as soon as there is nothing to wait for.
 constexpr auto kInFlightWait = std::chrono::milliseconds(200);
 constexpr auto kDeviceTextWait = std::chrono::milliseconds(300);
+// Report first, then the program: a thread whose call returns the sticky error while another thread builds the
+// report waits this long at most for it (a few seconds: a report takes milliseconds to a second or two).
+constexpr auto kReportWait = std::chrono::seconds(4);
+// How long the report's write may wait for a stderr that takes no bytes (a pipe nobody reads) before the trace
+// file alone holds it.
+constexpr int kStderrWaitMs = 2000;
+std::atomic<bool> g_report_out{false};  // the report is printed and the trace written (or given up)
+std::atomic<int> g_report_pid{0};       // the process whose thread builds it (a forked child never waits)
 bool g_trace_dir_unusable = false;  // already said so at start: do not try, do not say it twice
 int g_pid = 0;
 uint64_t g_start_unix_ns = 0;
@@ -49,7 +59,24 @@ void write_trace(report::TraceData& t, std::string* written) {
   if (g_trace_dir_unusable) return;
   std::string path = trace_path_for_process(g_start_unix_ns);
   std::string error;
-  if (!report::write_trace_file(path, report::trace_to_json(t), written, &error)) {
+  // A file-size limit (or a full quota) makes the write raise SIGXFSZ, whose default action ends the program:
+  // blocked for the write, and taken back unless one was pending already.
+  sigset_t xfsz, old_mask, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigemptyset(&pending);
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old_mask);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  bool ok = report::write_trace_file(path, report::trace_to_json(t), written, &error);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGXFSZ) == 1) {
+    timespec zero{0, 0};
+    sigtimedwait(&xfsz, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (!ok) {
     log_line("trace file not written: %s", error.c_str());
     written->clear();
   }
@@ -111,6 +138,42 @@ void exit_probe() {
   }
 }
 
+// Another thread builds the report: wait for it, bounded, having first given up this thread's own marks (inside a
+// driver call, a launch in flight) so that the report never waits for this thread in turn.
+void wait_for_report() {
+  if (g_report_out.load(std::memory_order_acquire)) return;
+  int pid = g_report_pid.load(std::memory_order_acquire);
+  if (pid != 0 && pid != getpid()) return;  // a forked child: the report belongs to the parent
+  CallMarksReleased released;
+  auto deadline = std::chrono::steady_clock::now() + kReportWait;
+  for (int round = 0; !g_report_out.load(std::memory_order_acquire); ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    if (round % 10 == 0) recheck_fault_signals();  // a handler the program installed since: cdsa's goes first
+    timespec ts{0, 1000000};  // 1 ms
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// The report's text so far, ready for a signal handler to print (shim/fault/fault_signals.h), without its
+// closing rule: the handler adds its own line and the rule.
+void prepare(const report::FaultReport& rep, bool verdict_known) {
+  if (config().quiet) return;
+  std::string text;
+  if (verdict_known) {
+    report::TextOptions opt;
+    opt.native_all = config().native_all;
+    text = report::format_report_text(rep, opt);
+  } else {
+    report::FaultReport head = rep;  // the error and where it surfaced: the first lines of the report
+    text = report::format_report_text(head, {});
+    text.resize(text.find("cdsa: surfaced at"));
+    text += "cdsa: surfaced at " + rep.surfaced_call + " (thread " + std::to_string(rep.surfaced_tid) + ")\n";
+  }
+  size_t rule = text.rfind("\n=");
+  if (verdict_known && rule != std::string::npos) text.resize(rule + 1);
+  prepare_fault_text(text);
+}
+
 }  // namespace
 
 void fault_handling_init() noexcept {
@@ -133,7 +196,8 @@ void fault_handling_init() noexcept {
 }
 
 void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
-  if (g_reported.exchange(true)) return;
+  if (g_reported.exchange(true)) return wait_for_report();
+  g_report_pid.store(getpid(), std::memory_order_release);
   InCdsa guard;
   const Driver& d = driver();
   report::FaultReport rep;
@@ -147,6 +211,9 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   rep.launches_recorded = launches_recorded();
   rep.fault_time_unix_ns = wall_ns();
   uint32_t here = capture_and_intern_stack();
+  // From here on a signal that ends the process prints what is known (first: the error and where it surfaced).
+  prepare(rep, false);
+  arm_fault_signals();
 
   // A launch another thread handed to the driver but has not recorded yet may be the failing one (the kernel
   // ran and faulted before its launch call returned): wait, bounded, for those to be recorded. The count is
@@ -164,6 +231,16 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   seal_ring();  // the snapshot is taken: later launches cannot change the report, so they are not recorded
   snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
   AttributionResult attribution = attribute(snapshot);
+  {
+    // The verdict, rendered before the slow part (symbolizing native frames, the trace file): Python frames and
+    // native frames as module+offset.
+    report::FaultReport early = rep;
+    ReportBuilder quick(guard, ReportBuilder::Native::Unsymbolized);
+    early.surfaced_stack = quick.stack(here);
+    quick.add_attribution(snapshot, attribution, &early);
+    quick.annotate(snapshot, &early);
+    prepare(early, true);
+  }
   ReportBuilder build(guard);
   rep.surfaced_stack = build.stack(here);
   build.add_attribution(snapshot, attribution, &rep);
@@ -182,8 +259,12 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     report::TextOptions opt;
     opt.native_all = config().native_all;
     std::string text = report::format_report_text(rep, opt);
-    write_stderr(text.data(), text.size());
+    begin_full_report_output();  // after a signal handler's prepared text, if one printed it
+    // stderr closed, or a pipe nobody reads: given up after kStderrWaitMs; the trace file holds the report.
+    write_stderr_bounded(text.data(), text.size(), kStderrWaitMs);
   }
+  fault_report_finished();
+  g_report_out.store(true, std::memory_order_release);
 }
 
 }  // namespace cdsa

@@ -112,6 +112,14 @@ std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   return why;
 }
 
+// The one line for a failing launch whose record the ring no longer holds.
+std::string lost_record_text(const AttributedLaunch& c, uint32_t ring_size) {
+  return "launch #" + std::to_string(c.stream_seq) + " on stream " + std::to_string(c.stream_id) +
+         " never finished, but its record is lost: the ring keeps the last " + std::to_string(ring_size) +
+         " launches and this one is older; raise CDSA_RING_SIZE (now " + std::to_string(ring_size) +
+         ") to keep its kernel and stack";
+}
+
 }  // namespace
 
 std::string SourceLines::line(const std::string& file, int n) {
@@ -169,8 +177,26 @@ report::CallStack ReportBuilder::stack(uint32_t id) {
     t.source = src_.line(t.file, t.line);
     st.python.push_back(std::move(t));
   }
-  st.native = sym_.symbolize(s.native);
+  if (native_ == Native::Symbolized)
+    st.native = sym_.symbolize(s.native);
+  else if (st.python.empty())
+    st.native = unsymbolized(s.native);
   return st;
+}
+
+std::vector<report::ResolvedFrame> ReportBuilder::unsymbolized(const std::vector<uintptr_t>& pcs) {
+  if (modules_.empty()) modules_ = symbolizer::capture_module_map();
+  std::vector<report::ResolvedFrame> out;
+  for (uintptr_t pc : pcs) {
+    report::ResolvedFrame f;
+    f.pc = pc;
+    if (const symbolizer::Module* m = symbolizer::find_module(modules_, pc - 1)) {
+      f.module = m->path;
+      f.module_offset = pc - m->bias;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 void ReportBuilder::annotate(const FaultSnapshot& s, report::FaultReport* rep) {
@@ -200,13 +226,12 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
       out.launch = report_launch(r);
       out.stack = stack(r.stack_id);
     } else {
+      // Only the stream and the launch's number on it are known: no kernel, grid or stack to show
+      // (report::Launch's empty kind says so), and one line says why.
       out.launch.stream_id = c.stream_id;
       out.launch.stream_seq = c.stream_seq;
-      rep->notes.push_back("the record of launch #" + std::to_string(c.stream_seq) + " on stream " +
-                           std::to_string(c.stream_id) +
-                           " was overwritten (the ring keeps CDSA_RING_SIZE launches; raise it)");
     }
-    out.why = why_text(s, c);
+    out.why = c.ring_index >= 0 ? why_text(s, c) : lost_record_text(c, config().ring_size);
     for (size_t i : c.graph_nodes) {
       report::LaunchWithStack g;
       g.launch = report_launch(s.graph_nodes[i]);

@@ -26,6 +26,7 @@
 #include "shim/fault/fault_snapshot.h"
 #include "shim/common/reentrancy.h"
 #include "shim/fault/symbolize.h"
+#include "symbolizer/module_map.h"
 
 namespace cdsa {
 
@@ -40,7 +41,11 @@ class SourceLines {
 
 class ReportBuilder {
  public:
-  explicit ReportBuilder(const InCdsa&) {}
+  // Unsymbolized: native frames as module+offset only, from one module map (no libdw, no DWARF: fast), and
+  // left out where Python frames are there; for the text prepared before the slow symbolization
+  // (shim/fault/fault_signals.h).
+  enum class Native { Symbolized, Unsymbolized };
+  explicit ReportBuilder(const InCdsa&, Native native = Native::Symbolized) : native_(native) {}
   // An interned stack: Python frames with their source lines, native frames symbolized.
   report::CallStack stack(uint32_t stack_id);
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
@@ -52,8 +57,12 @@ class ReportBuilder {
   report::TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
 
  private:
+  std::vector<report::ResolvedFrame> unsymbolized(const std::vector<uintptr_t>& return_addresses);
+
+  Native native_;
   SourceLines src_;
   ReportSymbolizer sym_;
+  std::vector<symbolizer::Module> modules_;  // Unsymbolized: captured on first use
 };
 
 // A ring record as the report and the trace keep it (kernel name demangled, kind spelled out).

@@ -169,7 +169,7 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::Launch>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  prepare_launch(f);
+  prepare_launch(f, s, kCalls[Id].per_thread);
   LaunchInFlight in_flight;
   return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx, gy,
                                gz, bx, by, bz, shmem, s);
@@ -178,7 +178,7 @@ CUresult on_launch(KindTag<Kind::Launch>, F real, CUfunction f, unsigned gx, uns
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  prepare_launch(f);
+  prepare_launch(f, s, kCalls[Id].per_thread);
   LaunchInFlight in_flight;
   return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx, gy,
                                gz, bx, by, bz, shmem, s);
@@ -187,7 +187,7 @@ CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx,
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
                    void** extra) {
-  prepare_launch(f);
+  prepare_launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread);
   LaunchInFlight in_flight;
   CUresult r = real(cfg, f, params, extra);
   if (r == CUDA_SUCCESS && cfg) {
@@ -211,7 +211,7 @@ CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, C
 
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s) {
-  prepare_launch(nullptr);
+  prepare_launch(nullptr, s, kCalls[Id].per_thread);
   LaunchInFlight in_flight;
   CUresult r = real(g, s);
   if (r == CUDA_SUCCESS) {

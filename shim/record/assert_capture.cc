@@ -232,6 +232,29 @@ void LaunchInFlight::submitting_slow() noexcept {
 
 void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
 
+CallMarksReleased::CallMarksReleased() noexcept {
+  if (tl_slot) {
+    busy_ = tl_slot->busy.exchange(0, std::memory_order_acq_rel);
+    launching_ = tl_slot->launching.exchange(0, std::memory_order_acq_rel);
+    return;
+  }
+  // A thread past the slots counts in the shared counters while it is inside a call or a launch.
+  shared_busy_ = tl_shared && tl_driver_call_depth > 0;
+  shared_launching_ = tl_launch_depth > 0;
+  if (shared_busy_) g_busy_shared.fetch_sub(1, std::memory_order_acq_rel);
+  if (shared_launching_) g_launching_shared.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+CallMarksReleased::~CallMarksReleased() {
+  if (tl_slot) {
+    tl_slot->busy.store(busy_, std::memory_order_release);
+    tl_slot->launching.store(launching_, std::memory_order_release);
+    return;
+  }
+  if (shared_busy_) g_busy_shared.fetch_add(1, std::memory_order_acq_rel);
+  if (shared_launching_) g_launching_shared.fetch_add(1, std::memory_order_acq_rel);
+}
+
 int other_threads_launches_in_flight() noexcept {
   // The caller has just seen the fault (a load through the driver): read the flags after it.
   launch_flag_fence(std::memory_order_seq_cst);

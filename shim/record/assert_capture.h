@@ -126,6 +126,21 @@ const char* const* stdio_hook_names(size_t* count) noexcept;
 // Returns how many GOT entries it changed. Not thread-safe against itself: call once, at start.
 int bind_driver_stdio(const void* driver_function) noexcept;
 
+// Gives up this thread's marks (inside a driver call, a launch in flight) for the life of the object, and puts
+// them back after: a thread that waits for another thread's fault report (shim/fault/fault.cc) must not make
+// that report wait for it (wait_for_launches_in_flight, wait_for_device_text). Lock-free, allocation-free.
+class CallMarksReleased {
+ public:
+  CallMarksReleased() noexcept;
+  ~CallMarksReleased();
+  CallMarksReleased(const CallMarksReleased&) = delete;
+  CallMarksReleased& operator=(const CallMarksReleased&) = delete;
+
+ private:
+  int busy_ = 0, launching_ = 0;
+  bool shared_busy_ = false, shared_launching_ = false;
+};
+
 // One parsed device assert line.
 struct DeviceAssert {
   std::string file;

@@ -140,11 +140,12 @@ uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
 
 }  // namespace
 
-void prepare_launch(CUfunction func) noexcept {
+void prepare_launch(CUfunction func, CUstream stream, bool per_thread) noexcept {
   if (!started() || InCdsa::active()) return;
   InCdsa guard;
   if (!breadcrumbs_active()) breadcrumbs_init(guard);
   kernel_name_of(guard, func);
+  resolve_stream(guard, effective_stream(stream, per_thread));  // into this thread's cache, named by the driver
 }
 
 void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {

@@ -37,9 +37,12 @@ struct LaunchInfo {
   unsigned shared_mem = 0;
 };
 
-// Before a launch, while the context is surely alive: sets up breadcrumbs and
-// caches the kernel's name (cheap after the first time for each).
-void prepare_launch(CUfunction func) noexcept;
+// Before a launch, while the context is surely alive: sets up breadcrumbs,
+// caches the kernel's name and the stream's id (cheap after the first time for
+// each): a kernel that faults before its launch call returns would make the
+// driver refuse to name its stream afterwards, so the record keeps the id the
+// stream had at launch.
+void prepare_launch(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.
 enum class LaunchSource : uint8_t { Interposer, Cupti };
 // Records a successful launch (enqueues its breadcrumb when not capturing).
