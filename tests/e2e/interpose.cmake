@@ -18,6 +18,10 @@ add_library(e2e_gpu_share_hook SHARED programs/gpu_share_hook.c)
 target_include_directories(e2e_gpu_share_hook PRIVATE ${CDSA_CUDA_INCLUDE})
 target_link_libraries(e2e_gpu_share_hook PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 set_target_properties(e2e_gpu_share_hook PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_e2e_dir})
+# ... and a preload that interposes stdio (fputs, fwrite, fputc, putc) and counts the calls.
+add_library(e2e_stdio_hook SHARED programs/stdio_hook.c)
+target_link_libraries(e2e_stdio_hook PRIVATE ${CMAKE_DL_LIBS})
+set_target_properties(e2e_stdio_hook PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_e2e_dir})
 
 # (8): a library with its own cudart and libcuda in an RTLD_LOCAL group.
 add_library(e2e_scope_user SHARED programs/scope_user.c)

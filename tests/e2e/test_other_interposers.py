@@ -15,11 +15,13 @@ import subprocess
 
 import pytest
 
-from conftest import BANNER, LIBCDSA, PROGRAMS, SANITIZED, py_frame, report_block, run_program, run_python
+from conftest import BANNER, LIBCDSA, PROGRAMS, SANITIZED, SIMDIR, py_frame, run_program, run_python
 
 CASES = PROGRAMS / "e2e_driver_cases"
 SOURCE = pathlib.Path(__file__).resolve().parent / "programs" / "driver_cases.cc"
 HOOK = PROGRAMS / "libe2e_gpu_share_hook.so"
+STDIO_HOOK = PROGRAMS / "libe2e_stdio_hook.so"
+INTERPOSE_CASES = PROGRAMS / "e2e_interpose_cases"
 ROUTES = ["linked", "dlsym", "proc_address"]
 NLL = "nll_loss_forward_reduce_cuda_kernel_2d"
 ALLOCATORS = {"jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
@@ -116,6 +118,22 @@ def test_libc_names_carry_the_versions_libc_gives_them():
         assert name in libc, name
         assert ours[name] == libc[name], (name, ours[name], libc[name])
     assert versions(LIBCDSA)["cuLaunchKernel"] == {"@@CDSA"}
+
+
+# ---- a stdio hook ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", ["other-first", "cdsa-first"])
+def test_stdio_hook_counts_what_it_counts_alone(tmp_path, order):
+    """cdsa's stdio hooks forward to the next definition: a stdio hook loaded after cdsa still sees every call
+    (the driver's prints inside driver calls included), and one before cdsa reaches it."""
+    argv = [INTERPOSE_CASES, "stdio-quiet"]
+    env = {"LD_LIBRARY_PATH": f"{SIMDIR}:{PROGRAMS}"}
+    alone = run_program(argv, cwd=tmp_path, preload=False, env={**env, "LD_PRELOAD": str(STDIO_HOOK)})
+    both = run_program(argv, cwd=tmp_path, env={**env, "LD_PRELOAD": preload(order, STDIO_HOOK)})
+    assert alone.rc == 0 and both.rc == 0, both.err
+    counts = re.findall(r"^stdio-hook: .*$", alone.err, re.M)
+    assert len(counts) == 1 and counts[0] != "stdio-hook: fputs 0 fwrite 0 fputc 0 putc 0", alone.err
+    assert both.err == alone.err  # the same bytes, the same counts
 
 
 # ---- allocators ----------------------------------------------------------------------------------------------------
