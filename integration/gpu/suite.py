@@ -639,6 +639,20 @@ def c_side(r, part):
                    + f"; {short(kernel_name(r), 40)}; {surfaced(r)}")
 
 
+# 13d: libcuda dlopen'ed RTLD_NOW | RTLD_DEEPBIND first: its fprintf binds to libc, past cdsa's stdio hooks, unless
+# cdsa binds libcuda's stdio imports when it starts (shim/record/driver_stdio.cc). The device text must be in the
+# report and the side-stream line named exactly.
+@judge_one_report("c13_side_stream.py", "deepbind")
+def c_side_deepbind(r, part):
+    named = names_py(part, "c13_side_stream.py", "SIDE-LOSS-LINE")
+    text = "cdsa: the device reported:" in r.report
+    amb = "cdsa: AMBIGUOUS" in r.report
+    return named and text and not amb, (("ambiguity stated, " if amb else "exact, ")
+                                        + ("device text captured, " if text else "device text NOT captured, ")
+                                        + ("side-stream loss line named" if named else "loss line NOT named")
+                                        + f"; {surfaced(r)}")
+
+
 def c_native(binname):
     def run(ctx, key, backend):
         r = ctx.run(key, [ctx.bin(binname), "assert"], backend=backend)
@@ -944,6 +958,7 @@ def all_cases():
         Case(12, "12", "CUDA graph replay faults after index overwrite, surfaced at .item()", "replay line and capture-time line named", c_graph),
         Case(12, "12b", "the same, graph reset right after the faulting replay", "replay line and capture-time line named", c_graph_reset),
         Case(13, "13", "fault on a side stream, default stream busy, surfaced at .item()", "right line, or candidates + ambiguity", c_side),
+        Case(13, "13d", "case 13 with libcuda dlopen'ed RTLD_NOW|RTLD_DEEPBIND first", "device text captured; side-stream line named exactly", c_side_deepbind),
         Case(14, "14", "nvcc static cudart <<<>>> assert, -g", "C++ function and file:line named", c_native("nf_static")),
         Case(15, "15", "the same with -cudart shared", "C++ function and file:line named", c_native("nf_shared")),
         Case(16, "16", "driver-API program (cuModuleLoadData+cuLaunchKernel)", "function, file:line, kernel named", c_driver_api),

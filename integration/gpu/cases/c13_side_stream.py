@@ -1,6 +1,14 @@
-"""Case 13: the bad loss on a side stream while the default stream is busy with a long kernel."""
-import torch
-import torch.nn.functional as F
+"""Case 13: the bad loss on a side stream while the default stream is busy with a long kernel.
+Case 13d (argument "deepbind"): libcuda is dlopen'ed with RTLD_NOW | RTLD_DEEPBIND before torch loads it, so its own
+stdio binds to libc first; cdsa must still capture the device's assert text (and so name the line exactly)."""
+import ctypes
+import os
+import sys
+
+if "deepbind" in sys.argv[1:]:
+    ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOW | os.RTLD_DEEPBIND)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 torch.manual_seed(0)
 logits = torch.randn(4, 10, device="cuda")
