@@ -20,10 +20,15 @@
 
 #include <dlfcn.h>
 
+#include <emmintrin.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
+
+#include "shim/common/thread_block.h"
 
 namespace cdsa {
 namespace pystack {
@@ -376,6 +381,312 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
     ++n;
   }
   return n;
+}
+
+// ---------------------------------------------------------------------------
+// The verified chain cache (see python_stack.h).
+namespace {
+
+constexpr int kChainFrames = 48;  // frames visited per cached chain
+constexpr int kChainWays = 16, kChainSets = 32;  // 512 chains
+
+enum : uint8_t { kHidden = 0, kNotCode = 1, kShown = 2, kIncomplete = 3 };
+struct ChainFrame {
+  uintptr_t frame, code_word, instr;  // instr: the pointer (3.11+) or f_lasti (3.10)
+  uint8_t owner;
+  uint8_t kind;       // what the walk made of it
+  uint8_t guard;       // its code object is checked (not hidden, and not the same code as the frame before)
+  uint8_t out_before;  // frames shown before this one
+  uint32_t check;      // the code object's fingerprint (kNotCode / kHidden: 0)
+};
+static_assert(sizeof(ChainFrame) == 32 && kChainFrames < 256, "four words per frame");
+struct Chain {
+  uint64_t token;
+  PyMemo memo;
+  int32_t max;
+  uint16_t n_visited, n_out;
+  uint8_t ends_null, truncated;
+  ChainFrame f[kChainFrames];
+  PyFrameKey keys[kChainFrames];
+};
+struct ChainCache {
+  uint64_t tokens;
+  PyChainStats stats;
+  alignas(16) uint32_t tags[kChainSets][kChainWays];
+  uint16_t used[kChainSets];
+  Chain scratch;
+  Chain c[kChainSets * kChainWays];
+};
+static_assert(std::is_trivially_default_constructible_v<ChainCache>, "mapped zeroed");
+
+inline uint32_t chain_tag(uintptr_t frame, uintptr_t code_word, uintptr_t instr, int max) {
+  uint64_t h = (frame ^ (code_word * 0x9e3779b97f4a7c15ull) ^ (instr << 17) ^ static_cast<uint64_t>(max)) *
+               0xff51afd7ed558ccdull;
+  uint32_t t = static_cast<uint32_t>(h >> 32);
+  return t ? t : 1;
+}
+
+// The walk's reads of one frame, shared by the walk that fills a chain and the check.
+struct Reader {
+  int32_t o_previous, o_owner, o_code, o_instr, o_ob_type, o_adaptive, o_firsttraceable;
+  int owner_skip_min, owner_generator;
+  uintptr_t tag_mask;
+  const void* code_type;
+  FpOffsets fo;
+  bool objects;  // 3.10: frame objects, f_lasti, no owner
+
+  explicit Reader(const Runtime& R) {
+    const PyLayout& L = R.L;
+    objects = L.tstate_frame >= 0;
+    o_previous = L.frame_previous;
+    o_code = L.frame_code;
+    o_ob_type = L.ob_type;
+    code_type = R.code_type;
+    fo = fp_offsets(L);
+    if (objects) {
+      o_instr = L.frame_lasti;
+      o_owner = -1;
+      o_adaptive = o_firsttraceable = 0;
+      owner_skip_min = 1 << 30;
+      owner_generator = -1;
+      tag_mask = ~uintptr_t(0);
+    } else {
+      o_instr = L.frame_instr;
+      o_owner = L.frame_owner;
+      o_adaptive = L.code_adaptive;
+      o_firsttraceable = L.code_firsttraceable;
+      owner_skip_min = L.owner_skip_min;
+      owner_generator = L.owner_generator;
+      tag_mask = ~uintptr_t(L.code_tag_mask);
+    }
+  }
+  uintptr_t code_word(const char* frame) const { return load<uintptr_t>(frame + o_code); }
+  uintptr_t instr(const char* frame) const {
+    return objects ? static_cast<uintptr_t>(static_cast<uint32_t>(load<int32_t>(frame + o_instr)))
+                   : load<uintptr_t>(frame + o_instr);
+  }
+  uint8_t owner(const char* frame) const { return objects ? 0 : static_cast<uint8_t>(frame[o_owner]); }
+};
+
+const char* head_frame(const Runtime& R, const char* ts) {
+  const PyLayout& L = R.L;
+  if (L.tstate_frame >= 0) return load<const char*>(ts + L.tstate_frame);
+  if (L.tstate_cframe >= 0) {
+    const auto* cframe = load<const char*>(ts + L.tstate_cframe);
+    return cframe ? load<const char*>(cframe + L.cframe_current_frame) : nullptr;
+  }
+  return load<const char*>(ts + L.tstate_current_frame);
+}
+
+// The walk of capture_python_frames from `frame`, with `n` frames already in out and `v` frames visited, recording
+// every visited frame into c (c->n_visited = 0xffff when the chain does not fit: not to be kept).
+int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* out, int max, Chain* c,
+               bool* truncated) {
+  bool fits = true;
+  uintptr_t prev_code = v > 0 ? c->f[v - 1].code_word : 0;
+  uint8_t prev_kind = v > 0 ? c->f[v - 1].kind : uint8_t{kHidden};
+  bool ended_null = true;
+  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + rd.o_previous), --guard) {
+    ChainFrame cf{};
+    cf.frame = reinterpret_cast<uintptr_t>(frame);
+    cf.owner = rd.owner(frame);
+    cf.code_word = rd.code_word(frame);
+    cf.instr = rd.instr(frame);
+    cf.out_before = static_cast<uint8_t>(n);
+    const int owner = static_cast<signed char>(cf.owner);
+    bool shown = false;
+    const auto* code = reinterpret_cast<const char*>(cf.code_word & rd.tag_mask);
+    if (!rd.objects && owner >= rd.owner_skip_min) {
+      cf.kind = kHidden;  // C-stack / interpreter frames
+    } else if (!code || load<const void*>(code + rd.o_ob_type) != rd.code_type) {
+      cf.kind = kNotCode;
+    } else {
+      cf.check = fingerprint(rd.fo, code);
+      const int32_t off = rd.objects ? static_cast<int32_t>(cf.instr) * 2
+                                     : int32_t(reinterpret_cast<const char*>(cf.instr) - (code + rd.o_adaptive));
+      if (!rd.objects && owner != rd.owner_generator &&
+          off < int32_t(load<int32_t>(code + rd.o_firsttraceable)) * 2) {
+        cf.kind = kIncomplete;
+      } else {
+        cf.kind = kShown;
+        shown = true;
+        if (n == max) {
+          if (truncated) *truncated = true;
+          ended_null = false;
+        } else {
+          out[n].code = code;
+          out[n].instr_offset = off;
+          out[n].code_check = cf.check;
+        }
+      }
+    }
+    // A frame with the code object of the frame before it (recursion) is guarded there: the same object.
+    const bool same_code = v > 0 && cf.code_word == prev_code && (prev_kind == kShown || prev_kind == kIncomplete) &&
+                           (cf.kind == kShown || cf.kind == kIncomplete);
+    cf.guard = cf.kind != kHidden && !same_code;
+    if (v < kChainFrames) {
+      c->f[v] = cf;
+    } else {
+      fits = false;
+    }
+    ++v;
+    prev_code = cf.code_word;
+    prev_kind = cf.kind;
+    if (shown) {
+      if (!ended_null) break;
+      ++n;
+    }
+  }
+  if (frame && ended_null) fits = false;  // stopped by the cycle guard
+  c->n_visited = fits ? static_cast<uint16_t>(v) : 0xffff;
+  c->n_out = static_cast<uint16_t>(n);
+  c->ends_null = ended_null;
+  c->truncated = !ended_null;
+  c->max = max;
+  return n;
+}
+
+// How many of c's visited frames still hold what the walk read, from `frame` (its first) on; *stop_at: the frame
+// after them (the link of the last one is read even where the walk stopped there: a live frame's field).
+template <bool kObjects>
+int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
+  const int n = c.n_visited;
+  const int32_t o_code = rd.o_code, o_instr = rd.o_instr, o_owner = rd.o_owner, o_previous = rd.o_previous;
+  int i = 0;
+  for (; i < n; ++i) {
+    const ChainFrame& f = c.f[i];
+    if (reinterpret_cast<uintptr_t>(frame) != f.frame) break;
+    const uintptr_t code_word = load<uintptr_t>(frame + o_code);
+    uintptr_t diff = code_word ^ f.code_word;
+    if constexpr (kObjects) {
+      diff |= static_cast<uint32_t>(load<int32_t>(frame + o_instr)) ^ f.instr;
+    } else {
+      diff |= (load<uintptr_t>(frame + o_instr) ^ f.instr) | (static_cast<uint8_t>(frame[o_owner]) ^ f.owner);
+    }
+    if (diff != 0) break;
+    if (f.guard) {
+      const auto* code = reinterpret_cast<const char*>(code_word & rd.tag_mask);
+      const bool is_code = code && load<const void*>(code + rd.o_ob_type) == rd.code_type;
+      if (f.kind == kNotCode ? is_code : (!is_code || fingerprint(rd.fo, code) != f.check)) break;
+    }
+    frame = load<const char*>(frame + o_previous);
+  }
+  *stop_at = frame;
+  return i;
+}
+inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
+  return rd.objects ? verified_prefix_t<true>(rd, c, frame, stop_at) : verified_prefix_t<false>(rd, c, frame, stop_at);
+}
+
+inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
+  const __m128i t = _mm_set1_epi32(static_cast<int>(tag));
+  uint32_t m = 0;
+  for (int q = 0; q < kChainWays / 4; ++q) {
+    const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(&cc->tags[set][4 * q]));
+    m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(w, t)))) << (4 * q);
+  }
+  return m;
+}
+
+}  // namespace
+
+int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexcept {
+  how->hit = false;
+  how->truncated = false;
+  how->memo = nullptr;
+  how->token = 0;
+  how->frames = out;
+  if (!out || max <= 0 || !ready()) return 0;
+  const Runtime& R = g_rt;
+  const auto* ts = static_cast<const char*>(R.this_thread_state());
+  if (!ts) return 0;
+  ChainCache* cc = ThreadBlock<ChainCache>::get();
+  if (!cc) return capture_python_frames(out, max, &how->truncated);
+  const Reader rd(R);
+  const char* head = head_frame(R, ts);
+  if (!head) return 0;
+  const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
+  const uint32_t set = tag & (kChainSets - 1);
+  const Chain* best = nullptr;
+  int best_n = 0;
+  const char* best_stop = nullptr;
+  for (uint32_t m = chain_ways(cc, set, tag); m; m &= m - 1) {
+    const int way = __builtin_ctz(m);
+    Chain& c = cc->c[set * kChainWays + way];
+    if (c.max != max) continue;
+    const char* stop_at = nullptr;
+    const int k = verified_prefix(rd, c, head, &stop_at);
+    if (k == c.n_visited && (!c.ends_null || !stop_at)) {
+      ++cc->stats.hits;
+      cc->used[set] = static_cast<uint16_t>(cc->used[set] | (1u << way));
+      how->hit = true;
+      how->truncated = c.truncated;
+      how->memo = &c.memo;
+      how->token = c.token;
+      if (how->borrow)
+        how->frames = c.keys;
+      else
+        memcpy(out, c.keys, sizeof(PyFrameKey) * c.n_out);
+      return c.n_out;
+    }
+    if (k > best_n) {
+      best = &c;
+      best_n = k;
+      best_stop = stop_at;
+    }
+  }
+  // A miss: walk on from the first frame that differs (from the head when none matched), into the scratch chain.
+  Chain& s = cc->scratch;
+  int n = 0;
+  const char* from = head;
+  if (best) {
+    ++cc->stats.partial;
+    memcpy(s.f, best->f, sizeof(ChainFrame) * static_cast<size_t>(best_n));
+    n = best->f[best_n - 1].out_before + (best->f[best_n - 1].kind == kShown ? 1 : 0);
+    memcpy(out, best->keys, sizeof(PyFrameKey) * static_cast<size_t>(n));
+    from = best_stop;
+  }
+  n = walk_chain(rd, from, best ? best_n : 0, n, out, max, &s, &how->truncated);
+  if (s.n_visited == 0xffff || s.n_visited == 0) {
+    ++cc->stats.plain;
+    return n;
+  }
+  ++cc->stats.fills;
+  // Into a way not recently used.
+  uint32_t free = ~static_cast<uint32_t>(cc->used[set]) & ((1u << kChainWays) - 1);
+  if (!free) {
+    cc->used[set] = 0;
+    free = (1u << kChainWays) - 1;
+  }
+  const int way = __builtin_ctz(free);
+  Chain& c = cc->c[set * kChainWays + way];
+  cc->tags[set][way] = 0;
+  c.token = ++cc->tokens;
+  c.memo = PyMemo{};
+  c.max = s.max;
+  c.n_visited = s.n_visited;
+  c.n_out = s.n_out;
+  c.ends_null = s.ends_null;
+  c.truncated = s.truncated;
+  memcpy(c.f, s.f, sizeof(ChainFrame) * s.n_visited);
+  memcpy(c.keys, out, sizeof(PyFrameKey) * static_cast<size_t>(n));
+  cc->tags[set][way] = tag;
+  cc->used[set] = static_cast<uint16_t>(cc->used[set] | (1u << way));
+  how->memo = &c.memo;
+  how->token = c.token;
+  return n;
+}
+
+void python_chain_cache_clear() noexcept {
+  ChainCache* cc = ThreadBlock<ChainCache>::peek();
+  if (!cc) return;
+  memset(cc->tags, 0, sizeof cc->tags);
+  memset(cc->used, 0, sizeof cc->used);
+}
+
+PyChainStats python_chain_stats() noexcept {
+  const ChainCache* cc = ThreadBlock<ChainCache>::peek();
+  return cc ? cc->stats : PyChainStats{};
 }
 
 bool resolve_python_frame(const PyFrameKey& key, char* file, size_t file_cap, char* function, size_t function_cap,

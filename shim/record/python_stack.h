@@ -96,6 +96,34 @@ const char* python_walker_description() noexcept;
 int capture_python_frames(PyFrameKey* out, int max) noexcept;
 int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 
+// The same capture through this thread's cache of verified frame chains. A repeated Python stack is not walked
+// again: the thread remembers its recent chains (every frame the walk visited, shown or hidden: its address, its
+// code / executable word, its instruction pointer, its owner, and the fingerprint of its code object) and the
+// next capture compares those words from the innermost frame out; where a frame differs, the walk goes on from
+// that frame only. A hit is exactly what capture_python_frames returns there: the walk's result is a function of
+// the words compared and of the code objects' immutable fields, which the fingerprint guards (a code object freed
+// and another allocated at the same address: an edited notebook cell). 512 chains of up to 48 visited frames per
+// thread (deeper chains are walked plainly). Same guarantees as capture_python_frames otherwise.
+struct PyMemo {  // kept with a cached chain for the caller (see NativeMemo); no initialisers
+  uint64_t other;
+  uint32_t id1;
+};
+struct PyCapture {
+  bool borrow = false;  // on a hit, leave `out` alone and point `frames` at the cache's copy
+  bool hit = false;     // out: served from the cache (every frame verified)
+  bool truncated = false;            // out: more than max frames existed
+  const PyFrameKey* frames = nullptr;  // out: the keys; with `borrow`, valid until this thread's next capture
+  PyMemo* memo = nullptr;              // out: this chain's memo, nullptr when not cached
+  uint64_t token = 0;                  // out: names this cached chain in this thread (new at every fill), 0 if not
+};
+int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexcept;
+// Empties this thread's chain cache (tests, benchmarks).
+void python_chain_cache_clear() noexcept;
+struct PyChainStats {
+  uint64_t hits, partial, fills, plain;
+};
+PyChainStats python_chain_stats() noexcept;  // this thread's
+
 // Resolves a frame captured by this thread in the same native call (so the
 // code object is alive): file name (co_filename), qualified function name
 // (co_qualname) and line number (-1 if the instruction has no line).

@@ -276,28 +276,36 @@ uint32_t lookup_or_insert(const uintptr_t* pcs, int n_native, const PyFrameKey* 
 }
 }  // namespace
 
+// The Python side of a memo when the launch has no Python frames (no Python, or depth 0): a fixed token.
+constexpr uint64_t kNoPythonToken = ~uint64_t{0};
+
 uint32_t capture_and_intern_stack() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
   const Config& c = config();
   uintptr_t pcs[256];
   PyFrameKey py[256];
-  int n_py = c.python_depth > 0 ? capture_python_frames(py, c.python_depth) : 0;
+  PyCapture pyhow;
+  pyhow.borrow = true;
+  pyhow.frames = py;
+  int n_py = c.python_depth > 0 ? capture_python_frames_cached(py, c.python_depth, &pyhow) : 0;
   NativeCapture how;
   how.stop_at_interpreter = n_py > 0 && !c.native_full;
   how.borrow = true;
   int n_native = capture_native_stack(pcs, c.native_depth, &how);
   if (n_native == 0 && n_py == 0) return kUnknownStack;
-  // A native stack served from the verified cache carries the id this thread last interned with it: the same id
-  // if the Python frames are the same too (compared with the table's copy; no hash).
-  if (how.memo && how.memo->id1 != 0) {
-    uint32_t id = how.memo->id1 - 1;
-    const StackEntry& e = g_stacks.entries[id];
-    if (e.n_native == n_native && e.n_python == n_py &&
-        memcmp(g_stacks.frames + e.offset + e.n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0)
-      return id;
+  // Both halves served from their verified caches: each carries the id this thread last interned it with, and
+  // the token of the other half it was interned with (a token names one fill of one cache entry: the same tokens,
+  // the same frames, the same id; no hash, no compare).
+  const uint64_t py_token = n_py == 0 ? kNoPythonToken : pyhow.token;
+  if (how.token && py_token) {
+    if (n_py > 0 && pyhow.memo->id1 != 0 && pyhow.memo->other == how.token) return pyhow.memo->id1 - 1;
+    if (how.memo->id1 != 0 && how.memo->other == py_token) return how.memo->id1 - 1;
   }
-  uint32_t id = lookup_or_insert(how.frames, n_native, py, n_py);
-  if (how.memo) how.memo->id1 = id == kUnknownStack ? 0 : id + 1;
+  uint32_t id = lookup_or_insert(how.frames, n_native, pyhow.frames, n_py);
+  if (how.token && py_token && id != kUnknownStack) {
+    *how.memo = NativeMemo{py_token, id + 1};
+    if (n_py > 0) *pyhow.memo = PyMemo{how.token, id + 1};
+  }
   return id;
 }
 

@@ -53,15 +53,37 @@ __attribute__((visibility("default"))) const char* cdsa_probe_description(void) 
 
 // Captures up to max frames (max <= 4096) and formats them into out.
 // *truncated (may be null) receives the truncation flag.
+// Every capture is also taken twice through the verified chain cache (the first may hit a chain of an earlier
+// call, or fill; the second must hit where the chain fits): both must be exactly the plain walk, else -4.
 __attribute__((visibility("default"))) int cdsa_probe_stack_max(char* out, int cap, int max,
                                                                  int* truncated) {
-  static thread_local cdsa::PyFrameKey keys[kMaxFrames];
+  // On the stack: the library's TLS is static (the chain cache's pointer is initial-exec), with no room for these.
+  cdsa::PyFrameKey keys[kMaxFrames], cached[kMaxFrames];
   if (max > kMaxFrames) max = kMaxFrames;
   bool tr = false;
   const int n = cdsa::capture_python_frames(keys, max, &tr);
+  for (int pass = 0; pass < 2; ++pass) {
+    cdsa::PyCapture how;
+    how.borrow = pass == 1;
+    const int m = cdsa::capture_python_frames_cached(cached, max, &how);
+    if (m != n || how.truncated != tr || memcmp(how.frames, keys, sizeof(cdsa::PyFrameKey) * size_t(n)) != 0)
+      return -4;
+    if (pass == 1 && !how.hit && how.token != 0) return -5;  // cached by the first pass, yet not served
+  }
   if (truncated) *truncated = tr ? 1 : 0;
   return format_frames(keys, n, out, cap);
 }
+
+// This thread's chain cache counters: hits, partial re-walks, fills, plain walks.
+__attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long long* out4) {
+  const cdsa::PyChainStats s = cdsa::python_chain_stats();
+  out4[0] = s.hits;
+  out4[1] = s.partial;
+  out4[2] = s.fills;
+  out4[3] = s.plain;
+}
+
+__attribute__((visibility("default"))) void cdsa_probe_chain_clear(void) { cdsa::python_chain_cache_clear(); }
 
 __attribute__((visibility("default"))) int cdsa_probe_stack(char* out, int cap) {
   return cdsa_probe_stack_max(out, cap, kMaxFrames, nullptr);
@@ -123,7 +145,7 @@ inline double now_ns() {
 __attribute__((visibility("default"))) double cdsa_probe_bench_ns(int iters, int max,
                                                                    int* frames,
                                                                    double* resolve_ns) {
-  static thread_local cdsa::PyFrameKey keys[kMaxFrames];
+  cdsa::PyFrameKey keys[kMaxFrames];
   if (max > kMaxFrames) max = kMaxFrames;
   const int n = cdsa::capture_python_frames(keys, max);  // warm-up
   if (frames) *frames = n;

@@ -65,7 +65,8 @@ def load(path, kind):
 
 
 def parse(n, b):
-    assert n >= 0, "probe failed with %d (-1 buffer, -2 fingerprint, -3 resolve)" % n
+    assert n >= 0, ("probe failed with %d (-1 buffer, -2 fingerprint, -3 resolve, -4 the chain cache's capture "
+                    "differs from the walk, -5 a chain just cached was not served)" % n)
     text = b.value.decode("utf-8")  # must be valid UTF-8
     lines = text.split("\n")
     assert lines[-1] == "", repr(text[-200:])
@@ -435,6 +436,107 @@ def test_native_thread_and_rejections():
     assert P.cdsa_probe_bad_check_resolves() == 0
 
 
+def chain_stats():
+    a = (ctypes.c_ulonglong * 4)()
+    P.cdsa_probe_chain_stats(a)
+    return {"hits": a[0], "partial": a[1], "fills": a[2], "plain": a[3]}
+
+
+_EDITED_CELL = """
+def cell_site(P, CAP, MAX, b):
+{pad}    return (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+"""
+
+
+def test_verified_chains():
+    """The verified chain cache (every probe capture is also taken through it and compared with the walk):
+    repeated sites whose frames are freed and reused at the same address, sites in turn at one depth,
+    recursion at changing depths (a re-walk from the changed frame), generators and coroutines resumed at
+    different lines, and a code object replaced by another from the same file at the same place (an edited
+    notebook cell)."""
+    P.cdsa_probe_chain_clear()
+    before = chain_stats()
+    for _ in range(20):
+        check(site_plain(), "repeated site", "site_plain")
+    after = chain_stats()
+    assert after["hits"] - before["hits"] >= 30, (before, after)  # both probe passes of 19 repeats hit
+
+    def a(b):
+        return (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+
+    def b_(b):
+        return (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+    for i in range(30):
+        check((a, b_)[i % 2](newbuf()), "sites in turn", ("test_verified_chains.<locals>.a",
+                                                         "test_verified_chains.<locals>.b_")[i % 2])
+
+    def rec(k, b):
+        if k == 0:
+            return (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+        return rec(k - 1, b)
+    before = chain_stats()
+    for k in (5, 7, 5, 3, 7, 7, 0, 12):
+        check(rec(k, newbuf()), "recursion %d deep" % k, "test_verified_chains.<locals>.rec")
+    for lim in (3, 5, 3, 64):
+        def lim_outer(lim):
+            return rec_lim(8, newbuf(), ctypes.c_int(-1), lim)
+
+        def rec_lim(k, b, tr, lim):
+            if k == 0:
+                return (P.cdsa_probe_stack_max(b, CAP, lim, ctypes.byref(tr)), b, traceback.extract_stack(),
+                        chain(), tr)
+            return rec_lim(k - 1, b, tr, lim)
+        r = lim_outer(lim)
+        check(r, "recursion with max %d" % lim, limit=lim if lim < 10 else None, truncated=1 if lim < 10 else 0)
+
+    def gen(n):
+        for i in range(n):
+            b = newbuf()
+            yield (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+            b = newbuf()
+            yield (P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain())
+    g = gen(5)
+    for r in g:
+        check(r, "generator resumed", "test_verified_chains.<locals>.gen")
+    for _ in range(3):  # a fresh generator object each time: its frame may reuse the last one's memory
+        for r in gen(2):
+            check(r, "fresh generator", "test_verified_chains.<locals>.gen")
+
+    async def coro(n):
+        for _ in range(n):
+            b = newbuf()
+            _Yield.results.append((P.cdsa_probe_stack_max(b, CAP, MAX, None), b, traceback.extract_stack(), chain()))
+            await _Yield()
+    _Yield.results = []
+    c = coro(4)
+    try:
+        while True:
+            c.send(None)
+    except StopIteration:
+        pass
+    for r in _Yield.results:
+        check(r, "coroutine resumed", "test_verified_chains.<locals>.coro")
+
+    # An edited cell: the same file name, the function at another line, compiled after the old code was freed.
+    import gc
+    for pad in range(8):
+        ns = {"traceback": traceback, "chain": chain}
+        exec(compile("\n" * pad + _EDITED_CELL.format(pad=""), "<edited cell>", "exec"), ns)
+        got = check(ns["cell_site"](P, CAP, MAX, newbuf()), "edited cell %d" % pad, "cell_site")
+        assert got[0][2] == pad + 3, (pad, got[0])
+        got = check(ns["cell_site"](P, CAP, MAX, newbuf()), "edited cell %d again" % pad, "cell_site")
+        assert got[0][2] == pad + 3, (pad, got[0])
+        del ns, got
+        gc.collect()
+
+
+class _Yield:
+    results = []
+
+    def __await__(self):
+        yield
+
+
 def bench():
     def rec(k):
         if k == 0:
@@ -473,6 +575,7 @@ def run_ready(path, do_bench):
             test_incomplete_frame()
             test_threads()
             test_native_thread_and_rejections()
+            test_verified_chains()
             if do_bench:
                 bench()
     print("OK: %s; %d stack comparisons (CDLL and PyDLL)" % (desc, CHECKS))
