@@ -10,16 +10,7 @@
 
 #include "cupti_tracer/decode.h"
 #include "cupti_tracer/discovery.h"
-#include "shim/record/assert_capture.h"
-#include "shim/common/config.h"
-#include "shim/common/driver.h"
-#include "shim/fault/fault.h"
-#include "shim/record/launch.h"
-#include "shim/intercept/lifecycle.h"
-#include "shim/common/log.h"
-#include "shim/record/native_stack.h"
-#include "shim/record/recorder.h"
-#include "shim/common/reentrancy.h"
+#include "shim/intercept/front_end.h"
 
 #include "base/export.h"
 
@@ -55,8 +46,8 @@ constexpr const char* kFallback = "recording launches through driver interpositi
 // local scope, and so find libcdsa.so's exports even when the driver dlopen'ed it RTLD_LOCAL.)
 bool interposition_present() {
   void* global = dlopen(nullptr, RTLD_LAZY);
-  void* p = global ? real_dlsym()(global, "cuLaunchKernel") : nullptr;
-  return p && pc_in_cdsa(reinterpret_cast<uintptr_t>(p));
+  void* p = global ? front_end_dlsym(global, "cuLaunchKernel") : nullptr;
+  return p && in_cdsa_code(p);
 }
 
 const char* fallback_text() {
@@ -89,19 +80,9 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   if (data.callbackSite == CUPTI_API_ENTER) {
     if (!launch) return;
     CUfunction f = cupti::launch_function(cbid, data);
-    if (f && data.symbolName) {
-      // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
-      auto key = reinterpret_cast<uintptr_t>(f);
-      if (handle_map_get(HandleMap::KernelName, key) == kNoString) {
-        char name[512];
-        size_t n = cupti::copy_symbol_name(data, name, sizeof name);
-        uint32_t id = n ? intern_string(name, n) : kNoString;
-        if (id != kNoString) handle_map_put(HandleMap::KernelName, key, id);
-      }
-    }
-    prepare_launch(f);
-    // In flight until recorded at the exit (shim/record/assert_capture.h): a report on another thread waits for it.
-    LaunchInFlight::launch_submitting();
+    // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
+    note_kernel_name(f, data.symbolName);
+    launch_begin(f);  // in flight until the exit (shim/record/launch.h): a report on another thread waits for it
     return;
   }
   if (data.callbackSite != CUPTI_API_EXIT) return;
@@ -110,12 +91,11 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     if (!launch) return;
     LaunchInfo li[8];
     int n = cupti::decode_launches(cbid, data, li, 8);
-    for (int i = 0; i < n; ++i) record_launch(li[i], LaunchSource::Cupti);
+    launch_succeeded(li, n, LaunchSource::Cupti);
     if (n > 0) tl_last = LastLaunch{li[0].func, li[0].graph_exec, li[0].stream, true};
-    LaunchInFlight::launch_retired();
   } else {
-    if (launch) LaunchInFlight::launch_retired();
-    if (is_sticky_fault(r)) on_sticky_fault(r, data.functionName ? data.functionName : "a CUDA driver call");
+    if (launch) launch_failed();
+    surface_driver_result(r, data.functionName);
   }
 }
 
@@ -129,7 +109,7 @@ void start_once() {
              fallback_text());
     return;
   }
-  auto sym = [h](const char* name) { return real_dlsym()(h, name); };
+  auto sym = [h](const char* name) { return front_end_dlsym(h, name); };
   auto subscribe = reinterpret_cast<SubscribeFn>(sym("cuptiSubscribe"));
   auto subscribe_v2 = reinterpret_cast<SubscribeV2Fn>(sym("cuptiSubscribe_v2"));
   auto unsubscribe = reinterpret_cast<UnsubscribeFn>(sym("cuptiUnsubscribe"));
@@ -217,7 +197,7 @@ extern "C" CDSA_EXPORT int InitializeInjection(void) {
   if (!config().enabled) return 1;
   g_injected.store(true, std::memory_order_release);
   void* hint = nullptr;
-  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) hint = real_dlsym()(h, "cuInit");
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) hint = front_end_dlsym(h, "cuInit");
   if (ensure_started(hint)) cupti_backend_start();
   return 1;
 }

@@ -29,9 +29,11 @@
 //   the wrapper records it and one line says so: attribution never depends on
 //   CUPTI alone.
 // - `cupti_backend_active()`: the subscription is live (one relaxed atomic load).
-// - The callback calls prepare_launch at API enter and record_launch at API
-//   exit of successful launches (cdsa's own driver calls, made under InCdsa,
-//   are ignored), and on_sticky_fault for a sticky return value of any call.
+// - The callback follows the launch protocol (shim/record/launch.h): launch_begin
+//   at API enter (after note_kernel_name with CUPTI's symbol name), and at API
+//   exit launch_succeeded or launch_failed (cdsa's own driver calls, made under
+//   InCdsa, are ignored); surface_driver_result reports a sticky return value of
+//   any call. shim/intercept/front_end.h is the one shim header it includes.
 #pragma once
 
 namespace cdsa {

@@ -140,14 +140,4 @@ CUresult exit_result(const CUpti_CallbackData& data) noexcept {
   return *static_cast<const CUresult*>(data.functionReturnValue);
 }
 
-size_t copy_symbol_name(const CUpti_CallbackData& data, char* buf, size_t size) noexcept {
-  if (!buf || size == 0) return 0;
-  buf[0] = '\0';
-  if (!data.symbolName) return 0;
-  size_t n = strnlen(data.symbolName, size - 1);
-  memcpy(buf, data.symbolName, n);
-  buf[n] = '\0';
-  return n;
-}
-
 }  // namespace cdsa::cupti

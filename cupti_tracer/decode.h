@@ -59,8 +59,4 @@ CUfunction launch_function(uint32_t cbid, const CUpti_CallbackData& data) noexce
 // CUDA_SUCCESS when CUPTI gave none.
 CUresult exit_result(const CUpti_CallbackData& data) noexcept;
 
-// Copies the kernel's symbol name (valid only during the callback) into `buf`,
-// NUL-terminated and truncated to `size`; returns the copied length (0: none).
-size_t copy_symbol_name(const CUpti_CallbackData& data, char* buf, size_t size) noexcept;
-
 }  // namespace cdsa::cupti

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "base/device_assert.h"
+
 namespace cdsa::report {
 
 // One Python frame: where the interpreter was, with its source line.
@@ -86,7 +88,9 @@ struct FaultReport {
   CallStack surfaced_stack;
   Attribution attribution = Attribution::Unknown;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
-  std::vector<std::string> device_messages;  // the device's assert lines, as the driver printed them
+  // The device's assert lines, parsed once (base/device_assert.h); .message is each line as the driver printed it,
+  // and all the trace file stores (its reader parses them again).
+  std::vector<base::DeviceAssert> device_asserts;
   std::vector<std::string> hints;     // what the fault likely means and the next step (report/hints.h)
   std::vector<std::string> notes;     // limits that affect this report (ring overwrote, tables full...)
   std::string trace_path;             // empty when none was written

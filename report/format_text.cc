@@ -84,11 +84,11 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   out += fmt::format("cdsa: surfaced at {} (thread {}), called from (most recent call last):\n", r.surfaced_call,
                      r.surfaced_tid);
   append_stack(out, r.surfaced_stack, "    ", opt);
-  if (!r.device_messages.empty()) {
-    out += fmt::format("cdsa: the device reported: {}\n", r.device_messages.front());
-    if (r.device_messages.size() > 1)
-      out += fmt::format("cdsa:   (and {} more assert line{})\n", r.device_messages.size() - 1,
-                         r.device_messages.size() == 2 ? "" : "s");
+  if (!r.device_asserts.empty()) {
+    out += fmt::format("cdsa: the device reported: {}\n", r.device_asserts.front().message);
+    if (r.device_asserts.size() > 1)
+      out += fmt::format("cdsa:   (and {} more assert line{})\n", r.device_asserts.size() - 1,
+                         r.device_asserts.size() == 2 ? "" : "s");
   }
   switch (r.attribution) {
     case Attribution::Exact:

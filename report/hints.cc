@@ -59,21 +59,6 @@ const std::vector<HintRow> kTable = {
 
 bool has(const std::string& s, const char* part) { return *part && s.find(part) != std::string::npos; }
 
-bool parse_dim3(const std::string& s, size_t at, unsigned out[3]) {
-  // "[2,0,0]"
-  if (at >= s.size() || s[at] != '[') return false;
-  const char* p = s.c_str() + at + 1;
-  for (int i = 0; i < 3; ++i) {
-    char* end = nullptr;
-    unsigned long v = strtoul(p, &end, 10);
-    if (end == p || v > 0xffffffffu) return false;
-    out[i] = static_cast<unsigned>(v);
-    p = end;
-    if (*p != (i < 2 ? ',' : ']')) return false;
-    ++p;
-  }
-  return true;
-}
 
 bool is_fault_without_text(int code) {
   // 700 illegal address, 714 hardware stack error, 715 illegal instruction, 716 misaligned address,
@@ -82,26 +67,6 @@ bool is_fault_without_text(int code) {
 }
 
 }  // namespace
-
-bool parse_assert_line(const std::string& line, AssertLine* out) {
-  *out = AssertLine{};
-  size_t a = line.find("Assertion `");
-  if (a == std::string::npos) return false;
-  size_t c0 = a + strlen("Assertion `");
-  size_t c1 = line.find("` failed", c0);
-  if (c1 == std::string::npos) return false;
-  out->condition = line.substr(c0, c1 - c0);
-  // "FILE:LINE: FUNCTION: block: [..], thread: [..] Assertion"
-  size_t b = line.find(": block: ");
-  if (b != std::string::npos && b < a) {
-    size_t f = line.rfind(": ", b - 1);
-    out->function = f == std::string::npos ? line.substr(0, b) : line.substr(f + 2, b - f - 2);
-    size_t t = line.find(", thread: ", b);
-    out->has_position = t != std::string::npos && parse_dim3(line, b + strlen(": block: "), out->block) &&
-                        parse_dim3(line, t + strlen(", thread: "), out->thread);
-  }
-  return true;
-}
 
 const std::vector<HintRow>& hint_table() { return kTable; }
 
@@ -153,20 +118,20 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
   const Launch* failing =
       r.attribution == Attribution::Exact && r.candidates.size() == 1 ? &r.candidates.front().launch : nullptr;
   if (failing && failing->kind.empty()) failing = nullptr;  // the record was overwritten
-  AssertLine first;
-  bool text = !r.device_messages.empty() && parse_assert_line(r.device_messages.front(), &first);
+  const base::DeviceAssert* first = r.device_asserts.empty() ? nullptr : &r.device_asserts.front();
+  bool text = first && !first->condition.empty();  // a line the device printed for an assert()
   if (r.code == 710) {
-    std::string kernel = failing ? failing->kernel : (text ? first.function : std::string());
-    const HintRow* row = find_hint(text ? first.condition : std::string(), kernel);
+    std::string kernel = failing ? failing->kernel : (text ? first->function : std::string());
+    const HintRow* row = find_hint(text ? first->condition : std::string(), kernel);
     if (row) {
       r.hints.push_back(fmt::format("{}: {}; check: {}", row->op, row->cause, row->check));
     }
-    if (row && row->thread_is_element && text && first.has_position && first.block[0] == 0 && first.block[1] == 0 &&
-        first.block[2] == 0 && first.thread[1] == 0 && first.thread[2] == 0)
+    if (row && row->thread_is_element && text && first->has_position && first->block[0] == 0 && first->block[1] == 0 &&
+        first->block[2] == 0 && first->thread[1] == 0 && first->thread[2] == 0)
       r.hints.push_back(fmt::format(
           "the device named block [0,0,0], thread [{},0,0]: in a small batch that is usually the bad element's "
           "position (index {}); this holds only in small batches.",
-          first.thread[0], first.thread[0]));
+          first->thread[0], first->thread[0]));
     return;
   }
   if (!is_fault_without_text(r.code) || !failing || failing->kind == "graph" || failing->kernel.empty()) return;

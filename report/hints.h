@@ -20,17 +20,6 @@
 
 namespace cdsa::report {
 
-// One parsed device assert line, e.g.
-//   "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0 &&
-//   t < n_classes` failed."
-struct AssertLine {
-  std::string function;   // nll_loss_forward_reduce_cuda_kernel_2d ("operator()" for lambda kernels)
-  std::string condition;  // t >= 0 && t < n_classes
-  bool has_position = false;
-  unsigned block[3] = {0, 0, 0}, thread[3] = {0, 0, 0};
-};
-bool parse_assert_line(const std::string& line, AssertLine* out);
-
 struct HintRow {
   const char* op;                  // what the user called, e.g. "cross_entropy / nll_loss"
   const char* condition;           // a substring of the assert's condition ("" : match on the kernel only)
@@ -50,7 +39,7 @@ struct HintContext {
   std::vector<std::string> argv;   // the process's command line
 };
 
-// Fills r.hints from r (code, device messages, the failing launch) and the context.
+// Fills r.hints from r (code, the device's parsed assert lines, the failing launch) and the context.
 void add_hints(FaultReport& r, const HintContext& ctx);
 
 // The bare identifier of a kernel name, mangled or demangled: "void at::native::k<float>(float*)" -> "k";

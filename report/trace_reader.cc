@@ -305,8 +305,14 @@ class TraceWalker {
     });
     if (!candidates_ok) return false;
     if (r.contains("hints") && !strings(r, w, "hints", &out->hints)) return false;
-    return strings(r, w, "device_messages", &out->device_messages) && strings(r, w, "notes", &out->notes) &&
-           str(r, w, "trace_path", &out->trace_path);
+    std::vector<std::string> device_messages;
+    if (!strings(r, w, "device_messages", &device_messages)) return false;
+    for (const auto& m : device_messages) {
+      base::DeviceAssert a;
+      if (!base::parse_device_assert(m, &a)) a.message = m;  // kept as printed even when it is no assert line
+      out->device_asserts.push_back(std::move(a));
+    }
+    return strings(r, w, "notes", &out->notes) && str(r, w, "trace_path", &out->trace_path);
   }
 
   bool trace(const json& doc, TraceData* t) {

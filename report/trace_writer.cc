@@ -85,7 +85,8 @@ std::string report_to_json(const FaultReport& r) {
     out += "]}";
   }
   out += "],\"device_messages\":[";
-  for (size_t i = 0; i < r.device_messages.size(); ++i) out += (i ? "," : "") + json_escape(r.device_messages[i]);
+  for (size_t i = 0; i < r.device_asserts.size(); ++i)
+    out += (i ? "," : "") + json_escape(r.device_asserts[i].message);
   out += "],\"hints\":[";
   for (size_t i = 0; i < r.hints.size(); ++i) out += (i ? "," : "") + json_escape(r.hints[i]);
   out += "],\"notes\":[";

@@ -10,7 +10,8 @@
 namespace cdsa {
 
 namespace started_internal {
-[[gnu::visibility("hidden")]] extern std::atomic<bool> g_started;
+// Defined here (an inline variable), so the launch stage links without the warm-up (tests/unit/launch).
+[[gnu::visibility("hidden")]] inline std::atomic<bool> g_started{false};
 }  // namespace started_internal
 
 inline bool started() noexcept { return started_internal::g_started.load(std::memory_order_acquire); }

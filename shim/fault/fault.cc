@@ -1,5 +1,6 @@
 // The fault path, top to bottom: the once-only gate, then snapshot -> attribute -> build the report -> print it
 // and write the trace file. Also the exit probe (a fault that no call surfaced) and the CDSA_TRACE=always file.
+#include "shim/common/thread_slots.h"
 #include "shim/fault/fault.h"
 
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <ctime>
 #include <string>
 
+#include "base/device_assert.h"
 #include "base/path.h"
 #include "report/fault_report.h"
 #include "report/trace.h"
@@ -223,7 +225,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   int in_flight = wait_for_launches_in_flight(start + kInFlightWait);
   // 710: the driver prints the device's assert text on whichever thread's call flushes it, maybe not this one.
   // Without it yet, wait (only while another thread is inside a driver call) for a concurrent call's print.
-  if (code == CUDA_ERROR_ASSERT && captured_driver_stderr().find(": block: [") == std::string::npos)
+  if (code == CUDA_ERROR_ASSERT && !base::holds_device_assert(captured_driver_stderr()))
     wait_for_device_text(start + kDeviceTextWait);
   if (in_flight > 0) in_flight = other_threads_launches_in_flight();  // the text wait may have let them finish
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/graph_capture.h"
 
@@ -28,7 +29,7 @@ FaultSnapshot take_fault_snapshot(const InCdsa&) {
   ring_snapshot(&s.ring);
   s.streams = stream_views();
   s.breadcrumbs_active = breadcrumbs_active();
-  s.asserts = parse_device_asserts(kept_device_text() + captured_driver_stderr());
+  s.asserts = base::parse_device_asserts(kept_device_text() + captured_driver_stderr());
   std::set<uint64_t> graphs;
   for (const auto& r : s.ring) {
     if (r.kernel_name != kNoString) s.kernel_names.emplace(r.kernel_name, string_at(r.kernel_name));

@@ -17,11 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "shim/record/assert_capture.h"
+#include "base/device_assert.h"
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
 
 namespace cdsa {
+
+using base::DeviceAssert;
 
 // One stream as its breadcrumbs see it.
 struct StreamView {

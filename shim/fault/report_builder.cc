@@ -214,7 +214,7 @@ void ReportBuilder::annotate(const FaultSnapshot& s, report::FaultReport* rep) {
 }
 
 void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, report::FaultReport* rep) {
-  for (const auto& d : s.asserts) rep->device_messages.push_back(d.message);
+  rep->device_asserts = s.asserts;
   rep->attribution = attribution_of(a.verdict);
   if (a.unmarked_streams_pending)
     rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");

@@ -139,17 +139,17 @@ inline void check(CUresult r) {
   }
 }
 
-// The launch handlers, one per launching Kind, chosen by KindTag<k>. Each registers the breadcrumb memory before
-// the first kernel runs (so even the first launch gets its mark), then holds the launch in flight
-// (shim/record/assert_capture.h) from before the driver sees it until it is recorded or has failed: a fault report on
-// another thread waits for it, since the failing launch may be this one.
+// The launch handlers, one per launching Kind, chosen by KindTag<k>. Each follows the launch protocol
+// (shim/record/launch.h) with a LaunchScope: begun before the driver sees the launch (breadcrumbs registered before
+// the first kernel runs, so even the first launch gets its mark; the launch in flight, so a fault report on another
+// thread waits for it, since the failing launch may be this one), then recorded, or checked for a sticky fault.
 template <Kind k>
 struct KindTag {};
 
 // What cuLaunchKernel and cuLaunchCooperativeKernel share: record on success, check for a sticky fault otherwise.
 template <int Id>
-CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                           unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s) {
+CUresult after_grid_launch(LaunchScope& launch, CUresult r, LaunchKind kind, CUfunction f, unsigned gx, unsigned gy,
+                           unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s) {
   if (r == CUDA_SUCCESS) {
     LaunchInfo li;
     li.kind = kind;
@@ -159,7 +159,7 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
     li.grid[0] = gx, li.grid[1] = gy, li.grid[2] = gz;
     li.block[0] = bx, li.block[1] = by, li.block[2] = bz;
     li.shared_mem = shmem;
-    record_launch(li);
+    launch.succeeded(li);
   } else {
     check<Id>(r);
   }
@@ -169,26 +169,23 @@ CUresult after_grid_launch(CUresult r, LaunchKind kind, CUfunction f, unsigned g
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::Launch>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  prepare_launch(f, s, kCalls[Id].per_thread);
-  LaunchInFlight in_flight;
-  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel, f, gx, gy,
-                               gz, bx, by, bz, shmem, s);
+  LaunchScope launch(f, s, kCalls[Id].per_thread);
+  return after_grid_launch<Id>(launch, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), LaunchKind::Kernel,
+                               f, gx, gy, gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  prepare_launch(f, s, kCalls[Id].per_thread);
-  LaunchInFlight in_flight;
-  return after_grid_launch<Id>(real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f, gx, gy,
-                               gz, bx, by, bz, shmem, s);
+  LaunchScope launch(f, s, kCalls[Id].per_thread);
+  return after_grid_launch<Id>(launch, real(f, gx, gy, gz, bx, by, bz, shmem, s, params), LaunchKind::Cooperative, f,
+                               gx, gy, gz, bx, by, bz, shmem, s);
 }
 
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
                    void** extra) {
-  prepare_launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread);
-  LaunchInFlight in_flight;
+  LaunchScope launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread);
   CUresult r = real(cfg, f, params, extra);
   if (r == CUDA_SUCCESS && cfg) {
     LaunchInfo li;
@@ -202,7 +199,7 @@ CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, C
     for (unsigned i = 0; i < cfg->numAttrs && cfg->attrs; ++i)
       if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
         li.kind = LaunchKind::Cooperative;
-    record_launch(li);
+    launch.succeeded(li);
   } else {
     check<Id>(r);
   }
@@ -211,8 +208,7 @@ CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, C
 
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s) {
-  prepare_launch(nullptr, s, kCalls[Id].per_thread);
-  LaunchInFlight in_flight;
+  LaunchScope launch(nullptr, s, kCalls[Id].per_thread);
   CUresult r = real(g, s);
   if (r == CUDA_SUCCESS) {
     LaunchInfo li;
@@ -220,7 +216,7 @@ CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s
     li.graph_exec = g;
     li.stream = s;
     li.per_thread = kCalls[Id].per_thread;
-    record_launch(li);
+    launch.succeeded(li);
   } else {
     check<Id>(r);
   }

@@ -11,10 +11,6 @@
 
 namespace cdsa {
 
-namespace started_internal {
-std::atomic<bool> g_started{false};
-}  // namespace started_internal
-
 namespace {
 
 std::once_flag g_start_once;

@@ -1,6 +1,5 @@
 #include "shim/record/assert_capture.h"
 
-#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <atomic>
@@ -9,19 +8,17 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
-#include <thread>
 
 #include "shim/common/driver.h"
 #include "shim/common/libc_symbols.h"
+#include "shim/common/thread_slots.h"
 
+#include "base/device_assert.h"
 #include "base/export.h"
 
 namespace cdsa {
 
 __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
-__thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec"))) = nullptr;
-__thread int tl_launch_depth __attribute__((tls_model("initial-exec"))) = 0;
-
 namespace {
 
 constexpr size_t kCapture = 8192;
@@ -31,84 +28,6 @@ constexpr size_t kCapture = 8192;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
 [[gnu::tls_model("initial-exec")]] thread_local size_t tl_published = 0;  // bytes of tl_buf in the kept text
 [[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
-
-// Which threads are inside a driver call: one flag per thread, each on its own cache line, so entering and
-// leaving a call is a plain store to memory no other thread writes. A thread claims its slot on its first driver
-// call and returns it when it exits (a pthread key destructor), so the slots serve any number of threads over a
-// run, kBusySlots of them alive at once; threads beyond that share a counter.
-constexpr int kBusySlots = 512;
-// The same slot says whether the thread has a launch in flight (LaunchInFlight).
-struct alignas(64) BusySlot {
-  std::atomic<int> busy{0};
-  std::atomic<int> launching{0};
-  std::atomic<bool> owned{false};  // a live thread holds it
-};
-BusySlot g_busy[kBusySlots];
-std::atomic<int> g_busy_claimed{0};  // slots ever claimed: only g_busy[0, min(this, kBusySlots)) is scanned
-std::atomic<int> g_busy_shared{0};
-std::atomic<int> g_launching_shared{0};
-[[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
-[[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
-pthread_key_t g_slot_key;
-bool g_slot_key_ok = false;
-std::once_flag g_slot_key_once;
-
-// At thread exit: the slot is free for the next thread. Its flags are cleared too, for a thread that ended inside
-// a driver call (pthread_exit or a cancellation there): it is in no call now. A driver call the exiting thread still
-// makes (from a later thread-exit destructor) uses the shared counters: a slot claimed then could not be returned.
-void return_slot(void* p) noexcept {
-  auto* slot = static_cast<BusySlot*>(p);
-  if (tl_slot == slot) {
-    tl_slot = nullptr;
-    tl_launch_flag = nullptr;
-    tl_shared = true;
-  }
-  slot->busy.store(0, std::memory_order_relaxed);
-  slot->launching.store(0, std::memory_order_relaxed);
-  slot->owned.store(false, std::memory_order_release);
-}
-
-bool own(BusySlot& slot) {
-  bool expected = false;
-  return !slot.owned.load(std::memory_order_relaxed) &&
-         slot.owned.compare_exchange_strong(expected, true, std::memory_order_acquire);
-}
-
-BusySlot* take_slot() {
-  std::call_once(g_slot_key_once, [] { g_slot_key_ok = pthread_key_create(&g_slot_key, return_slot) == 0; });
-  if (!g_slot_key_ok) return nullptr;  // a slot could never be returned: share the counter
-  // A slot never used, else one a finished thread returned.
-  if (g_busy_claimed.load(std::memory_order_relaxed) < kBusySlots) {
-    int i = g_busy_claimed.fetch_add(1, std::memory_order_acq_rel);
-    if (i < kBusySlots && own(g_busy[i])) return &g_busy[i];
-  }
-  for (BusySlot& slot : g_busy)
-    if (own(slot)) return &slot;
-  return nullptr;
-}
-
-[[gnu::noinline, gnu::cold]] void claim_slot_slow() {
-  BusySlot* slot = take_slot();
-  if (slot && pthread_setspecific(g_slot_key, slot) == 0) {
-    tl_slot = slot;
-    tl_launch_flag = &slot->launching;
-  } else {
-    if (slot) slot->owned.store(false, std::memory_order_release);
-    tl_shared = true;
-  }
-}
-
-inline void claim_slot() {
-  if (__builtin_expect(tl_slot == nullptr && !tl_shared, 0)) claim_slot_slow();
-}
-
-void mark_busy(int v) {
-  claim_slot();
-  if (tl_slot)
-    tl_slot->busy.store(v, std::memory_order_release);
-  else
-    g_busy_shared.fetch_add(v ? 1 : -1, std::memory_order_acq_rel);
-}
 
 char* capture_buffer() {
   if (!tl_buf) {
@@ -125,14 +44,11 @@ std::atomic<bool> g_have_kept{false};
 
 const void* this_thread_id() { return &tl_driver_call_depth; }
 
-const char* find(const char* hay, size_t n, const char* needle) {
-  return static_cast<const char*>(memmem(hay, n, needle, strlen(needle)));
-}
-
 // Publishes this call's text up to its last complete line once it holds an assert line. The same call may
 // extend what it published (libcuda prints one line at a time); another thread's text never replaces it.
 void publish_lines() {
-  const char* block = find(tl_buf, tl_len, ": block: [");
+  const char* block = static_cast<const char*>(
+      memmem(tl_buf, tl_len, base::kDeviceAssertMarker.data(), base::kDeviceAssertMarker.size()));
   if (!block) return;
   const char* end = static_cast<const char*>(memrchr(tl_buf, '\n', tl_len));
   if (!end || end < block) return;
@@ -168,14 +84,14 @@ DriverCallScope::DriverCallScope() noexcept {
   if (tl_driver_call_depth++ == 0) {
     tl_len = 0;
     tl_published = 0;
-    mark_busy(1);
+    mark_driver_call(1);
   }
 }
 DriverCallScope::~DriverCallScope() {
   if (--tl_driver_call_depth != 0) return;
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
   // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
-  if (tl_len > tl_published && memmem(tl_buf, tl_len, ": block: [", 10)) {
+  if (tl_len > tl_published && base::holds_device_assert(tl_buf, tl_len)) {
     std::lock_guard<std::mutex> lock(g_kept_mutex);
     if (!g_kept || g_kept_owner == this_thread_id()) {
       if (!g_kept) g_kept = new std::string;
@@ -187,7 +103,7 @@ DriverCallScope::~DriverCallScope() {
     std::lock_guard<std::mutex> lock(g_kept_mutex);
     if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;
   }
-  mark_busy(0);
+  mark_driver_call(0);
 }
 
 std::string captured_driver_stderr() {
@@ -209,73 +125,6 @@ std::string kept_device_text() {
   return g_kept ? *g_kept : std::string();
 }
 
-bool other_thread_in_driver_call() noexcept {
-  int claimed = g_busy_claimed.load(std::memory_order_acquire);
-  if (claimed > kBusySlots) claimed = kBusySlots;
-  for (int i = 0; i < claimed; ++i)
-    if (&g_busy[i] != tl_slot && g_busy[i].busy.load(std::memory_order_acquire)) return true;
-  int shared = g_busy_shared.load(std::memory_order_acquire) - (tl_shared && tl_driver_call_depth > 0 ? 1 : 0);
-  return shared > 0;
-}
-
-bool driver_call_slot_held() noexcept { return tl_slot != nullptr; }
-
-void LaunchInFlight::submitting_slow() noexcept {
-  claim_slot();
-  if (tl_launch_flag) {
-    tl_launch_flag->store(1, std::memory_order_relaxed);
-  } else {
-    g_launching_shared.fetch_add(1, std::memory_order_relaxed);
-  }
-  launch_flag_fence(std::memory_order_release);
-}
-
-void LaunchInFlight::retired_slow() noexcept { g_launching_shared.fetch_sub(1, std::memory_order_release); }
-
-CallMarksReleased::CallMarksReleased() noexcept {
-  if (tl_slot) {
-    busy_ = tl_slot->busy.exchange(0, std::memory_order_acq_rel);
-    launching_ = tl_slot->launching.exchange(0, std::memory_order_acq_rel);
-    return;
-  }
-  // A thread past the slots counts in the shared counters while it is inside a call or a launch.
-  shared_busy_ = tl_shared && tl_driver_call_depth > 0;
-  shared_launching_ = tl_launch_depth > 0;
-  if (shared_busy_) g_busy_shared.fetch_sub(1, std::memory_order_acq_rel);
-  if (shared_launching_) g_launching_shared.fetch_sub(1, std::memory_order_acq_rel);
-}
-
-CallMarksReleased::~CallMarksReleased() {
-  if (tl_slot) {
-    tl_slot->busy.store(busy_, std::memory_order_release);
-    tl_slot->launching.store(launching_, std::memory_order_release);
-    return;
-  }
-  if (shared_busy_) g_busy_shared.fetch_add(1, std::memory_order_acq_rel);
-  if (shared_launching_) g_launching_shared.fetch_add(1, std::memory_order_acq_rel);
-}
-
-int other_threads_launches_in_flight() noexcept {
-  // The caller has just seen the fault (a load through the driver): read the flags after it.
-  launch_flag_fence(std::memory_order_seq_cst);
-  int n = 0;
-  int claimed = g_busy_claimed.load(std::memory_order_acquire);
-  if (claimed > kBusySlots) claimed = kBusySlots;
-  for (int i = 0; i < claimed; ++i)
-    if (&g_busy[i] != tl_slot && g_busy[i].launching.load(std::memory_order_acquire)) ++n;
-  int shared = g_launching_shared.load(std::memory_order_acquire) - (tl_shared && tl_launch_depth > 0 ? 1 : 0);
-  return n + (shared > 0 ? shared : 0);
-}
-
-int wait_for_launches_in_flight(std::chrono::steady_clock::time_point deadline) noexcept {
-  for (;;) {
-    int n = other_threads_launches_in_flight();
-    if (n == 0 || std::chrono::steady_clock::now() >= deadline) return n;
-    timespec ts{0, 100000};  // 0.1 ms: recording a launch takes microseconds
-    nanosleep(&ts, nullptr);
-  }
-}
-
 bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept {
   for (;;) {
     if (g_have_kept.load(std::memory_order_acquire)) return true;
@@ -284,32 +133,6 @@ bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexce
     timespec ts{0, 1000000};  // 1 ms
     nanosleep(&ts, nullptr);
   }
-}
-
-std::vector<DeviceAssert> parse_device_asserts(const std::string& text) {
-  // <file>:<line>: <function>: block: [x,y,z], thread: [x,y,z] Assertion `...` failed.
-  std::vector<DeviceAssert> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.rfind("cdsa:", 0) == 0) continue;  // cdsa's own report quoting a device line, printed in a call
-    size_t block = line.find(": block: [");
-    if (block == std::string::npos || line.find("Assertion") == std::string::npos) continue;
-    size_t c1 = line.find(':');
-    if (c1 == std::string::npos || c1 >= block) continue;
-    size_t c2 = line.find(": ", c1 + 1);
-    if (c2 == std::string::npos || c2 > block) continue;
-    DeviceAssert a;
-    a.file = line.substr(0, c1);
-    a.line = atoi(line.substr(c1 + 1, c2 - c1 - 1).c_str());
-    a.function = line.substr(c2 + 2, block - c2 - 2);
-    a.message = line;
-    out.push_back(std::move(a));
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------- the stdio and write hooks

@@ -7,6 +7,7 @@
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
+#include "shim/record/assert_capture.h"
 #include "shim/record/recorder.h"
 
 namespace cdsa {
@@ -102,6 +103,9 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
       g_32bit.load(std::memory_order_relaxed)
           ? driver().StreamWriteValue32(stream, at, static_cast<cuuint32_t>(stream_seq), CU_STREAM_WRITE_VALUE_DEFAULT)
           : driver().StreamWriteValue64(stream, at, stream_seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+  // The mark met a sticky fault (the context died before it could be queued): the driver may have printed the
+  // device's assert text into this call. Keep it for the report, which the program's next call will trigger.
+  if (__builtin_expect(is_sticky_fault(r), 0)) keep_device_text(captured_driver_stderr());
   if (r != CUDA_SUCCESS && !is_sticky_fault(r)) {
     int expected = kActive;
     if (g_state.compare_exchange_strong(expected, kDisabled)) {

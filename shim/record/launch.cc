@@ -6,7 +6,6 @@
 #include <cstring>
 #include <ctime>
 
-#include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/common/driver.h"
 #include "shim/record/graph_capture.h"
@@ -70,6 +69,15 @@ CUcontext current_context() {
   return ctx;
 }
 
+// What the exit probe needs to query a stream (shim/fault/fault.cc): a handle and context that name it. Written
+// when a thread first meets the stream (a cache miss), not on every launch: a cached entry holds the same values.
+void note_probe_target(const StreamCacheEntry& e) {
+  StreamState* st = stream_state(e.slot);
+  if (!st) return;
+  st->last_handle.store(e.handle, std::memory_order_relaxed);
+  st->last_ctx.store(e.ctx, std::memory_order_relaxed);
+}
+
 const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
   auto h = reinterpret_cast<uintptr_t>(s);
@@ -94,6 +102,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
   }
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
   StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  note_probe_target(fresh);
   if (!cache) {
     tl_one_stream = fresh;
     return &tl_one_stream;
@@ -148,6 +157,14 @@ void prepare_launch(CUfunction func, CUstream stream, bool per_thread) noexcept 
   resolve_stream(guard, effective_stream(stream, per_thread));  // into this thread's cache, named by the driver
 }
 
+void note_kernel_name(CUfunction func, const char* name) noexcept {
+  if (!func || !name || !*name || !started()) return;
+  auto key = reinterpret_cast<uintptr_t>(func);
+  if (handle_map_get(HandleMap::KernelName, key) != kNoString) return;
+  uint32_t id = intern_string(name, strnlen(name, 511));
+  if (id != kNoString) handle_map_put(HandleMap::KernelName, key, id);
+}
+
 void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   if (!started() || InCdsa::active() || ring_sealed()) return;
   if (source == LaunchSource::Interposer) {
@@ -158,14 +175,13 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);
   const StreamCacheEntry* sc = resolve_stream(guard, eff);
-  auto ctx = reinterpret_cast<CUcontext>(sc->ctx);
 
   LaunchRecord r;
   r.seq = next_launch_seq();
   r.kind = info.kind;
-  r.stream_id = sc ? sc->id : 0;
-  r.ctx_id = sc ? sc->ctx_id : 0;
-  r.stream_slot = sc && sc->slot >= 0 ? static_cast<uint32_t>(sc->slot) : 0xffffffffu;
+  r.stream_id = sc->id;
+  r.ctx_id = sc->ctx_id;
+  r.stream_slot = sc->slot >= 0 ? static_cast<uint32_t>(sc->slot) : 0xffffffffu;
   r.tid = this_tid();
   r.time_ns = now_ns();
   for (int i = 0; i < 3; ++i) {
@@ -184,7 +200,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   }
   if (capturing) {
     // No breadcrumb: a captured write would freeze its value into the graph.
-    r.flags |= kFlagCaptured | kFlagNoBreadcrumb;
+    r.flags |= kFlagCaptured;
     note_captured_launch(guard, &r);
     ring_publish(r);
     return;
@@ -195,26 +211,16 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     r.graph_id = token == kNoString ? 0 : token;
   }
 
-  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
-  CUresult crumb = CUDA_SUCCESS;
+  StreamState* st = stream_state(sc->slot);
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
-    st->last_handle.store(reinterpret_cast<uintptr_t>(eff), std::memory_order_relaxed);
-    st->last_ctx.store(reinterpret_cast<uintptr_t>(ctx), std::memory_order_relaxed);
-    st->ctx_id.store(r.ctx_id, std::memory_order_relaxed);
-    if (info.per_thread && info.stream == nullptr) st->per_thread.store(true, std::memory_order_relaxed);
     if (breadcrumbs_init(guard)) {
-      crumb = enqueue_breadcrumb(guard, eff, sc->slot, r.stream_seq);
+      CUresult crumb = enqueue_breadcrumb(guard, eff, sc->slot, r.stream_seq);
       // A sticky fault here means the context died before the mark could be queued: no later mark can land
-      // either, so the stream's marks stay exact. The driver may have printed the device's assert text into
-      // this call; keep it for the report, which the program's next call will trigger.
+      // either, so the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into it).
       if (crumb == CUDA_SUCCESS || is_sticky_fault(crumb))
         st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
-      if (is_sticky_fault(crumb)) keep_device_text(captured_driver_stderr());
     }
-    if (!breadcrumbs_active() || crumb != CUDA_SUCCESS) r.flags |= kFlagNoBreadcrumb;
-  } else {
-    r.flags |= kFlagNoBreadcrumb;
   }
   ring_publish(r);
 }

@@ -1,27 +1,33 @@
-// The launch path: what a wrapped launch does. Records it, marks its
-// completion, and keeps the device's text when the mark meets a fault. Shared
-// by the driver-interposition hooks and the CUPTI backend, so both feed the
-// same recorder.
+// The launch path: what a launch does, whichever front end saw it. Records it,
+// marks its completion, and keeps the device's text when the mark meets a fault.
 //
-// Contract: `record_launch` is called on the launching thread right after the
-// real launch returned CUDA_SUCCESS. Lock-free and allocation-free after
-// warm-up (shim/intercept/lifecycle.h), except a launch made while its stream captures a
-// graph, which is handed to shim/record/graph_capture.h (a mutex). It calls nothing
-// above it: a front end that must see each launch sets the launch filter.
+// The launch protocol, the same for every front end:
+//   launch_begin(func)          before the real launch call, while the context is surely alive: sets up the
+//                               breadcrumbs, caches the kernel's name, and holds the launch in flight
+//                               (shim/common/thread_slots.h), so a fault report on another thread in between
+//                               waits for its record (a report already past its snapshot drops it);
+//   launch_succeeded(infos, n)  after the real call returned CUDA_SUCCESS: records each launch, then retires;
+//   launch_failed()             after it failed: retires (the caller then surfaces a sticky fault).
+// A front end with separate ENTER and EXIT callbacks (cupti_tracer/backend.cc) calls launch_begin in the first
+// and one of the two others in the second; the driver wrappers (shim/intercept/interpose.cc) hold a LaunchScope.
 //
-// The caller holds a LaunchInFlight (shim/record/assert_capture.h) from before the real
-// launch until record_launch returns, so a fault report on another thread in
-// between waits for the record; a report already past its snapshot drops it.
+// Contract: lock-free and allocation-free after warm-up (shim/intercept/lifecycle.h), except a launch made while
+// its stream captures a graph, which is handed to shim/record/graph_capture.h (a mutex). It calls nothing above
+// the record stage: a front end that must see each launch sets the launch filter.
 //
-//   LaunchInfo li;
-//   li.func = f; li.stream = s; li.grid[0] = 128; li.block[0] = 256;
-//   LaunchInFlight in_flight;
-//   if (real_cuLaunchKernel(...) == CUDA_SUCCESS) record_launch(li);
+//   LaunchScope launch(f, s, /*per_thread*/ false);
+//   CUresult r = real_cuLaunchKernel(f, ...);
+//   if (r == CUDA_SUCCESS) {
+//     LaunchInfo li;
+//     li.func = f; li.stream = s; li.grid[0] = 128; li.block[0] = 256;
+//     launch.succeeded(li);
+//   }  // else: the scope's end retires it
 #pragma once
 
 #include <cuda.h>
 #include <cstdint>
 
+#include "shim/common/thread_slots.h"
 #include "shim/record/recorder.h"
 
 namespace cdsa {
@@ -37,16 +43,54 @@ struct LaunchInfo {
   unsigned shared_mem = 0;
 };
 
-// Before a launch, while the context is surely alive: sets up breadcrumbs,
-// caches the kernel's name and the stream's id (cheap after the first time for
-// each): a kernel that faults before its launch call returns would make the
-// driver refuse to name its stream afterwards, so the record keeps the id the
-// stream had at launch.
-void prepare_launch(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.
 enum class LaunchSource : uint8_t { Interposer, Cupti };
-// Records a successful launch (enqueues its breadcrumb when not capturing).
+
+// The parts of the protocol: prepare and record one successful launch (enqueues its breadcrumb when not
+// capturing). Prepare runs before a launch, while the context is surely alive: it sets up breadcrumbs, caches the
+// kernel's name and the stream's id (cheap after the first time for each): a kernel that faults before its launch
+// call returns would make the driver refuse to name its stream afterwards, so the record keeps the id the stream
+// had at launch. The protocol's calls below are inline over them, so a launch's stack, which the record captures,
+// holds no frame more than the wrapper's.
+void prepare_launch(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept;
 void record_launch(const LaunchInfo& info, LaunchSource source = LaunchSource::Interposer) noexcept;
+
+// ---- the launch protocol (above) ----
+// `stream` and `per_thread` as the launch call names its stream (the CUPTI callback may pass none: its record
+// then resolves the stream after the call).
+inline void launch_begin(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept {
+  prepare_launch(func, stream, per_thread);
+  LaunchInFlight::launch_submitting();
+}
+inline void launch_succeeded(const LaunchInfo* infos, int n, LaunchSource source) noexcept {
+  for (int i = 0; i < n; ++i) record_launch(infos[i], source);
+  LaunchInFlight::launch_retired();  // after the records: whoever sees the flag drop sees them in the ring
+}
+inline void launch_failed() noexcept { LaunchInFlight::launch_retired(); }
+
+// The protocol for a front end that sees the whole call in one frame: begins at construction; `succeeded`
+// records and retires; a scope left without it retires at its end (after the caller checked the result).
+class LaunchScope {
+ public:
+  LaunchScope(CUfunction func, CUstream stream, bool per_thread) noexcept { launch_begin(func, stream, per_thread); }
+  ~LaunchScope() {
+    if (!ended_) launch_failed();
+  }
+  void succeeded(const LaunchInfo& info) noexcept {
+    ended_ = true;
+    launch_succeeded(&info, 1, LaunchSource::Interposer);
+  }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  bool ended_ = false;
+};
+
+// A kernel's name as a front end was told it (CUPTI's symbolName, valid only during its callback): interned at
+// once (up to 511 bytes) for drivers without cuFuncGetName. Nothing happens when the handle has a name already,
+// or before warm-up.
+void note_kernel_name(CUfunction func, const char* name) noexcept;
 
 // Asked for each launch the interposition wrappers report; returning true drops it (another front end, the
 // CUPTI backend, already recorded this very call), so each launch is recorded once. Runs on the launch path:

@@ -29,7 +29,6 @@ enum class LaunchKind : uint8_t { Kernel = 0, KernelEx = 1, Cooperative = 2, Gra
 enum LaunchFlags : uint8_t {
   kFlagCaptured = 1,         // recorded into a graph under stream capture, not run
   kFlagPerThreadStream = 2,  // launched on the per-thread default stream
-  kFlagNoBreadcrumb = 4,     // no completion mark was enqueued for it
 };
 
 struct LaunchRecord {
@@ -95,10 +94,10 @@ struct StreamState {
   std::atomic<uint64_t> id{0};                   // 0 = free entry; stored +1 so id 0 is usable
   std::atomic<uint64_t> launched{0};             // stream launches so far (last stream_seq handed out)
   std::atomic<uint64_t> breadcrumb_launched{0};  // last stream_seq whose mark was enqueued
-  std::atomic<uintptr_t> last_handle{0};         // CUstream as last passed (for the exit probe)
-  std::atomic<uintptr_t> last_ctx{0};            // CUcontext current at the last launch
-  std::atomic<uint32_t> ctx_id{0};
-  std::atomic<bool> per_thread{false};
+  // For the exit probe (shim/fault/fault.cc): a handle and context that name the stream, written when a thread
+  // first meets it (shim/record/launch.cc's stream cache).
+  std::atomic<uintptr_t> last_handle{0};
+  std::atomic<uintptr_t> last_ctx{0};
 };
 // Finds or creates the state for a stream id; returns its index or -1 when full.
 int stream_slot(uint64_t stream_id) noexcept;

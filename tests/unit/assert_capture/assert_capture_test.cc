@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "shim/common/thread_slots.h"
 #include "shim/record/assert_capture.h"
 
 extern "C" int __fprintf_chk(FILE*, int, const char*, ...);
@@ -137,22 +138,6 @@ TEST(AssertCapture, TextFromAnotherThreadIsPublishedAndAwaited) {
   EXPECT_EQ(kept_device_text(), line);
   std::string bytes = redirect.restore();
   EXPECT_EQ(bytes, line + "Other.cu:1: k: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.\n");
-}
-
-}  // namespace
-}  // namespace cdsa
-
-namespace cdsa {
-namespace {
-
-TEST(AssertCapture, CdsasOwnReportLinesAreNotDeviceAsserts) {
-  const std::string device = "Loss.cu:250: nll: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.";
-  auto asserts = parse_device_asserts(device + "\ncdsa: the device reported: " + device + "\n");
-  ASSERT_EQ(asserts.size(), 1u);
-  EXPECT_EQ(asserts[0].file, "Loss.cu");
-  EXPECT_EQ(asserts[0].line, 250);
-  EXPECT_EQ(asserts[0].function, "nll");
-  EXPECT_EQ(asserts[0].message, device);
 }
 
 }  // namespace

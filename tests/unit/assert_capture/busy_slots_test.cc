@@ -1,4 +1,4 @@
-// Driver-call slots (shim/record/assert_capture.h): a thread returns its slot when it exits, so a program that starts
+// Driver-call slots (shim/common/thread_slots.h): a thread returns its slot when it exits, so a program that starts
 // more threads over its life than there are slots still gives each its own; a live thread's slot is never
 // handed to another.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "shim/common/thread_slots.h"
 #include "shim/record/assert_capture.h"
 
 namespace cdsa {

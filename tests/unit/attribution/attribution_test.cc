@@ -204,7 +204,7 @@ TEST(Attribution, GraphReplayNamesTheGraphLaunchAndListsItsCapturedNodes) {
   s.breadcrumbs_active = true;
   // Capture 2 on stream 7 recorded two kernels (captured: no stream number, no mark), capture 3 one more.
   LaunchRecord n1 = launch(1, 7, 0, 10), n2 = launch(2, 7, 0, 11), other = launch(3, 8, 0, 12);
-  for (LaunchRecord* n : {&n1, &n2, &other}) n->flags = kFlagCaptured | kFlagNoBreadcrumb;
+  for (LaunchRecord* n : {&n1, &n2, &other}) n->flags = kFlagCaptured;
   n1.graph_id = n2.graph_id = 2;
   other.graph_id = 3;
   LaunchRecord replay = launch(4, 7, 1);

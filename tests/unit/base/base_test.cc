@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "base/device_assert.h"
 #include "base/identifier.h"
 #include "base/io.h"
 #include "base/path.h"
@@ -19,6 +20,59 @@
 
 namespace cdsa::base {
 namespace {
+
+// The one parser of the device's assert line (base/device_assert.h), on lines as the driver prints them.
+TEST(DeviceAssert, ParsesEveryFieldOfTheDriversLine) {
+  const std::string nll =
+      "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,1,2], thread: "
+      "[3,4,5] Assertion `t >= 0 && t < n_classes` failed.";
+  DeviceAssert a;
+  ASSERT_TRUE(parse_device_assert(nll, &a));
+  EXPECT_EQ(a.file, "../aten/src/ATen/native/cuda/Loss.cu");
+  EXPECT_EQ(a.line, 250);
+  EXPECT_EQ(a.function, "nll_loss_forward_reduce_cuda_kernel_2d");
+  EXPECT_EQ(a.condition, "t >= 0 && t < n_classes");
+  ASSERT_TRUE(a.has_position);
+  EXPECT_EQ(a.block[0] * 100 + a.block[1] * 10 + a.block[2], 12u);
+  EXPECT_EQ(a.thread[0] * 100 + a.thread[1] * 10 + a.thread[2], 345u);
+  EXPECT_EQ(a.message, nll);
+  EXPECT_TRUE(holds_device_assert(nll));
+
+  DeviceAssert lambda;  // a lambda kernel, a condition with quotes
+  ASSERT_TRUE(parse_device_assert("x.cu:92: operator(): block: [25778,0,0], thread: [37,0,0] Assertion "
+                                  "`index < sizes[i] && \"index out of bounds\"` failed.",
+                                  &lambda));
+  EXPECT_EQ(lambda.function, "operator()");
+  EXPECT_EQ(lambda.block[0], 25778u);
+  EXPECT_EQ(lambda.condition, "index < sizes[i] && \"index out of bounds\"");
+
+  DeviceAssert bad;  // a position that does not parse: the rest still does
+  ASSERT_TRUE(parse_device_assert("k.cu:1: k: block: [x], thread: [0,0,0] Assertion `c` failed.", &bad));
+  EXPECT_FALSE(bad.has_position);
+  EXPECT_EQ(bad.function, "k");
+  EXPECT_EQ(bad.condition, "c");
+}
+
+TEST(DeviceAssert, OtherLinesAreNone) {
+  DeviceAssert a;
+  EXPECT_FALSE(parse_device_assert("loss call returned", &a));
+  EXPECT_FALSE(parse_device_assert("Assertion `t >= 0` failed.", &a));  // no position marker: a host assert
+  EXPECT_FALSE(parse_device_assert("x.cu:1: k: block: [0,0,0], thread: [0,0,0]", &a));  // no "Assertion"
+  EXPECT_EQ(a.message, "");
+  EXPECT_FALSE(holds_device_assert("x.cu:1: k: block [0,0,0]"));
+}
+
+TEST(DeviceAssert, EveryLineOfATextButCdsasOwnQuotes) {
+  const std::string device = "Loss.cu:250: nll: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.";
+  auto asserts = parse_device_asserts(device + "\ncdsa: the device reported: " + device + "\nnoise\n" +
+                                      "Other.cu:1: k: block: [0,0,0], thread: [1,0,0] Assertion `x` failed.");
+  ASSERT_EQ(asserts.size(), 2u);
+  EXPECT_EQ(asserts[0].file, "Loss.cu");
+  EXPECT_EQ(asserts[0].line, 250);
+  EXPECT_EQ(asserts[0].function, "nll");
+  EXPECT_EQ(asserts[0].message, device);
+  EXPECT_EQ(asserts[1].function, "k");  // the last line needs no newline
+}
 
 TEST(Path, BasenameAndDirname) {
   struct Case {

@@ -186,22 +186,6 @@ TEST_F(Decode, ExitResultOnlyAtExit) {
   EXPECT_EQ(exit_result(d), CUDA_SUCCESS);
 }
 
-TEST_F(Decode, SymbolNameIsCopiedAndTruncated) {
-  CUresult rv = CUDA_SUCCESS;
-  std::string name = "_ZN2at6native27nll_loss_forward_reduce_cuda_kernel_2dIfxEEvPT_";
-  CUpti_CallbackData d = exit_data(nullptr, &rv, name.c_str());
-  char buf[256];
-  EXPECT_EQ(copy_symbol_name(d, buf, sizeof buf), name.size());
-  name[0] = 'X';  // the copy does not alias CUPTI's buffer
-  EXPECT_STREQ(buf, "_ZN2at6native27nll_loss_forward_reduce_cuda_kernel_2dIfxEEvPT_");
-  char small[8];
-  EXPECT_EQ(copy_symbol_name(d, small, sizeof small), 7u);
-  EXPECT_STREQ(small, "XZN2at6");
-  d.symbolName = nullptr;
-  EXPECT_EQ(copy_symbol_name(d, buf, sizeof buf), 0u);
-  EXPECT_STREQ(buf, "");
-}
-
 // ---------------------------------------------------------------- discovery
 class Discovery : public ::testing::Test {
  protected:

@@ -29,9 +29,9 @@ const char* kIndex =
     "../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [25778,0,0], thread: [37,0,0] Assertion "
     "`-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.";
 
-AssertLine parsed(const char* line) {
-  AssertLine a;
-  EXPECT_TRUE(parse_assert_line(line, &a)) << line;
+base::DeviceAssert parsed(const char* line) {
+  base::DeviceAssert a;
+  EXPECT_TRUE(base::parse_device_assert(line, &a)) << line;
   return a;
 }
 
@@ -41,19 +41,19 @@ const char* op_for(const char* line, const std::string& kernel) {
 }
 
 TEST(Hints, ParsesTheDevicesAssertLine) {
-  AssertLine a = parsed(kNll);
+  base::DeviceAssert a = parsed(kNll);
   EXPECT_EQ(a.function, "nll_loss_forward_reduce_cuda_kernel_2d");
   EXPECT_EQ(a.condition, "t >= 0 && t < n_classes");
   ASSERT_TRUE(a.has_position);
   EXPECT_EQ(a.thread[0], 2u);
   EXPECT_EQ(a.block[0], 0u);
-  AssertLine g = parsed(kIndex);
+  base::DeviceAssert g = parsed(kIndex);
   EXPECT_EQ(g.function, "operator()");
   EXPECT_EQ(g.block[0], 25778u);
   EXPECT_EQ(g.condition, "-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"");
-  AssertLine none;
-  EXPECT_FALSE(parse_assert_line("loss call returned", &none));
-  EXPECT_FALSE(parse_assert_line("Assertion `unterminated", &none));
+  base::DeviceAssert none;
+  EXPECT_FALSE(base::parse_device_assert("loss call returned", &none));
+  EXPECT_FALSE(base::parse_device_assert("Assertion `unterminated", &none));
 }
 
 TEST(Hints, EachRealAssertTextNamesItsOperation) {
@@ -105,7 +105,7 @@ TEST(Hints, EveryRowIsCompleteAndReachableByItsOwnKeys) {
 
 TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat) {
   FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
-  r.device_messages = {kNll};
+  r.device_asserts = {parsed(kNll)};
   add_hints(r, {});
   ASSERT_EQ(r.hints.size(), 2u);
   // One line: the operation, the likely cause, the check to add.
@@ -119,7 +119,7 @@ TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat)
 
   // The embedding kernel's thread is not a batch position: no such line.
   FaultReport e = exact_report(710, "indexSelectSmallIndex", 1);
-  e.device_messages = {kEmbedding};
+  e.device_asserts = {parsed(kEmbedding)};
   add_hints(e, {});
   ASSERT_EQ(e.hints.size(), 1u);
   EXPECT_NE(e.hints[0].find("resize_token_embeddings"), std::string::npos);
@@ -198,7 +198,7 @@ TEST(Hints, ShellQuoting) {
 
 TEST(Hints, TheReportPrintsThemAndTheTraceKeepsThem) {
   FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
-  r.device_messages = {kNll};
+  r.device_asserts = {parsed(kNll)};
   add_hints(r, {});
   std::string text = format_report_text(r);
   EXPECT_NE(text.find("cdsa: hint: cross_entropy / nll_loss: "), std::string::npos) << text;

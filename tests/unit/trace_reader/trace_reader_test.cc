@@ -80,7 +80,10 @@ TraceData sample_trace() {
   c.graph_nodes.push_back({sample_launch(2), sample_stack(4)});
   r.candidates.push_back(c);
   r.candidates.push_back(Candidate{});
-  r.device_messages = {"Loss.cu:250: nll: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed."};
+  r.device_asserts = base::parse_device_asserts(
+      "Loss.cu:250: nll: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.\nnot an assert line\n");
+  r.device_asserts.push_back(base::DeviceAssert{});
+  r.device_asserts.back().message = "a line the driver printed that is no assert line";
   r.notes = {"ring overwrote"};
   r.launches_recorded = 99;
   r.fault_time_unix_ns = 1795984068000000000ull;
@@ -103,6 +106,12 @@ TEST(TraceReader, ReadsBackEverythingTheWriterWrites) {
   EXPECT_EQ(tf.data.profile.sites.size(), 2u);
   EXPECT_EQ(tf.data.launches[0].stack_id, 3u);
   EXPECT_EQ(tf.data.launches[1].stack_id, 0xffffffffu);
+  // The device's assert lines come back parsed (the file keeps them as printed): the hints read their fields.
+  ASSERT_EQ(tf.data.report.device_asserts.size(), 2u);
+  EXPECT_EQ(tf.data.report.device_asserts[0].function, "nll");
+  EXPECT_EQ(tf.data.report.device_asserts[0].condition, "t >= 0");
+  EXPECT_EQ(tf.data.report.device_asserts[1].function, "");
+  EXPECT_EQ(tf.data.report.device_asserts[1].message, "a line the driver printed that is no assert line");
 }
 
 TEST(TraceReader, ExitTraceWithoutProfileOrFaultTime) {

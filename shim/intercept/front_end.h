@@ -1,0 +1,33 @@
+// What a front end outside shim/ (cupti_tracer/backend.cc: CUPTI's driver-API callbacks) calls: the one header it
+// includes. The launch protocol and the kernel-name note come from the launch path (shim/record/launch.h); warm-up
+// and its start hook from shim/intercept/lifecycle.h; the configuration, cdsa's messages and the reentrancy guard
+// from shim/common/. What else a front end needs is declared here, so it names no table, no fault path and no
+// stack capture of its own.
+//
+// Contract: as the headers it includes say; `surface_driver_result` may run the fault report (milliseconds, it
+// allocates), only when the process is already failing.
+//
+//   // ENTER of a launch callback       // EXIT
+//   note_kernel_name(f, name, n);       if (r == CUDA_SUCCESS) launch_succeeded(li, n, LaunchSource::Cupti);
+//   launch_begin(f);                    else { launch_failed(); surface_driver_result(r, data.functionName); }
+#pragma once
+
+#include <cuda.h>
+
+#include "shim/common/config.h"
+#include "shim/common/log.h"
+#include "shim/common/reentrancy.h"
+#include "shim/intercept/lifecycle.h"
+#include "shim/record/launch.h"
+
+namespace cdsa {
+
+// A driver call's result, as a front end saw it: a sticky fault is reported (once per process, shim/fault/fault.h),
+// anything else is left alone.
+void surface_driver_result(CUresult r, const char* call) noexcept;
+// The real dlsym of the C library (cdsa's own dlsym hook not in the way).
+void* front_end_dlsym(void* handle, const char* name) noexcept;
+// Whether `addr` lies inside libcdsa.so itself.
+bool in_cdsa_code(const void* addr) noexcept;
+
+}  // namespace cdsa

@@ -1,0 +1,251 @@
+// The launch path (shim/record/launch.h) on its own: linked with the record and common stages only (no fault stage,
+// no report, no symbolizer), over a driver table this file defines. What a launch leaves behind: its record in the
+// ring, its stream's numbers and breadcrumb, the exit probe's handle; what the protocol holds: the launch in flight
+// until it is recorded, the launch filter, the kernel's name.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/common/started.h"
+#include "shim/common/thread_slots.h"
+#include "shim/record/assert_capture.h"
+#include "shim/record/graph_capture.h"
+#include "shim/record/launch.h"
+#include "shim/record/recorder.h"
+
+namespace cdsa {
+
+// ---------------------------------------------------------------- the driver this test stands in for
+namespace {
+
+// Without its newline: the capture publishes only whole lines, so what the breadcrumb's call printed is kept only
+// because the launch path keeps it.
+constexpr const char* kAssertLine = "k.cu:1: k: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.";
+
+struct FakeDriver {
+  std::atomic<bool> capturing{false};             // cuStreamIsCapturing: every stream captures
+  std::atomic<CUresult> write_result{CUDA_SUCCESS};  // what cuStreamWriteValue64 answers
+  std::atomic<bool> print_assert{false};          // ... after printing the device's assert line on stderr
+  std::atomic<bool> func_names{true};             // cuFuncGetName knows the handles
+  std::atomic<int> writes{0};
+};
+FakeDriver g_fake;
+
+CUcontext fake_ctx() { return reinterpret_cast<CUcontext>(0xc0); }
+
+}  // namespace
+
+const Driver& driver() noexcept {
+  static const Driver d = [] {
+    Driver t;
+    t.StreamGetId = [](CUstream s, unsigned long long* id) {
+      *id = 1000 + reinterpret_cast<uintptr_t>(s);
+      return CUDA_SUCCESS;
+    };
+    t.CtxGetCurrent = [](CUcontext* c) {
+      *c = fake_ctx();
+      return CUDA_SUCCESS;
+    };
+    t.CtxGetId = [](CUcontext, unsigned long long* id) {
+      *id = 5;
+      return CUDA_SUCCESS;
+    };
+    t.FuncGetName = [](const char** name, CUfunction f) {
+      if (!g_fake.func_names) return CUDA_ERROR_INVALID_HANDLE;
+      *name = reinterpret_cast<uintptr_t>(f) == 0xf1 ? "_Z7kernel1v" : "_Z7kernel2v";
+      return CUDA_SUCCESS;
+    };
+    t.StreamIsCapturing = [](CUstream, CUstreamCaptureStatus* st) {
+      *st = g_fake.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+      return CUDA_SUCCESS;
+    };
+    // Host memory is device memory here: a mark lands as it is written.
+    t.MemHostRegister = [](void*, size_t, unsigned) { return CUDA_SUCCESS; };
+    t.MemHostGetDevicePointer = [](CUdeviceptr* d, void* p, unsigned) {
+      *d = reinterpret_cast<CUdeviceptr>(p);
+      return CUDA_SUCCESS;
+    };
+    t.DeviceGetAttribute = [](int* v, CUdevice_attribute, CUdevice) {
+      *v = 1;
+      return CUDA_SUCCESS;
+    };
+    t.CtxGetDevice = [](CUdevice* d) {
+      *d = 0;
+      return CUDA_SUCCESS;
+    };
+    t.StreamWriteValue64 = [](CUstream, CUdeviceptr at, cuuint64_t v, unsigned) {
+      ++g_fake.writes;
+      if (g_fake.print_assert) fputs(kAssertLine, stderr);
+      CUresult r = g_fake.write_result;
+      if (r == CUDA_SUCCESS) *reinterpret_cast<uint64_t*>(at) = v;
+      return r;
+    };
+    return t;
+  }();
+  return d;
+}
+
+namespace {
+
+CUfunction func(uintptr_t v) { return reinterpret_cast<CUfunction>(v); }
+CUstream stream(uintptr_t v) { return reinterpret_cast<CUstream>(v); }
+
+LaunchInfo kernel_on(uintptr_t s, uintptr_t f = 0xf1) {
+  LaunchInfo li;
+  li.func = func(f);
+  li.stream = stream(s);
+  li.grid[0] = 128;
+  li.block[0] = 256;
+  li.shared_mem = 64;
+  return li;
+}
+
+// The protocol as the driver wrappers run it, for one successful launch.
+void launch(const LaunchInfo& li) {
+  LaunchScope scope(li.func, li.stream, li.per_thread);
+  scope.succeeded(li);
+}
+
+std::vector<LaunchRecord> ring() {
+  std::vector<LaunchRecord> out;
+  ring_snapshot(&out);
+  return out;
+}
+
+StreamState* state_of(uintptr_t s) { return stream_state(stream_slot(1000 + s)); }
+
+class Launch : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    setenv("CDSA_NATIVE_DEPTH", "0", 1);  // stacks are the recorder's test; no unwinder here
+    setenv("CDSA_PYTHON_DEPTH", "0", 1);
+    load_config();
+    ASSERT_TRUE(recorder_init());
+    graph_capture_init();
+    mark_started();  // warm-up (shim/intercept/lifecycle.cc) is not linked: the test starts cdsa
+  }
+  void SetUp() override {
+    g_fake.capturing = false;
+    g_fake.write_result = CUDA_SUCCESS;
+    g_fake.print_assert = false;
+    g_fake.func_names = true;
+    set_launch_filter(nullptr);
+  }
+};
+
+TEST_F(Launch, ASuccessfulLaunchIsRecordedWithItsStreamNumbersAndBreadcrumb) {
+  const uint64_t before = launches_recorded();
+  launch(kernel_on(1));
+  launch(kernel_on(1, 0xf2));
+  std::vector<LaunchRecord> r = ring();
+  ASSERT_GE(r.size(), 2u);
+  ASSERT_EQ(launches_recorded(), before + 2);
+  const LaunchRecord& a = r[r.size() - 2];
+  const LaunchRecord& b = r.back();
+  EXPECT_EQ(b.seq, a.seq + 1);
+  EXPECT_EQ(a.stream_id, 1001u);
+  EXPECT_EQ(a.ctx_id, 5u);
+  EXPECT_EQ(b.stream_seq, a.stream_seq + 1);
+  EXPECT_STREQ(string_at(a.kernel_name), "_Z7kernel1v");
+  EXPECT_STREQ(string_at(b.kernel_name), "_Z7kernel2v");
+  EXPECT_EQ(a.grid[0], 128u);
+  EXPECT_EQ(a.block[0], 256u);
+  EXPECT_EQ(a.shared_mem, 64u);
+  EXPECT_EQ(a.kind, LaunchKind::Kernel);
+  EXPECT_EQ(a.flags, 0);
+  StreamState* st = state_of(1);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->launched.load(), b.stream_seq);
+  EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);  // each launch got its mark
+  // The exit probe's handle and context for the stream.
+  EXPECT_EQ(st->last_handle.load(), 1u);
+  EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(fake_ctx()));
+}
+
+TEST_F(Launch, ALaunchUnderStreamCaptureIsRecordedAsCapturedWithoutAMark) {
+  launch(kernel_on(2));
+  StreamState* st = state_of(2);
+  ASSERT_NE(st, nullptr);
+  const uint64_t launched = st->launched.load();
+  const int writes = g_fake.writes;
+  g_fake.capturing = true;
+  note_capture_begin(stream(2), false);  // as the wrapper of cuStreamBeginCapture does
+  launch(kernel_on(2));
+  note_capture_end(stream(2), false, nullptr);
+  LaunchRecord r = ring().back();
+  EXPECT_TRUE(r.flags & kFlagCaptured);
+  EXPECT_EQ(r.stream_seq, 0u);               // it does not run: no number on its stream
+  EXPECT_EQ(st->launched.load(), launched);  // nor a mark, which would freeze into the graph
+  EXPECT_EQ(g_fake.writes, writes);
+}
+
+TEST_F(Launch, AMarkThatMeetsTheFaultKeepsTheDevicesTextAndTheStreamsMarksExact) {
+  launch(kernel_on(3));
+  g_fake.write_result = CUDA_ERROR_ASSERT;
+  g_fake.print_assert = true;
+  {
+    DriverCallScope call;  // the program's driver call, inside which cdsa writes its mark
+    launch(kernel_on(3));
+    EXPECT_NE(kept_device_text().find("Assertion `x` failed."), std::string::npos);  // kept before the call ends
+  }
+  fputc('\n', stderr);
+  StreamState* st = state_of(3);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());  // no later mark can land either
+}
+
+TEST_F(Launch, TheFilterDropsOnlyTheInterposersLaunches) {
+  set_launch_filter([](const LaunchInfo&) noexcept { return true; });
+  const uint64_t before = launches_recorded();
+  launch(kernel_on(4));
+  EXPECT_EQ(launches_recorded(), before);
+  LaunchInfo li = kernel_on(4);
+  launch_begin(li.func);
+  launch_succeeded(&li, 1, LaunchSource::Cupti);
+  EXPECT_EQ(launches_recorded(), before + 1);
+}
+
+TEST_F(Launch, ALaunchIsInFlightFromBeginUntilItEnds) {
+  std::atomic<int> step{0};
+  auto other = [&](bool succeed) {
+    std::thread t([&] {
+      LaunchInfo li = kernel_on(5);
+      launch_begin(li.func);
+      step = 1;
+      while (step != 2) std::this_thread::yield();
+      if (succeed)
+        launch_succeeded(&li, 1, LaunchSource::Cupti);
+      else
+        launch_failed();
+      step = 3;
+    });
+    while (step != 1) std::this_thread::yield();
+    EXPECT_EQ(other_threads_launches_in_flight(), 1);
+    step = 2;
+    while (step != 3) std::this_thread::yield();
+    EXPECT_EQ(other_threads_launches_in_flight(), 0);
+    t.join();
+    step = 0;
+  };
+  other(true);
+  other(false);
+}
+
+TEST_F(Launch, AFrontEndsKernelNameServesAHandleTheDriverCannotName) {
+  g_fake.func_names = false;
+  note_kernel_name(func(0xf7), "_Z9from_cuptiv");
+  note_kernel_name(func(0xf7), "_Z5laterv");  // the first name stays
+  launch(kernel_on(6, 0xf7));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z9from_cuptiv");
+  launch(kernel_on(6, 0xf8));  // neither knows it: no name
+  EXPECT_EQ(ring().back().kernel_name, kNoString);
+}
+
+}  // namespace
+}  // namespace cdsa
