@@ -22,6 +22,10 @@ set_target_properties(e2e_gpu_share_hook PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_
 add_library(e2e_stdio_hook SHARED programs/stdio_hook.c)
 target_link_libraries(e2e_stdio_hook PRIVATE ${CMAKE_DL_LIBS})
 set_target_properties(e2e_stdio_hook PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_e2e_dir})
+# Third-party libraries, never instrumented: a sanitizer runtime calls the first dlsym in the global scope (the
+# hook's) while it initialises, before instrumented code can run.
+set_source_files_properties(programs/gpu_share_hook.c programs/stdio_hook.c PROPERTIES COMPILE_OPTIONS
+                            "-fno-sanitize=all")
 
 # (8): a library with its own cudart and libcuda in an RTLD_LOCAL group.
 add_library(e2e_scope_user SHARED programs/scope_user.c)
