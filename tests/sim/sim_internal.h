@@ -91,6 +91,8 @@ struct Item {
   const void* src = nullptr;
   size_t n = 0;
   CUhostFn fn = nullptr;  // host functions: fn(dst)
+  CUfunction func = nullptr;                     // kernels: the handle launched (graph nodes: cuGraphKernelNodeGetParams)
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
   StreamP wait_stream;    // cross-stream wait: until wait_stream->done >= wait_seq
   uint64_t wait_seq = 0;
 
@@ -102,11 +104,33 @@ struct Item {
   }
 };
 
+struct GraphData;
+
+// One node of a graph (CUgraphNode is its address): captured work, or a node added by a graph-building call.
+struct GraphNode {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  Item item;                     // kernel, memcpy, memset, host nodes (and captured memops): what a launch runs
+  GraphData* owner = nullptr;    // the graph that holds it
+  std::vector<GraphNode*> deps;  // nodes of the same graph it depends on
+  // Child graph nodes: one body (a copy of the child graph, owned by the node); conditional nodes: `size` bodies.
+  std::vector<std::unique_ptr<GraphData>> bodies;
+  CUgraphConditionalHandle cond = 0;
+  CUgraphConditionalNodeType cond_type = CU_GRAPH_COND_TYPE_IF;
+  bool device_updatable = false;  // CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
+  const GraphNode* cloned_from = nullptr;  // cuGraphClone: the original's node (cuGraphNodeFindInClone)
+  void* param_ptrs[5] = {};                // kernel nodes: cuGraphKernelNodeGetParams' kernelParams, into item.args
+  CUkernel kern = nullptr;                 // kernel nodes made from a CUkernel (`kern`, func NULL)
+  std::vector<CUgraph> body_handles;       // conditional nodes: what phGraph_out points to
+};
+
 struct GraphData {
-  std::vector<Item> nodes;
+  std::vector<std::unique_ptr<GraphNode>> nodes;  // creation order
+  GraphNode* capture_tail = nullptr;              // the last captured node: the next one depends on it
+  std::vector<GraphNode*> capture_first_deps;     // cuStreamBeginCaptureToGraph's dependencies, for the first one
   // Filled by cuStreamBeginCaptureToGraph: treated like a conditional node's
   // body, which may not hold memory-operation nodes (checked at instantiation).
   bool captured_to_graph = false;
+  GraphNode* parent = nullptr;  // a child graph node's or conditional node's body: the node that owns it
 };
 
 struct Stream : std::enable_shared_from_this<Stream> {
@@ -160,8 +184,25 @@ struct Image {
 using Module = Image<Function>;
 using Library = Image<Kernel>;
 
+// One node of an executable graph as instantiated, flattened (child graphs and the selected conditional bodies
+// inlined) in dependency order.
+struct ExecNode {
+  const GraphNode* origin = nullptr;  // the graph's node it was instantiated from
+  const GraphNode* alias = nullptr;   // after cuGraphExecUpdate: the update graph's node paired with it
+  const GraphNode* top = nullptr;     // the top-level node it belongs to (a child graph node, or itself)
+  const GraphNode* top_alias = nullptr;
+  Item item;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  bool enabled = true;
+};
+
 struct GraphExec {
-  std::vector<Item> nodes;
+  std::vector<ExecNode> nodes;
+};
+
+struct CondHandle {
+  unsigned default_value = 0;
+  unsigned flags = 0;
 };
 
 struct Sim {
@@ -191,6 +232,10 @@ struct Sim {
   std::unordered_set<const Kernel*> kernels;
   std::unordered_map<CUgraph, std::unique_ptr<GraphData>> graphs;
   std::unordered_map<CUgraphExec, std::unique_ptr<GraphExec>> execs;
+  std::unordered_map<CUgraph, GraphData*> bodies;       // graphs owned by a node (child, conditional bodies)
+  std::unordered_map<CUgraphNode, GraphNode*> nodes;    // every live node of every graph
+  std::unordered_map<CUgraphConditionalHandle, CondHandle> conds;
+  CUgraphConditionalHandle next_cond = 1;
   int primary_refs = 0;
   CUctx_st primary{0};
 };
@@ -323,12 +368,15 @@ void fill_memory(void* dst, uint64_t value, size_t n, bool is32);
 // ---- context (sim_context.cc)
 bool no_64bit_memops();  // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0, 64-bit memops fail
 
+CUresult pack_args(const KernelDesc& k, void** params, void** extra, Item& it);  // kernelParams or extra
+
 // ---- modules (sim_modules.cc)
 const KernelDesc* find_kernel_desc(const char* name);  // exact, else the longest contained kernel name
 const KernelDesc* launchable_locked(CUfunction f);     // a CUfunction, or a CUkernel cast to one; else null
 
 // ---- graphs (sim_graphs.cc)
 void end_capture_locked(Stream& s);  // drops a capture (cuStreamDestroy)
+void capture_item_locked(GraphData& g, Item&& it);  // appends captured work, depending on the last captured node
 
 }  // namespace sim
 

@@ -127,6 +127,8 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   Item it;
   it.kind = Item::Kernel;
   it.k = desc;
+  it.func = f;
+  it.grid[0] = gx, it.grid[1] = gy, it.grid[2] = gz, it.block[0] = bx, it.block[1] = by, it.block[2] = bz;
   if ((r = pack_args(*desc, params, extra, it)) != CUDA_SUCCESS) return r;
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;

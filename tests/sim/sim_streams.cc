@@ -62,7 +62,7 @@ CUresult enqueue_locked(Stream& s, Item&& it) {
 // Queues on the stream, or appends to its capture.
 CUresult submit_locked(Stream& s, Item&& it) {
   if (s.capturing) {
-    s.capture->nodes.push_back(std::move(it));
+    capture_item_locked(*s.capture, std::move(it));
     return CUDA_SUCCESS;
   }
   return enqueue_locked(s, std::move(it));
