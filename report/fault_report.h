@@ -61,6 +61,11 @@ struct Launch {
 struct LaunchWithStack {
   Launch launch;
   CallStack stack;
+  // Graph kernel nodes: what made or last changed the node ("captured", "added by cuGraphAddKernelNode_v2",
+  // "changed by cuGraphExecKernelNodeSetParams_v2"; empty in older files), and whether a change cdsa could not
+  // pair for sure leaves it one of several that may have run.
+  std::string node_origin;
+  bool node_uncertain = false;
 };
 
 // A launch the report names as the failing one, or as one of the possible ones.
@@ -69,7 +74,9 @@ struct Candidate {
   CallStack stack;
   uint64_t pending = 0;       // launches on its stream whose completion mark never landed
   std::string why;            // one line: why this launch is named
-  std::vector<LaunchWithStack> graph_nodes;  // for a graph launch: its captured kernel nodes
+  std::vector<LaunchWithStack> graph_nodes;  // for a graph launch: the kernel nodes that replay ran
+  int graph_node_pick = -1;                  // the one the device's assert names (index into graph_nodes), or -1
+  bool graph_nodes_ambiguous = false;        // which node failed is not known
   // A launch by PyTorch's autograd engine (no Python frames): the node its native frames run,
   // e.g. "EmbeddingBackward0", and the most recent forward launches of the same operator,
   // newest first. These are candidates for the line that made the op, never certain.

@@ -75,6 +75,52 @@ void append_stack(std::string& out, const CallStack& st, const char* indent, con
   if (st.python.empty() && st.native.empty()) out += fmt::format("{}(no stack recorded)\n", indent);
 }
 
+// A kernel node: its kernel and dims, which graph table it is in and how it was made.
+std::string describe_node(const LaunchWithStack& g) {
+  if (g.launch.captured || g.node_origin.empty()) return describe_launch(g.launch);
+  const Launch& l = g.launch;
+  return fmt::format("kernel {}  grid ({},{},{}) block ({},{},{}) shared {} B  [node of graph {}]",
+                     l.kernel.empty() ? "<unknown>" : l.kernel, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                     l.block[1], l.block[2], l.shared_mem, l.graph_id);
+}
+
+void append_node(std::string& out, const LaunchWithStack& g, const TextOptions& opt, const char* mark) {
+  out += fmt::format("  - {}{}\n", describe_node(g), mark);
+  if (g.node_uncertain)
+    out += "    (a change cdsa could not pair for sure: the replay ran this node or another one listed)\n";
+  if (g.node_origin.empty() || g.node_origin == "captured") {
+    out += "    Captured at (most recent call last):\n";
+  } else {
+    std::string what = g.node_origin;
+    what[0] = static_cast<char>(what[0] - 'a' + 'A');
+    out += fmt::format("    {} at (most recent call last):\n", what);
+  }
+  append_stack(out, g.stack, "      ", opt);
+}
+
+// The kernel nodes a graph replay ran: the one the device's assert names first, else all of them, ambiguous.
+void append_graph_nodes(std::string& out, const Candidate& c, const TextOptions& opt) {
+  size_t n = c.graph_nodes.size();
+  bool captured = true;
+  for (const auto& g : c.graph_nodes) captured &= g.node_origin.empty() || g.node_origin == "captured";
+  const char* kind = captured ? "captured kernel node" : "kernel node";
+  bool pick = c.graph_node_pick >= 0 && static_cast<size_t>(c.graph_node_pick) < n;
+  if (pick) {
+    out += fmt::format("  The graph holds {} {}s; the device's assert names this one:\n", n, kind);
+    append_node(out, c.graph_nodes[static_cast<size_t>(c.graph_node_pick)], opt, "");
+    out += "  Its other kernel nodes (not named by the assert):\n";
+    for (size_t i = 0; i < n; ++i)
+      if (static_cast<int>(i) != c.graph_node_pick) out += fmt::format("  - {}\n", describe_node(c.graph_nodes[i]));
+    return;
+  }
+  if (n == 1 && !c.graph_nodes_ambiguous)
+    out += fmt::format("  The graph holds 1 {}:\n", kind);
+  else
+    out += fmt::format("  AMBIGUOUS: the graph holds {} {}{}; which one failed is not known, it is one of {}:\n", n,
+                       kind, n == 1 ? "" : "s", n == 1 ? "this (or one cdsa could not follow)" : "these");
+  for (const auto& g : c.graph_nodes) append_node(out, g, opt, "");
+}
+
 }  // namespace
 
 std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
@@ -132,16 +178,7 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
         append_stack(out, f.stack, "      ", opt);
       }
     }
-    if (!c.graph_nodes.empty()) {
-      out += fmt::format("  The graph holds {} captured kernel node{}{}:\n", c.graph_nodes.size(),
-                         c.graph_nodes.size() == 1 ? "" : "s",
-                         c.graph_nodes.size() == 1 ? "" : " (any of them may have failed)");
-      for (const auto& g : c.graph_nodes) {
-        out += fmt::format("  - {}\n", describe_launch(g.launch));
-        out += "    Captured at (most recent call last):\n";
-        append_stack(out, g.stack, "      ", opt);
-      }
-    }
+    if (!c.graph_nodes.empty()) append_graph_nodes(out, c, opt);
   }
   for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);

@@ -7,6 +7,7 @@
 
 #include "base/identifier.h"
 #include "base/path.h"
+#include "report/graph_hint.h"
 
 namespace cdsa::report {
 namespace {
@@ -115,6 +116,7 @@ std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std
 }
 
 void add_hints(FaultReport& r, const HintContext& ctx) {
+  add_graph_replay_hint(r);  // a replay of a known framework: how to rerun without graphs (report/graph_hint.h)
   const Launch* failing =
       r.attribution == Attribution::Exact && r.candidates.size() == 1 ? &r.candidates.front().launch : nullptr;
   if (failing && failing->kind.empty()) failing = nullptr;  // the record was overwritten

@@ -265,6 +265,9 @@ class TraceWalker {
       LaunchWithStack node;
       const json* gl = member(g, wk, "launch");
       if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
+      // Written since graph nodes say how they were made; absent in older files.
+      if (g.contains("origin") && !str(g, wk, "origin", &node.node_origin)) return false;
+      if (g.contains("uncertain") && !boolean(g, wk, "uncertain", &node.node_uncertain)) return false;
       out->push_back(std::move(node));
       return true;
     });
@@ -296,6 +299,11 @@ class TraceWalker {
           !u64(c, wi, "pending", &cand.pending) || !str(c, wi, "why", &cand.why))
         return false;
       if (!nodes(c, wi, "graph_nodes", &cand.graph_nodes)) return false;
+      if (c.contains("graph_node_pick") && !i32(c, wi, "graph_node_pick", &cand.graph_node_pick)) return false;
+      if (cand.graph_node_pick < -1 || cand.graph_node_pick >= static_cast<int>(cand.graph_nodes.size()))
+        return fail(at(wi, "graph_node_pick"), "expected -1 or an index into graph_nodes");
+      if (c.contains("graph_nodes_ambiguous") && !boolean(c, wi, "graph_nodes_ambiguous", &cand.graph_nodes_ambiguous))
+        return false;
       // Written since the report names autograd nodes; absent in older files.
       if (c.contains("autograd_node") && !str(c, wi, "autograd_node", &cand.autograd_node)) return false;
       if (c.contains("forward_candidates") && !nodes(c, wi, "forward_candidates", &cand.forward_candidates))

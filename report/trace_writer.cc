@@ -76,9 +76,12 @@ std::string report_to_json(const FaultReport& r) {
     out += fmt::format("{}{{\"launch\":{},\"stack\":{},\"pending\":{},\"why\":{},\"graph_nodes\":[", i ? "," : "",
                        launch_json(c.launch), stack_json(c.stack), c.pending, json_escape(c.why));
     for (size_t j = 0; j < c.graph_nodes.size(); ++j)
-      out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "", launch_json(c.graph_nodes[j].launch),
-                         stack_json(c.graph_nodes[j].stack));
-    out += fmt::format("],\"autograd_node\":{},\"forward_candidates\":[", json_escape(c.autograd_node));
+      out += fmt::format("{}{{\"launch\":{},\"stack\":{},\"origin\":{},\"uncertain\":{}}}", j ? "," : "",
+                         launch_json(c.graph_nodes[j].launch), stack_json(c.graph_nodes[j].stack),
+                         json_escape(c.graph_nodes[j].node_origin), c.graph_nodes[j].node_uncertain ? "true" : "false");
+    out += fmt::format("],\"graph_node_pick\":{},\"graph_nodes_ambiguous\":{}", c.graph_node_pick,
+                       c.graph_nodes_ambiguous ? "true" : "false");
+    out += fmt::format(",\"autograd_node\":{},\"forward_candidates\":[", json_escape(c.autograd_node));
     for (size_t j = 0; j < c.forward_candidates.size(); ++j)
       out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "",
                          launch_json(c.forward_candidates[j].launch), stack_json(c.forward_candidates[j].stack));

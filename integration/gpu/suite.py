@@ -332,6 +332,8 @@ def native_jobs(ctx, out):
                            "-o", str(out / "driver_api.ptx")],
         "driver_api": [ctx.nvcc, "-g", "-O0", "-x", "c", str(CASES / "driver_api.c"), "-o", str(out / "driver_api"), stubs, "-lcuda"],
         "driver_facts": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "driver_facts.cu"), "-o", str(out / "driver_facts"), stubs, "-lcuda"],
+        "graph_update": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "graph_node_update.cu"), "-o", str(out / "graph_update"),
+                         stubs, "-lcuda"],
         "fact_logger.so": [ctx.nvcc, "-O1", "-shared", "-Xcompiler", "-fPIC", "-x", "c", str(CASES / "fact_logger.c"),
                            "-o", str(out / "fact_logger.so"), "-ldl"],
     }
@@ -339,7 +341,7 @@ def native_jobs(ctx, out):
 
 def build_natives(ctx):
     """All nvcc builds in parallel, each in its own process group, limited like any run."""
-    jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so")
+    jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so", "graph_update")
     if not ctx.nvcc:
         ctx.build_errors = {n: "nvcc not found" for n in jobs_all}
         return
@@ -483,6 +485,7 @@ class Case:
     backend: str = "driver"
     cost: bool = False
     first: bool = False  # run before the others (the torch.compile cases: the slowest, started at once)
+    expect_s: float = 0.0  # seconds the case is expected to take on the GPU machine (the cases of issue 16 on state it)
 
 
 INFO = "info"  # a case that records facts returns (INFO, evidence)
@@ -663,6 +666,34 @@ def c_native(binname):
 def c_driver_api(ctx, key, backend):
     r = ctx.run(key, [ctx.bin("driver_api"), ctx.bin("driver_api.ptx")], backend=backend)
     return check_native(r, "launch_via_driver", "driver_api.c", "DRIVER-LAUNCH-LINE", "driver_assert_kernel", backend)
+
+
+def check_graph_update(r, backend="driver"):
+    """Case 25a's judge: one report; the replay's stack holds REPLAY-LINE; of the graph's kernel nodes, the one
+    named is the asserting kernel, changed by cuGraphExecKernelNodeSetParams at UPDATE-LINE (not the fill kernel
+    it was added as, nor the ADD-LINE)."""
+    why = one_report(r, backend)
+    if why:
+        return False, why
+    part = r.launch_part()
+    src = "graph_node_update.cu"
+    replay_site = f"{src}:{marker_line(CASES / src, 'REPLAY-LINE')[0]}"
+    update_site = f"{src}:{marker_line(CASES / src, 'UPDATE-LINE')[0]}"
+    i = part.find("The graph holds")
+    launched, nodes = (part[:i], part[i:]) if i >= 0 else (part, "")
+    ok_replay = "graph launch" in launched and replay_site in launched
+    ok_kernel = "checked_index_kernel" in nodes and "fill_kernel" not in nodes
+    ok_update = "Changed by cuGraphExecKernelNodeSetParams" in nodes and update_site in nodes
+    exact = part.startswith("cdsa: the failing launch")
+    ev = (f"replay {replay_site} {'named' if ok_replay else 'NOT named'}; node kernel "
+          f"{'checked_index_kernel' if ok_kernel else 'NOT checked_index_kernel alone'}; update {update_site} "
+          f"{'named' if ok_update else 'NOT named'}; {'exact' if exact else 'not exact'}; {surfaced(r)}")
+    return ok_replay and ok_kernel and ok_update and exact, ev
+
+
+def c_graph_update(ctx, key, backend):
+    r = ctx.run(key, [ctx.bin("graph_update")], backend=backend)
+    return check_graph_update(r, backend)
 
 
 def c_illegal(ctx, key, backend):
@@ -983,6 +1014,8 @@ def all_cases():
         Case(24, "24b", "report view: case 5's hint", "embedding hint; no interpreter frames", c_report_view("c05_embedding.py", "EMB-LINE", "index", "embedding / index_select:")),
         Case(24, "24c", "case 10's backward fault: autograd node named", "node named; forward line a candidate", c_autograd_node),
         Case(24, "24d", "case 17's 700: the compute-sanitizer command", "given, and it finds the access", c_sanitizer_hint),
+        Case(25, "25a", "graph by cuGraphAddKernelNode, node changed by cuGraphExecKernelNodeSetParams to an assert",
+             "asserting kernel, replay line and update line named (~2 s)", c_graph_update, expect_s=2.0),
     ]
     # Cases 1, 11 and 14 again under the CUPTI backend (no fallback line allowed).
     for c in list(cs):
@@ -1035,6 +1068,7 @@ SCRIPT_MARKERS = {
     "c18_dataloader.py": ["LOSS-LINE"], "native_faults.cu": ["LAUNCH-LINE", "ILLEGAL-LINE"],
     "driver_api.c": ["DRIVER-LAUNCH-LINE"], "c22_sync.py": ["LOSS-LINE", "SYNC-LINE"],
     "c23_exit_nosync.py": ["LOSS-LINE"], "driver_facts.cu": ["NOSYNC-LINE"],
+    "graph_node_update.cu": ["ADD-LINE", "REPLAY-LINE", "UPDATE-LINE"],
 }
 # Cases whose subject is not the synchronize wrapper: they must not surface the fault at torch.cuda.synchronize().
 NO_SYNC_BEFORE_SURFACE = ["c10_backward_only.py", "c11_triton_assert.py", "c12_graph_replay.py", "c13_side_stream.py"]
@@ -1065,8 +1099,8 @@ def self_check():
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 25)):
-        problems.append(f"case numbers {nums} do not cover 1..24")
+    if nums != list(range(1, 26)):
+        problems.append(f"case numbers {nums} do not cover 1..25")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")

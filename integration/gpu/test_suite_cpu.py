@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 25))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 26))
     keys = [r[1] for r in rows]
-    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "21b", "21c"):
+    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("24 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("25 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -190,6 +190,44 @@ cdsa: the failing launch (the first launch on its stream whose completion never 
     ok, ev = suite.check_native(fake_run(suite, err), "launch_bad", "native_faults.cu", "LAUNCH-LINE", "assert_kernel",
                                 code=700)
     assert not ok and "700" in ev
+
+
+def test_graph_update_check_wants_kernel_replay_and_update_lines():
+    """Case 25a's judge: the asserting kernel as the named node, the replay line in the replay's stack and the
+    update line in the node's; a report naming the node's first kernel or its ADD-LINE is a failure."""
+    suite = load_suite()
+    src = suite.CASES / "graph_node_update.cu"
+    replay, _ = suite.marker_line(src, "REPLAY-LINE")
+    update, _ = suite.marker_line(src, "UPDATE-LINE")
+    add, _ = suite.marker_line(src, "ADD-LINE")
+    err = f"""==================== cdsa: asynchronous CUDA fault ====================
+cdsa: CUDA error 710 CUDA_ERROR_ASSERT: device-side assert triggered
+cdsa: surfaced at cuStreamSynchronize (thread 1), called from (most recent call last):
+    main (graph_update+0x1234) at /x/graph_node_update.cu:99
+cdsa: the failing launch (the first launch on its stream whose completion never landed):
+  graph launch (graph 3)  stream 13  launch #2 (#2 on its stream)  thread 1
+    (first unfinished launch on stream 13; 1 launch on it had not completed)
+  Launched from (most recent call last):
+    main (graph_update+0x1300) at /x/graph_node_update.cu:98
+    replay(CUgraphExec_st*, CUstream_st*) (graph_update+0x1100) at /x/graph_node_update.cu:{replay}
+  The graph holds 1 kernel node:
+  - kernel checked_index_kernel(float*, long const*, int, int)  grid (1,1,1) block (32,1,1) shared 0 B  [node of graph 3]
+    Changed by cuGraphExecKernelNodeSetParams_v2 at (most recent call last):
+      main (graph_update+0x1200) at /x/graph_node_update.cu:97
+      change_node(CUgraphExec_st*, CUgraphNode_st*, CUDA_KERNEL_NODE_PARAMS_v2_st*) (graph_update+0x1000) at /x/graph_node_update.cu:{update}
+=======================================================================
+"""
+    ok, ev = suite.check_graph_update(fake_run(suite, err))
+    assert ok, ev
+    assert "exact" in ev and "surfaced at cuStreamSynchronize" in ev
+    stale = err.replace("checked_index_kernel(float*, long const*, int, int)", "fill_kernel(float*, int)").replace(
+        "Changed by cuGraphExecKernelNodeSetParams_v2", "Added by cuGraphAddKernelNode_v2").replace(
+        f"graph_node_update.cu:{update}", f"graph_node_update.cu:{add}")
+    ok, ev = suite.check_graph_update(fake_run(suite, stale))
+    assert not ok and "NOT checked_index_kernel" in ev
+    no_replay_line = err.replace(f"graph_node_update.cu:{replay}", "graph_node_update.cu:1")
+    assert not suite.check_graph_update(fake_run(suite, no_replay_line))[0]
+    assert not suite.check_graph_update(fake_run(suite, err + err))[0]
 
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if pathlib.Path("/usr/local/cuda/bin/nvcc").exists() else None)

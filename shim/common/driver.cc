@@ -38,6 +38,9 @@ void init_driver(const void* hint) {
   get(g_driver.FuncGetName, "cuFuncGetName");
   get(g_driver.KernelGetName, "cuKernelGetName");
   get(g_driver.StreamIsCapturing, "cuStreamIsCapturing");
+  get(g_driver.GraphNodeGetType, "cuGraphNodeGetType");
+  get(g_driver.GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2");
+  get(g_driver.GraphNodeFindInClone, "cuGraphNodeFindInClone");
   get(g_driver.StreamWriteValue64, "cuStreamWriteValue64_v2");
   get(g_driver.StreamWriteValue32, "cuStreamWriteValue32_v2");
   get(g_driver.DeviceGetAttribute, "cuDeviceGetAttribute");

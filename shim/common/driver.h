@@ -31,6 +31,10 @@ struct Driver {
   CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
   CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
+  // Graph bookkeeping (shim/record/graph_capture.h): the driver's view of a node cdsa holds no handle for.
+  CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*GraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2
+  CUresult (*GraphNodeFindInClone)(CUgraphNode*, CUgraphNode, CUgraph) = nullptr;
 };
 
 const Driver& driver() noexcept;

@@ -48,6 +48,28 @@ void add_graph_nodes(const FaultSnapshot& s, AttributedLaunch* c) {
   if (r.graph_id == 0) return;
   for (size_t i = 0; i < s.graph_nodes.size(); ++i)
     if (s.graph_nodes[i].graph_id == r.graph_id) c->graph_nodes.push_back(i);
+  // The breadcrumbs mark the replay, not its nodes: of several, the device's assert text names the one (by kernel
+  // name, as between streams); else they are all candidates.
+  if (c->graph_nodes.size() > 1 && !s.asserts.empty()) {
+    std::vector<int> match;
+    for (size_t k = 0; k < c->graph_nodes.size(); ++k) {
+      auto it = s.kernel_names.find(s.graph_nodes[c->graph_nodes[k]].kernel_name);
+      if (it == s.kernel_names.end()) continue;
+      for (const auto& a : s.asserts)
+        if (kernel_matches_assert_function(it->second, a.function)) {
+          match.push_back(static_cast<int>(k));
+          break;
+        }
+    }
+    if (match.size() == 1) {
+      c->graph_node_pick = match.front();
+      c->reasons |= kReasonNodeMatchesDeviceAssert;
+    }
+  }
+  bool followed = true;
+  if (auto t = s.graph_tables.find(r.graph_id); t != s.graph_tables.end())
+    followed = !t->second.device_changes && !t->second.unpaired_change && !t->second.incomplete;
+  c->graph_nodes_ambiguous = !followed || (c->graph_nodes.size() > 1 && c->graph_node_pick < 0);
 }
 
 }  // namespace
@@ -99,6 +121,11 @@ AttributionResult attribute(const FaultSnapshot& s) {
     out.launches_in_flight = true;
   }
   for (auto& c : picks) add_graph_nodes(s, &c);
+  // The replay is known but not which of its kernel nodes failed: not exact either.
+  if (out.verdict == Verdict::Exact && picks.front().graph_nodes_ambiguous) {
+    out.verdict = Verdict::Ambiguous;
+    out.graph_nodes_ambiguous = true;
+  }
 
   if (picks.empty()) {
     // Nothing pending that breadcrumbs can see: the most recent launches, as hints.

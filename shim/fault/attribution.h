@@ -40,6 +40,7 @@ enum AttributionReason : uint32_t {
   kReasonRecordOverwritten = 1u << 2,    // its record left the ring: known by stream and number only
   kReasonGraphReplay = 1u << 3,          // a graph launch: the failing kernel is one of its captured nodes
   kReasonRecentUnproven = 1u << 4,       // nothing pending that the marks can see: a recent launch, not proven
+  kReasonNodeMatchesDeviceAssert = 1u << 5,  // a graph replay: of its kernel nodes, only this one matches the assert
 };
 
 struct AttributedLaunch {
@@ -48,7 +49,11 @@ struct AttributedLaunch {
   uint64_t stream_seq = 0;
   uint64_t pending = 0;             // launches on its stream whose mark never landed (0 for a recent, unproven one)
   uint32_t reasons = 0;             // AttributionReason bits
-  std::vector<size_t> graph_nodes;  // a graph launch: indices into FaultSnapshot::graph_nodes, capture order
+  std::vector<size_t> graph_nodes;  // a graph launch: indices into FaultSnapshot::graph_nodes, in the table's order
+  int graph_node_pick = -1;         // the position in graph_nodes of the one node the device's assert names
+  // Which kernel node of the replay failed is not known: several and no pick, or a table cdsa could not follow
+  // (device-side changes, a change it could not pair, nodes not kept).
+  bool graph_nodes_ambiguous = false;
 };
 
 struct AttributionResult {
@@ -57,6 +62,7 @@ struct AttributionResult {
   bool unmarked_streams_pending = false;     // a stream had launches without marks: it cannot be ruled out
   bool named_by_device_assert = false;       // the assert text picked the one candidate among several
   bool launches_in_flight = false;           // launches in flight kept the verdict from being exact
+  bool graph_nodes_ambiguous = false;        // the one candidate is a replay whose failing node is not known
 };
 
 AttributionResult attribute(const FaultSnapshot& snapshot);

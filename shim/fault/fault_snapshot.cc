@@ -35,8 +35,16 @@ FaultSnapshot take_fault_snapshot(const InCdsa&) {
     if (r.kernel_name != kNoString) s.kernel_names.emplace(r.kernel_name, string_at(r.kernel_name));
     if (r.kind == LaunchKind::Graph && r.graph_id != 0) graphs.insert(r.graph_id);
   }
-  for (uint64_t g : graphs)
-    for (auto& node : captured_nodes(g)) s.graph_nodes.push_back(node);
+  for (uint64_t g : graphs) {
+    GraphTableInfo info;
+    for (auto& node : graph_nodes(g, &info)) {
+      s.graph_nodes.push_back(node.launch);
+      if (node.launch.kernel_name != kNoString)
+        s.kernel_names.emplace(node.launch.kernel_name, string_at(node.launch.kernel_name));
+      s.graph_node_records.push_back(node);
+    }
+    s.graph_tables[g] = info;
+  }
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;
   return s;

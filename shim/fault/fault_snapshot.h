@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/device_assert.h"
+#include "shim/record/graph_capture.h"
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
 
@@ -40,7 +41,10 @@ struct FaultSnapshot {
   std::vector<StreamView> streams;               // streams with at least one launch
   bool breadcrumbs_active = false;
   std::vector<DeviceAssert> asserts;      // the device's assert lines the driver printed, parsed
-  std::vector<LaunchRecord> graph_nodes;  // the captured launches of every graph launched in `ring`
+  std::vector<LaunchRecord> graph_nodes;  // the kernel nodes of every node table launched in `ring`
+  // Beside graph_nodes, index for index: how each node was made or last changed (empty in hand-made snapshots).
+  std::vector<GraphNodeRecord> graph_node_records;
+  std::map<uint64_t, GraphTableInfo> graph_tables;  // what limits each launched node table
   // Launches another thread has submitted to the driver but not recorded yet: the failing one may be among
   // them, outside the ring. (0 until the launch path counts them.)
   uint32_t launches_in_flight = 0;

@@ -236,7 +236,30 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
       report::LaunchWithStack g;
       g.launch = report_launch(s.graph_nodes[i]);
       g.stack = stack(s.graph_nodes[i].stack_id);
+      if (i < s.graph_node_records.size()) {
+        const GraphNodeRecord& n = s.graph_node_records[i];
+        const char* call = n.call == kNoString ? "" : string_at(n.call);
+        g.node_origin = n.origin == NodeOrigin::Captured ? std::string("captured")
+                        : std::string(n.origin == NodeOrigin::Added ? "added by " : "changed by ") + call;
+        g.node_uncertain = n.uncertain;
+      }
       out.graph_nodes.push_back(std::move(g));
+    }
+    out.graph_node_pick = c.graph_node_pick;
+    out.graph_nodes_ambiguous = c.graph_nodes_ambiguous;
+    if (c.ring_index >= 0 && s.ring[static_cast<size_t>(c.ring_index)].kind == LaunchKind::Graph) {
+      auto t = s.graph_tables.find(s.ring[static_cast<size_t>(c.ring_index)].graph_id);
+      if (t != s.graph_tables.end()) {
+        if (t->second.device_changes)
+          rep->notes.push_back("the replayed graph has device-updatable kernel nodes or may be launched from the "
+                               "device: cdsa cannot follow those changes, so its kernel nodes are candidates only");
+        if (t->second.unpaired_change)
+          rep->notes.push_back("a change of the replayed graph named a node cdsa could not pair with one it knew: "
+                               "the kernel nodes listed may not be all the replay ran");
+        if (t->second.incomplete)
+          rep->notes.push_back("the graph node tables were full (65,536 nodes): some of the replay's kernel nodes "
+                               "were not kept");
+      }
     }
     rep->candidates.push_back(std::move(out));
   }

@@ -67,6 +67,7 @@ enum class Kind {
   GraphInstantiate,
   GraphInstantiateParams,
   GraphDestroy,
+  GraphNode,
   StreamDestroy,
   ProcAddress
 };
@@ -223,6 +224,104 @@ CUresult on_launch(KindTag<Kind::GraphLaunch>, F real, CUgraphExec g, CUstream s
   return r;
 }
 
+// The graph-building and exec-changing calls (Kind::GraphNode), after the driver accepted them: what each kernel
+// node is (shim/record/graph_capture.h). `call` is the exported name, kept as what made or changed the node.
+// Overloads by the entry point's own parameter types, so each version's struct layout is read as what it is.
+template <class P>
+inline constexpr bool kKernelParams = std::is_same_v<P, CUDA_KERNEL_NODE_PARAMS_v1> ||
+                                      std::is_same_v<P, CUDA_KERNEL_NODE_PARAMS_v2>;
+
+void note_added_node(CUgraph g, CUgraphNode n, const CUgraphNodeParams* p, const char* call) {
+  if (!p) return;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      note_kernel_node_added(g, n, kernel_node_desc(p->kernel), call);
+      break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      note_child_node_added(g, n, p->graph.graph);
+      break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      note_conditional_node_added(g, n, p->conditional.phGraph_out, p->conditional.size);
+      break;
+    default:
+      note_other_node_added(g, n, p->type);
+  }
+}
+
+// cuGraphAddKernelNode[_v2]
+template <class P>
+  requires kKernelParams<P>
+void on_graph_call(const char* call, CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t, const P* p) {
+  if (out && p) note_kernel_node_added(g, *out, kernel_node_desc(*p), call);
+}
+// cuGraphAddNode, cuGraphAddNode_v2 (edge data)
+void on_graph_call(const char* call, CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t, CUgraphNodeParams* p) {
+  if (out) note_added_node(g, *out, p, call);
+}
+void on_graph_call(const char* call, CUgraphNode* out, CUgraph g, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+                   CUgraphNodeParams* p) {
+  if (out) note_added_node(g, *out, p, call);
+}
+// cuGraphAddChildGraphNode
+void on_graph_call(const char*, CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t, CUgraph child) {
+  if (out) note_child_node_added(g, *out, child);
+}
+// cuGraphKernelNodeSetParams[_v2]
+template <class P>
+  requires kKernelParams<P>
+void on_graph_call(const char* call, CUgraphNode n, const P* p) {
+  if (p) note_kernel_node_set(n, kernel_node_desc(*p), call);
+}
+// cuGraphNodeSetParams
+void on_graph_call(const char* call, CUgraphNode n, CUgraphNodeParams* p) {
+  if (p && p->type == CU_GRAPH_NODE_TYPE_KERNEL) note_kernel_node_set(n, kernel_node_desc(p->kernel), call);
+}
+// cuGraphKernelNodeSetAttribute: a device-updatable node changes where cdsa cannot see it.
+void on_graph_call(const char*, CUgraphNode n, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue* v) {
+  if (attr == CU_KERNEL_NODE_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE && v && v->deviceUpdatableKernelNode.deviceUpdatable)
+    note_device_updatable(n);
+}
+// cuGraphDestroyNode
+void on_graph_call(const char*, CUgraphNode n) { note_node_destroy(n); }
+// cuGraphClone
+void on_graph_call(const char*, CUgraph* out, CUgraph original) {
+  if (out) note_graph_clone(*out, original);
+}
+// cuGraphExecKernelNodeSetParams[_v2]
+template <class P>
+  requires kKernelParams<P>
+void on_graph_call(const char* call, CUgraphExec x, CUgraphNode n, const P* p) {
+  if (p) note_exec_kernel_node_set(x, n, kernel_node_desc(*p), call);
+}
+// cuGraphExecNodeSetParams
+void on_graph_call(const char* call, CUgraphExec x, CUgraphNode n, CUgraphNodeParams* p) {
+  if (!p) return;
+  if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) note_exec_kernel_node_set(x, n, kernel_node_desc(p->kernel), call);
+  if (p->type == CU_GRAPH_NODE_TYPE_GRAPH) note_exec_child_set(x, n, p->graph.graph);
+}
+// cuGraphExecChildGraphNodeSetParams
+void on_graph_call(const char*, CUgraphExec x, CUgraphNode n, CUgraph child) { note_exec_child_set(x, n, child); }
+// cuGraphNodeSetEnabled
+void on_graph_call(const char*, CUgraphExec x, CUgraphNode n, unsigned enabled) {
+  note_exec_node_enabled(x, n, enabled != 0);
+}
+// cuGraphExecUpdate (10020: error node and result; 12000: CUgraphExecUpdateResultInfo)
+void on_graph_call(const char*, CUgraphExec x, CUgraph g, CUgraphNode*, CUgraphExecUpdateResult*) {
+  note_exec_update(x, g);
+}
+void on_graph_call(const char*, CUgraphExec x, CUgraph g, CUgraphExecUpdateResultInfo*) { note_exec_update(x, g); }
+
+// Whether an instantiation lets the device launch the exec (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH).
+template <class T>
+bool device_launch_flag(T flags_or_params) {
+  if constexpr (std::is_integral_v<T>)
+    return flags_or_params & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
+  else if constexpr (std::is_same_v<T, CUDA_GRAPH_INSTANTIATE_PARAMS*>)
+    return flags_or_params && (flags_or_params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+  else
+    return false;
+}
+
 // cuGetProcAddress: hand back a wrapper bound to the pointer the driver returned.
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags);
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
@@ -256,12 +355,20 @@ CUresult dispatch(F real, A... a) {
     auto args = std::tuple<A...>(a...);
     CUresult r = real(a...);
     CUgraphExec* out = std::get<0>(args);
-    if (r == CUDA_SUCCESS && out) note_graph_instantiate(*out, std::get<1>(args));
+    if (r == CUDA_SUCCESS && out) note_graph_instantiate(*out, std::get<1>(args), device_launch_flag(std::get<2>(args)));
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::GraphDestroy) {
     note_graph_destroy(std::get<0>(std::tuple<A...>(a...)));  // before: the handle may come back for another graph
     CUresult r = real(a...);
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::GraphNode) {
+    CUresult r = real(a...);
+    if (r == CUDA_SUCCESS) {
+      const EntryPoint& e = entry_point(Id);
+      on_graph_call(e.symbol[0] ? e.symbol : e.base, a...);
+    }
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::StreamDestroy) {

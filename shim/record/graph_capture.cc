@@ -1,37 +1,70 @@
 #include "shim/record/graph_capture.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "shim/common/driver.h"
 
 namespace cdsa {
 
+// The launch path's name cache (shim/record/launch.h), declared weak: the bookkeeping's unit test links no launch
+// path, and its nodes are then unnamed.
+[[gnu::weak]] uint32_t kernel_name_id(const InCdsa&, CUfunction func) noexcept;
+
 namespace graph_capture_internal {
 std::atomic<int> g_captures_active{0};
+std::atomic<uint32_t> g_launched[kLaunchedSlots];
 }  // namespace graph_capture_internal
 
 namespace {
 
 using graph_capture_internal::g_captures_active;
 
+// One node as cdsa keeps it: in a graph's entry (kernel, child, conditional and other nodes) or in a node table
+// (kernel nodes only, flattened).
+struct NodeRec {
+  GraphNodeRecord rec;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
+  std::vector<uintptr_t> handles;  // the CUgraphNode handles that may name it (none: a captured node, or a copy)
+  std::vector<uint32_t> bodies;    // child graph node: its copy of the child; conditional node: its bodies
+  uintptr_t top = 0;               // in a table: the top-level child/conditional node it came from (0: itself)
+  bool enabled = true;
+};
+
+struct Entry {  // one CUgraph (or a body: a child node's copy, a conditional node's body)
+  std::vector<NodeRec> nodes;
+  bool device_changes = false;
+  bool unpaired_change = false;
+  bool owned = false;  // a body: goes with its node's graph
+};
+
+struct Table {  // what one version of an exec runs
+  std::vector<NodeRec> nodes;
+  GraphTableInfo info;
+  std::vector<uintptr_t> pre_update;  // after cuGraphExecUpdate: the handles of the nodes it replaced
+  bool retired = false;
+};
+
+constexpr size_t kMaxRecords = 1 << 16;
+
 std::atomic<bool> g_ready{false};
-std::mutex g_capture_mutex;
-uint32_t g_next_capture = 0;
-std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;  // stream id -> capture id
-std::unordered_map<uintptr_t, uint32_t>* g_capture_by_graph = nullptr;
-// Capture id -> how many live handles (its CUgraph, the CUgraphExecs instantiated from it) still name it. At 0 the
-// capture is retired: its nodes stay for a report about a launch of it that may still be running (the driver lets
-// a program destroy an exec it has just launched, and a destroy call may itself surface the fault), and go when the
-// bound needs their room, so destroyed graphs neither pile up nor crowd out live ones.
-std::unordered_map<uint32_t, uint32_t>* g_capture_refs = nullptr;
-std::unordered_set<uint32_t>* g_retired = nullptr;
-std::vector<LaunchRecord>* g_capture_nodes = nullptr;  // every captured launch of a live or retired graph, bounded
-constexpr size_t kMaxCaptureNodes = 1 << 16;
-// A destroyed CUgraphExec's entry in the lock-free exec map (which has no erase): no capture.
-constexpr uint32_t kNoCapture = 0;  // capture ids start at 1
+std::mutex g_mutex;
+uint32_t g_next_id = 0;                                   // entries and tables share one id space, from 1
+std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;  // stream id -> entry id
+std::unordered_map<uintptr_t, uint32_t>* g_entry_by_graph = nullptr;
+std::unordered_map<uintptr_t, uint32_t>* g_table_by_exec = nullptr;
+std::map<uint32_t, Entry>* g_entries = nullptr;
+std::map<uint32_t, Table>* g_tables = nullptr;
+size_t g_records = 0;  // node records in entries and tables
+// A destroyed CUgraphExec's entry in the lock-free exec map (which has no erase): no table.
+constexpr uint32_t kNoTable = 0;
+
+bool ready() { return g_ready.load(std::memory_order_acquire); }
+
+uint32_t name_of(const InCdsa& guard, CUfunction f) { return &kernel_name_id ? kernel_name_id(guard, f) : kNoString; }
 
 uint64_t stream_id_of(const InCdsa&, CUstream s) {
   unsigned long long id = 0;
@@ -39,42 +72,244 @@ uint64_t stream_id_of(const InCdsa&, CUstream s) {
   return id;
 }
 
-bool ready() { return g_ready.load(std::memory_order_acquire); }
+size_t records_in(const std::vector<NodeRec>& v) { return v.size(); }
 
-// One handle naming `capture_id` is gone: at the last, the capture is retired. Under g_capture_mutex.
-void drop_capture_ref(uint32_t capture_id) {
-  auto it = g_capture_refs->find(capture_id);
-  if (it == g_capture_refs->end() || --it->second != 0) return;
-  g_capture_refs->erase(it);
-  g_retired->insert(capture_id);
+// Room for `n` more records: retired tables go first (oldest first). Under g_mutex.
+bool room_for(size_t n) {
+  for (auto it = g_tables->begin(); g_records + n > kMaxRecords && it != g_tables->end();) {
+    if (!it->second.retired) {
+      ++it;
+      continue;
+    }
+    g_records -= records_in(it->second.nodes);
+    it = g_tables->erase(it);
+  }
+  return g_records + n <= kMaxRecords;
 }
 
-// The bound is reached: the retired captures' nodes make room. Under g_capture_mutex.
-void evict_retired() {
-  if (g_retired->empty()) return;
-  std::erase_if(*g_capture_nodes, [](const LaunchRecord& r) { return g_retired->count(r.graph_id) != 0; });
-  g_retired->clear();
+uint32_t new_entry(bool owned) {
+  uint32_t id = ++g_next_id;
+  (*g_entries)[id].owned = owned;
+  return id;
+}
+
+void drop_entry(uint32_t id) {
+  auto it = g_entries->find(id);
+  if (it == g_entries->end()) return;
+  std::vector<uint32_t> owned;
+  for (auto& n : it->second.nodes) owned.insert(owned.end(), n.bodies.begin(), n.bodies.end());
+  g_records -= records_in(it->second.nodes);
+  g_entries->erase(it);
+  for (uint32_t b : owned) drop_entry(b);
+}
+
+// The entry of `graph`, made on first sight (a graph cdsa saw no call for, e.g. a child node's copy it was handed).
+Entry* entry_of(CUgraph graph, uint32_t* id_out = nullptr) {
+  if (!graph) return nullptr;
+  auto [it, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), 0);
+  if (fresh) it->second = new_entry(false);
+  if (id_out) *id_out = it->second;
+  return &(*g_entries)[it->second];
+}
+
+bool add_record(std::vector<NodeRec>& v, NodeRec n, bool* incomplete) {
+  if (!room_for(1)) {
+    if (incomplete) *incomplete = true;
+    return false;
+  }
+  v.push_back(std::move(n));
+  ++g_records;
+  return true;
+}
+
+// A kernel node record made now, on the calling thread (its stack).
+NodeRec kernel_record(const KernelNodeDesc& k, const char* call, NodeOrigin origin) {
+  InCdsa guard;
+  NodeRec n;
+  n.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  LaunchRecord& r = n.rec.launch;
+  r.kernel_name = name_of(guard, k.func);
+  for (int i = 0; i < 3; ++i) r.grid[i] = k.grid[i], r.block[i] = k.block[i];
+  r.shared_mem = k.shared_mem;
+  r.stack_id = capture_and_intern_stack();
+  n.rec.call = call ? intern_string(call, strlen(call)) : kNoString;
+  n.rec.origin = origin;
+  return n;
+}
+
+bool has_handle(const NodeRec& n, uintptr_t h) { return std::find(n.handles.begin(), n.handles.end(), h) != n.handles.end(); }
+
+// The driver's view of node `h`: its kernel and dims (the graph's node; exec changes do not alter it). False when
+// it is no kernel node or the driver cannot say.
+bool driver_kernel_node(CUgraphNode h, LaunchRecord* out) {
+  const Driver& d = driver();
+  if (!d.GraphNodeGetType || !d.GraphKernelNodeGetParams) return false;
+  InCdsa guard;
+  CUgraphNodeType type;
+  if (d.GraphNodeGetType(h, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL) return false;
+  CUDA_KERNEL_NODE_PARAMS_v2 p{};
+  if (d.GraphKernelNodeGetParams(h, &p) != CUDA_SUCCESS) return false;
+  KernelNodeDesc k = kernel_node_desc(p);
+  out->kernel_name = name_of(guard, k.func);
+  for (int i = 0; i < 3; ++i) out->grid[i] = k.grid[i], out->block[i] = k.block[i];
+  return true;
+}
+
+bool same_kernel(const LaunchRecord& a, const LaunchRecord& b) {
+  return a.kernel_name == b.kernel_name && std::equal(a.grid, a.grid + 3, b.grid) &&
+         std::equal(a.block, a.block + 3, b.block);
+}
+
+// The kernel records node `h` may be, and whether that is certain. A record holding the handle; else, after an
+// exec update, any record (the driver's pairing is its own); else the records cdsa holds no handle for (captured
+// nodes, copies) that match the driver's view of the node, learning the handle when exactly one does.
+std::vector<size_t> targets_of(std::vector<NodeRec>& v, uintptr_t h, const std::vector<uintptr_t>* pre_update,
+                               bool* certain) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (has_handle(v[i], h)) out.push_back(i);
+  if (out.empty() && pre_update && std::find(pre_update->begin(), pre_update->end(), h) != pre_update->end())
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i].type == CU_GRAPH_NODE_TYPE_KERNEL && v[i].top == 0) out.push_back(i);
+  if (!out.empty()) {
+    *certain = out.size() == 1;
+    return out;
+  }
+  LaunchRecord seen;
+  bool known = driver_kernel_node(reinterpret_cast<CUgraphNode>(h), &seen);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i].type == CU_GRAPH_NODE_TYPE_KERNEL && v[i].handles.empty() && v[i].top == 0 &&
+        (!known || same_kernel(v[i].rec.launch, seen)))
+      out.push_back(i);
+  *certain = out.size() == 1 && known;
+  if (*certain) v[out[0]].handles.push_back(h);
+  return out;
+}
+
+// Node `h` of `v` becomes `fresh`: in place when certain; else the records it may be stay, marked uncertain, and
+// the new work joins them. Returns false when no record could be `h` (the new work is listed all the same).
+bool apply_change(std::vector<NodeRec>& v, uintptr_t h, NodeRec fresh, const std::vector<uintptr_t>* pre_update,
+                  bool* incomplete) {
+  bool certain = false;
+  std::vector<size_t> t = targets_of(v, h, pre_update, &certain);
+  if (certain) {
+    NodeRec& old = v[t[0]];
+    old.rec.launch = fresh.rec.launch;
+    old.rec.call = fresh.rec.call;
+    old.rec.origin = fresh.rec.origin;
+    old.rec.uncertain = false;
+    return true;
+  }
+  for (size_t i : t) v[i].rec.uncertain = true;
+  fresh.rec.uncertain = true;
+  fresh.handles = {h};
+  add_record(v, std::move(fresh), incomplete);
+  return !t.empty();
+}
+
+// `e`'s kernel nodes flattened into `out`: child copies and conditional bodies inlined (their nodes keep the
+// top-level node they came from).
+void flatten(const Entry& e, uintptr_t top, bool in_body, std::vector<NodeRec>& out, GraphTableInfo* info) {
+  info->device_changes |= e.device_changes;
+  info->unpaired_change |= e.unpaired_change;
+  for (const NodeRec& n : e.nodes) {
+    uintptr_t t = top ? top : (n.handles.empty() ? 0 : n.handles.front());
+    if (n.type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      NodeRec c = n;
+      c.top = top;
+      c.rec.in_body |= in_body;
+      out.push_back(std::move(c));
+    }
+    for (uint32_t b : n.bodies) {
+      auto it = g_entries->find(b);
+      if (it != g_entries->end())
+        flatten(it->second, t, in_body || n.type == CU_GRAPH_NODE_TYPE_CONDITIONAL, out, info);
+    }
+  }
+}
+
+// A deep copy of entry `id` (bodies too) as a new entry; the copy holds no handles (the driver's copy has its own).
+uint32_t copy_entry(uint32_t id, bool owned, bool keep_handles) {
+  auto it = g_entries->find(id);
+  uint32_t out = new_entry(owned);
+  if (it == g_entries->end()) return out;
+  Entry src = it->second;  // copied: new entries may move the map's nodes
+  Entry& dst = (*g_entries)[out];
+  dst.device_changes = src.device_changes;
+  dst.unpaired_change = src.unpaired_change;
+  for (NodeRec n : src.nodes) {
+    if (!keep_handles) n.handles.clear();
+    for (uint32_t& b : n.bodies) b = copy_entry(b, true, keep_handles);
+    bool dummy = false;
+    add_record((*g_entries)[out].nodes, std::move(n), &dummy);
+  }
+  return out;
+}
+
+// The entry holding node `h` (a handle cdsa was given), or null.
+Entry* entry_holding(uintptr_t h, size_t* index) {
+  for (auto& [id, e] : *g_entries)
+    for (size_t i = 0; i < e.nodes.size(); ++i)
+      if (has_handle(e.nodes[i], h)) {
+        *index = i;
+        return &e;
+      }
+  return nullptr;
+}
+
+// The exec's table, ready to change: itself when no launch may have run it since it was made, else a copy with a
+// new id (the old one retired, kept for a report about that launch). Null when cdsa knows no table for it.
+Table* table_for_change(CUgraphExec exec) {
+  auto it = g_table_by_exec->find(reinterpret_cast<uintptr_t>(exec));
+  if (it == g_table_by_exec->end()) return nullptr;
+  uint32_t cur = it->second;
+  auto t = g_tables->find(cur);
+  if (t == g_tables->end()) return nullptr;
+  using graph_capture_internal::g_launched;
+  using graph_capture_internal::kLaunchedSlots;
+  if (g_launched[cur % kLaunchedSlots].load(std::memory_order_acquire) != cur) return &t->second;
+  bool fits = room_for(t->second.nodes.size());
+  t = g_tables->find(cur);  // room_for erases retired tables only; this one is live
+  uint32_t id = ++g_next_id;
+  Table copy = t->second;
+  t->second.retired = true;
+  if (!fits) {
+    copy.nodes.clear();
+    copy.info.incomplete = true;
+  }
+  g_records += copy.nodes.size();
+  Table& fresh = (*g_tables)[id] = std::move(copy);
+  it->second = id;
+  handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), id);
+  return &fresh;
+}
+
+void retire_table(uint32_t id) {
+  auto t = g_tables->find(id);
+  if (t != g_tables->end()) t->second.retired = true;
 }
 
 }  // namespace
 
 void graph_capture_init() noexcept {
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  if (g_capture_nodes) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_entries) return;
   g_capture_by_stream = new std::map<uint64_t, uint32_t>;
-  g_capture_by_graph = new std::unordered_map<uintptr_t, uint32_t>;
-  g_capture_refs = new std::unordered_map<uint32_t, uint32_t>;
-  g_retired = new std::unordered_set<uint32_t>;
-  g_capture_nodes = new std::vector<LaunchRecord>;
+  g_entry_by_graph = new std::unordered_map<uintptr_t, uint32_t>;
+  g_table_by_exec = new std::unordered_map<uintptr_t, uint32_t>;
+  g_entries = new std::map<uint32_t, Entry>;
+  g_tables = new std::map<uint32_t, Table>;
   g_ready.store(true, std::memory_order_release);
 }
+
+// ---- stream capture
 
 void note_capture_begin(CUstream stream, bool per_thread) noexcept {
   if (!ready()) return;
   InCdsa guard;
   uint64_t id = stream_id_of(guard, effective_stream(stream, per_thread));
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  (*g_capture_by_stream)[id] = ++g_next_capture;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  (*g_capture_by_stream)[id] = new_entry(false);
   g_captures_active.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -82,76 +317,329 @@ void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept 
   if (!ready()) return;
   InCdsa guard;
   uint64_t id = stream_id_of(guard, effective_stream(stream, per_thread));
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_capture_by_stream->find(id);
   if (it == g_capture_by_stream->end()) return;
-  if (graph) {
-    // Into an existing graph (cuStreamBeginCaptureToGraph) the graph may already name an earlier capture.
-    auto [at, fresh] = g_capture_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), it->second);
-    if (!fresh) {
-      drop_capture_ref(at->second);
-      at->second = it->second;
-    }
-    ++(*g_capture_refs)[it->second];
-  } else {
-    // A failed capture: nothing names its nodes, and nothing can launch them.
-    std::erase_if(*g_capture_nodes, [id = it->second](const LaunchRecord& r) { return r.graph_id == id; });
-  }
+  uint32_t captured = it->second;
   g_capture_by_stream->erase(it);
   g_captures_active.fetch_sub(1, std::memory_order_acq_rel);
+  if (!graph) {  // a failed capture: nothing names its nodes, and nothing can launch them
+    drop_entry(captured);
+    return;
+  }
+  auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), captured);
+  if (fresh) return;
+  // Captured into an existing graph (cuStreamBeginCaptureToGraph): the nodes join the graph's own.
+  auto src = g_entries->find(captured);
+  if (src != g_entries->end()) {
+    std::vector<NodeRec> nodes = std::move(src->second.nodes);
+    g_records -= nodes.size();
+    g_entries->erase(src);
+    Entry& e = (*g_entries)[at->second];
+    for (auto& n : nodes) {
+      e.nodes.push_back(std::move(n));
+      ++g_records;
+    }
+  }
 }
 
-void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept {
-  if (!ready() || !exec) return;
-  uint32_t token = 0;
-  {
-    std::lock_guard<std::mutex> lock(g_capture_mutex);
-    auto it = g_capture_by_graph->find(reinterpret_cast<uintptr_t>(graph));
-    if (it == g_capture_by_graph->end()) return;
-    token = it->second;
-    ++(*g_capture_refs)[token];
+void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
+  if (!ready()) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_capture_by_stream->find(r->stream_id);
+  if (it == g_capture_by_stream->end() && g_capture_by_stream->size() == 1) it = g_capture_by_stream->begin();  // joined
+  if (it == g_capture_by_stream->end()) return;
+  r->graph_id = it->second;
+  NodeRec n;
+  n.rec.launch = *r;
+  n.rec.origin = NodeOrigin::Captured;
+  add_record((*g_entries)[it->second].nodes, std::move(n), nullptr);
+}
+
+// ---- graphs
+
+void note_kernel_node_added(CUgraph graph, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
+  if (!ready() || !graph || !node) return;
+  NodeRec n = kernel_record(k, call, NodeOrigin::Added);
+  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Entry* e = entry_of(graph);
+  add_record(e->nodes, std::move(n), nullptr);
+}
+
+void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type) noexcept {
+  (void)graph, (void)node, (void)type;  // kept as what they are: no kernel, never a candidate
+}
+
+void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept {
+  if (!ready() || !graph || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  uint32_t child_id = 0;
+  entry_of(child, &child_id);
+  NodeRec n;
+  n.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
+  n.bodies.push_back(copy_entry(child_id, true, false));  // the node holds a copy of the child, as the driver does
+  add_record(entry_of(graph)->nodes, std::move(n), nullptr);
+}
+
+void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph* bodies, unsigned count) noexcept {
+  if (!ready() || !graph || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  NodeRec n;
+  n.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
+  for (unsigned i = 0; bodies && i < count; ++i) {
+    uint32_t id = 0;
+    entry_of(bodies[i], &id);  // a live graph of its own: nodes are added to it later
+    (*g_entries)[id].owned = true;
+    n.bodies.push_back(id);
   }
-  handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), token);
+  add_record(entry_of(graph)->nodes, std::move(n), nullptr);
+}
+
+void note_node_destroy(CUgraphNode node) noexcept {
+  if (!ready() || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  size_t i = 0;
+  Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i);
+  if (!e) return;
+  std::vector<uint32_t> bodies = e->nodes[i].bodies;
+  e->nodes.erase(e->nodes.begin() + static_cast<ptrdiff_t>(i));
+  --g_records;
+  for (auto& [h, id] : *g_entry_by_graph)
+    if (std::find(bodies.begin(), bodies.end(), id) != bodies.end()) id = 0;
+  std::erase_if(*g_entry_by_graph, [](const auto& kv) { return kv.second == 0; });
+  for (uint32_t b : bodies) drop_entry(b);
+}
+
+void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
+  if (!ready() || !clone || !original) return;
+  const Driver& d = driver();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  uint32_t orig_id = 0;
+  entry_of(original, &orig_id);
+  uint32_t id = copy_entry(orig_id, false, true);
+  // The clone's nodes have handles of their own: cuGraphNodeFindInClone names each (top level; deeper copies stay
+  // without handles, found by the driver's view of the node when they change).
+  Entry& e = (*g_entries)[id];
+  for (NodeRec& n : e.nodes) {
+    std::vector<uintptr_t> mine;
+    for (uintptr_t h : n.handles) {
+      CUgraphNode found = nullptr;
+      InCdsa guard;
+      if (d.GraphNodeFindInClone &&
+          d.GraphNodeFindInClone(&found, reinterpret_cast<CUgraphNode>(h), clone) == CUDA_SUCCESS && found)
+        mine.push_back(reinterpret_cast<uintptr_t>(found));
+    }
+    n.handles = std::move(mine);
+  }
+  auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(clone), id);
+  if (!fresh) {
+    drop_entry(at->second);
+    at->second = id;
+  }
+}
+
+void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
+  if (!ready() || !node) return;
+  NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto h = reinterpret_cast<uintptr_t>(node);
+  size_t i = 0;
+  if (Entry* e = entry_holding(h, &i)) {
+    apply_change(e->nodes, h, std::move(fresh), nullptr, nullptr);
+    return;
+  }
+  // A node cdsa holds no handle for (a captured one): the graph is not known either. Each graph with a node the
+  // driver's view matches takes the change, certain only where exactly one node of one graph matches.
+  LaunchRecord seen;
+  bool known = driver_kernel_node(node, &seen);
+  std::vector<std::pair<Entry*, size_t>> matches;
+  for (auto& [id, e] : *g_entries)
+    for (size_t j = 0; j < e.nodes.size(); ++j)
+      if (e.nodes[j].type == CU_GRAPH_NODE_TYPE_KERNEL && e.nodes[j].handles.empty() &&
+          (known && same_kernel(e.nodes[j].rec.launch, seen)))
+        matches.emplace_back(&e, j);
+  if (matches.size() == 1) {
+    matches[0].first->nodes[matches[0].second].handles.push_back(h);
+    apply_change(matches[0].first->nodes, h, std::move(fresh), nullptr, nullptr);
+    return;
+  }
+  for (auto& [e, j] : matches) {
+    e->nodes[j].rec.uncertain = true;
+    e->unpaired_change = true;
+  }
+}
+
+void note_device_updatable(CUgraphNode node) noexcept {
+  if (!ready() || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  size_t i = 0;
+  if (Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i)) {
+    e->device_changes = true;
+    return;
+  }
+  for (auto& [id, e] : *g_entries) e.device_changes = true;  // cdsa cannot tell which graph holds it: all of them
+}
+
+// ---- execs
+
+void note_graph_instantiate(CUgraphExec exec, CUgraph graph, bool device_launch) noexcept {
+  if (!ready() || !exec) return;
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_entry_by_graph->find(reinterpret_cast<uintptr_t>(graph));
+    if (it == g_entry_by_graph->end()) return;
+    Table t;
+    flatten((*g_entries)[it->second], 0, false, t.nodes, &t.info);
+    t.info.device_changes |= device_launch;
+    if (!room_for(t.nodes.size())) {
+      t.nodes.clear();
+      t.info.incomplete = true;
+    }
+    g_records += t.nodes.size();
+    id = ++g_next_id;
+    (*g_tables)[id] = std::move(t);
+    auto [at, fresh] = g_table_by_exec->try_emplace(reinterpret_cast<uintptr_t>(exec), id);
+    if (!fresh) {
+      retire_table(at->second);
+      at->second = id;
+    }
+  }
+  handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), id);
+}
+
+void note_exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
+  if (!ready() || !exec || !node) return;
+  NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Table* t = table_for_change(exec);
+  if (!t) return;
+  if (!apply_change(t->nodes, reinterpret_cast<uintptr_t>(node), std::move(fresh), &t->pre_update, &t->info.incomplete))
+    t->info.unpaired_change = true;
+}
+
+void note_exec_node_enabled(CUgraphExec exec, CUgraphNode node, bool enabled) noexcept {
+  if (!ready() || !exec || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Table* t = table_for_change(exec);
+  if (!t) return;
+  bool certain = false;
+  std::vector<size_t> idx = targets_of(t->nodes, reinterpret_cast<uintptr_t>(node), &t->pre_update, &certain);
+  if (certain) t->nodes[idx[0]].enabled = enabled;  // not certain: every node it may be stays a candidate
+}
+
+void note_exec_child_set(CUgraphExec exec, CUgraphNode node, CUgraph child) noexcept {
+  if (!ready() || !exec || !node) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Table* t = table_for_change(exec);
+  if (!t) return;
+  auto h = reinterpret_cast<uintptr_t>(node);
+  uint32_t child_id = 0;
+  entry_of(child, &child_id);
+  std::vector<NodeRec> fresh;
+  flatten((*g_entries)[child_id], h, false, fresh, &t->info);
+  size_t before = t->nodes.size();
+  std::erase_if(t->nodes, [h](const NodeRec& n) { return n.top == h; });
+  bool found = t->nodes.size() != before;
+  g_records -= before - t->nodes.size();
+  for (auto& n : fresh) {
+    if (!found) n.rec.uncertain = true;
+    add_record(t->nodes, std::move(n), &t->info.incomplete);
+  }
+  if (!found) t->info.unpaired_change = true;
+}
+
+void note_exec_update(CUgraphExec exec, CUgraph graph) noexcept {
+  if (!ready() || !exec) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Table* t = table_for_change(exec);
+  if (!t) return;
+  // The exec takes the new graph's nodes. Which old node each pairs with is the driver's business: the old
+  // handles name any of them from now on (candidate sets, never a guess).
+  std::vector<uintptr_t> old;
+  for (const NodeRec& n : t->nodes) old.insert(old.end(), n.handles.begin(), n.handles.end());
+  old.insert(old.end(), t->pre_update.begin(), t->pre_update.end());
+  uint32_t id = 0;
+  entry_of(graph, &id);
+  std::vector<NodeRec> fresh;
+  GraphTableInfo info;
+  flatten((*g_entries)[id], 0, false, fresh, &info);
+  g_records -= t->nodes.size();
+  t->nodes.clear();
+  t->info = info;
+  t->pre_update = std::move(old);
+  if (!room_for(fresh.size())) {
+    t->info.incomplete = true;
+    return;
+  }
+  g_records += fresh.size();
+  t->nodes = std::move(fresh);
 }
 
 void note_graph_destroy(CUgraph graph) noexcept {
   if (!ready() || !graph) return;
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  auto it = g_capture_by_graph->find(reinterpret_cast<uintptr_t>(graph));
-  if (it == g_capture_by_graph->end()) return;
-  uint32_t capture_id = it->second;
-  g_capture_by_graph->erase(it);
-  drop_capture_ref(capture_id);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_entry_by_graph->find(reinterpret_cast<uintptr_t>(graph));
+  if (it == g_entry_by_graph->end()) return;
+  uint32_t id = it->second;
+  g_entry_by_graph->erase(it);
+  auto e = g_entries->find(id);
+  if (e != g_entries->end() && e->second.owned) return;  // a body: it goes with its node's graph
+  std::vector<uint32_t> bodies;
+  if (e != g_entries->end())
+    for (auto& n : e->second.nodes) bodies.insert(bodies.end(), n.bodies.begin(), n.bodies.end());
+  std::erase_if(*g_entry_by_graph, [&](const auto& kv) {
+    return std::find(bodies.begin(), bodies.end(), kv.second) != bodies.end();
+  });
+  drop_entry(id);
 }
 
 void note_graph_destroy(CUgraphExec exec) noexcept {
   if (!ready() || !exec) return;
   auto key = reinterpret_cast<uintptr_t>(exec);
-  uint32_t capture_id = handle_map_get(HandleMap::GraphExec, key);
-  if (capture_id == kNoString || capture_id == kNoCapture) return;
-  handle_map_put(HandleMap::GraphExec, key, kNoCapture);
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  drop_capture_ref(capture_id);
+  handle_map_put(HandleMap::GraphExec, key, kNoTable);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_table_by_exec->find(key);
+  if (it == g_table_by_exec->end()) return;
+  retire_table(it->second);  // a launch of it may still be running, and fault
+  g_table_by_exec->erase(it);
 }
 
-void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
-  if (!ready()) return;
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  auto it = g_capture_by_stream->find(r->stream_id);
-  if (it != g_capture_by_stream->end())
-    r->graph_id = it->second;
-  else if (g_capture_by_stream->size() == 1)
-    r->graph_id = g_capture_by_stream->begin()->second;  // joined stream
-  if (g_capture_nodes->size() >= kMaxCaptureNodes) evict_retired();
-  if (g_capture_nodes->size() < kMaxCaptureNodes) g_capture_nodes->push_back(*r);
+// ---- the report's view
+
+std::vector<GraphNodeRecord> graph_nodes(uint64_t id, GraphTableInfo* info) {
+  std::vector<GraphNodeRecord> out;
+  if (info) *info = GraphTableInfo{};
+  if (!ready() || id == 0) return out;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<NodeRec> flat;
+  GraphTableInfo found;
+  if (auto t = g_tables->find(static_cast<uint32_t>(id)); t != g_tables->end()) {
+    flat = t->second.nodes;
+    found = t->second.info;
+  } else if (auto e = g_entries->find(static_cast<uint32_t>(id)); e != g_entries->end()) {
+    flatten(e->second, 0, false, flat, &found);
+  } else {
+    return out;
+  }
+  found.found = true;
+  if (info) *info = found;
+  for (const NodeRec& n : flat) {
+    if (!n.enabled) continue;
+    GraphNodeRecord r = n.rec;
+    r.launch.graph_id = id;
+    if (r.origin == NodeOrigin::Captured) r.launch.flags |= kFlagCaptured;
+    out.push_back(r);
+  }
+  return out;
 }
 
-std::vector<LaunchRecord> captured_nodes(uint64_t capture_id) {
+std::vector<LaunchRecord> captured_nodes(uint64_t id) {
   std::vector<LaunchRecord> out;
-  if (!ready() || capture_id == 0) return out;
-  std::lock_guard<std::mutex> lock(g_capture_mutex);
-  for (const auto& r : *g_capture_nodes)
-    if (r.graph_id == capture_id) out.push_back(r);
+  for (const auto& n : graph_nodes(id)) out.push_back(n.launch);
   return out;
 }
 

@@ -1,22 +1,32 @@
-// Graph-capture bookkeeping, for attributing a fault in a graph replay: which
-// launches were captured into which graph, and which executable graph came
-// from which capture.
+// Graph bookkeeping, for attributing a fault in a graph replay: which kernel nodes each graph holds, however they
+// were made (stream capture, graph-building calls, child graphs, clones, conditional bodies) or changed, and which
+// nodes each executable graph ran at each of its launches.
 //
-// While a stream captures, each launch on it is recorded (with its stack) but
-// not run; it gets the capture's id. cuStreamEndCapture ties the id to the
-// CUgraph, cuGraphInstantiate ties it to the CUgraphExec, and a later
-// cuGraphLaunch of that exec carries the id, so the report can list the
-// graph's captured kernel nodes with their capture-time stacks. cuGraphDestroy
-// and cuGraphExecDestroy forget their handle; with the last handle that names a
-// capture (its graph and every exec instantiated from it) the capture is
-// retired: its nodes stay for a report about a launch still running, and are
-// the first to go when the bound below needs room.
+// Every CUgraph cdsa sees has an entry: its kernel nodes, each with its kernel name, grid/block, the stack of the
+// call that made or last changed it, and the node handles that may name it; child-graph and conditional nodes refer
+// to the entries of their bodies (a child graph node holds a copy of the child, as the driver does; a conditional
+// node's bodies are live graphs of their own). While a stream captures, each launch on it is recorded (not run) into
+// the capture's entry. cuGraphInstantiate flattens a graph's entry into a *node table* (its id is the exec's
+// version): the table is what a later cuGraphLaunch of that exec runs, so the launch path stores the table's id in
+// the launch record (LaunchRecord::graph_id). A change of the exec (cuGraphExec*SetParams, cuGraphNodeSetEnabled,
+// cuGraphExecUpdate, cuGraphExecChildGraphNodeSetParams) makes a new table with a new id when the current one may
+// have been launched (exec changes apply to later launches only), so a replay is reported with the nodes it ran.
 //
-// Contract: setup-time work under one mutex (capture begin/end, instantiate,
-// a launch made while capturing, and the report's `captured_nodes`), never
-// on the path of an ordinary launch: that path reads only `captures_active()`,
-// one atomic load. Everything is a no-op before `graph_capture_init` (warm-up).
-// At most 65,536 captured launches are kept (retired captures' first).
+// Never a wrong certainty: a change whose node cdsa cannot tell for sure (a handle it never saw, such as a captured
+// node's, matched against the driver's view of the node; a node named by a handle of the graph an exec was updated
+// from, whose pairing the driver keeps to itself) keeps the old records as well as the new one, all marked
+// uncertain: they stay candidates, and the device's assert text decides between them. Device-updatable kernel nodes
+// and graphs instantiated for device launch change in ways cdsa cannot follow: their tables are marked inexact.
+//
+// Lifetimes: cuGraphDestroy drops the graph's entry; cuGraphExecDestroy and a newer version retire a table: its
+// nodes stay for a report about a launch still running, and are the first to go when the bound (65,536 node
+// records in all) needs room.
+//
+// Contract: setup-time work under one mutex (graph calls, capture begin/end, a launch made while capturing, the
+// report's `graph_nodes`), never on the path of an ordinary launch: that path reads only `captures_active()`, one
+// atomic load, and a graph launch adds `note_table_launched`, one relaxed store. Everything is a no-op before
+// `graph_capture_init` (warm-up). The driver queries it makes (node type, kernel node parameters, clone lookup)
+// go straight to libcuda (shim/common/driver.h).
 #pragma once
 
 #include <cuda.h>
@@ -25,8 +35,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
+#include "shim/record/recorder.h"
 
 namespace cdsa {
 
@@ -34,24 +44,86 @@ void graph_capture_init() noexcept;
 
 void note_capture_begin(CUstream stream, bool per_thread) noexcept;
 void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept;
-void note_graph_instantiate(CUgraphExec exec, CUgraph graph) noexcept;
+// device_launch: CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH (the exec may be launched from the device).
+void note_graph_instantiate(CUgraphExec exec, CUgraph graph, bool device_launch = false) noexcept;
 // Before the driver destroys the handle (it may then come back for another graph).
 void note_graph_destroy(CUgraph graph) noexcept;
 void note_graph_destroy(CUgraphExec exec) noexcept;
 
+// A kernel node's parameters as the graph calls give them (CUDA_KERNEL_NODE_PARAMS_v1/v2/v3): `func`, or the
+// CUkernel `kern` cast to CUfunction when func is NULL (the name cache asks cuKernelGetName for it).
+struct KernelNodeDesc {
+  CUfunction func = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_mem = 0;
+};
+template <class P>
+KernelNodeDesc kernel_node_desc(const P& p) noexcept {
+  KernelNodeDesc d;
+  d.func = p.func;
+  if constexpr (requires { p.kern; })
+    if (!d.func) d.func = reinterpret_cast<CUfunction>(p.kern);
+  d.grid[0] = p.gridDimX, d.grid[1] = p.gridDimY, d.grid[2] = p.gridDimZ;
+  d.block[0] = p.blockDimX, d.block[1] = p.blockDimY, d.block[2] = p.blockDimZ;
+  d.shared_mem = p.sharedMemBytes;
+  return d;
+}
+
+// The graph-building calls, after the driver accepted them. `call` is the entry point's exported name (static
+// storage), kept with the node as what made or last changed it; the calling thread's stack is recorded with it.
+void note_kernel_node_added(CUgraph graph, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
+void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type) noexcept;
+void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept;
+void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph* bodies, unsigned count) noexcept;
+void note_node_destroy(CUgraphNode node) noexcept;
+void note_graph_clone(CUgraph clone, CUgraph original) noexcept;
+void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
+void note_device_updatable(CUgraphNode node) noexcept;
+// The exec calls (later launches run the change).
+void note_exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
+void note_exec_node_enabled(CUgraphExec exec, CUgraphNode node, bool enabled) noexcept;
+void note_exec_child_set(CUgraphExec exec, CUgraphNode node, CUgraph child) noexcept;
+void note_exec_update(CUgraphExec exec, CUgraph graph) noexcept;
+
 namespace graph_capture_internal {
 [[gnu::visibility("hidden")]] extern std::atomic<int> g_captures_active;
+constexpr uint32_t kLaunchedSlots = 4096;
+[[gnu::visibility("hidden")]] extern std::atomic<uint32_t> g_launched[kLaunchedSlots];
 }  // namespace graph_capture_internal
 // Whether any stream is capturing now (the launch path asks before cuStreamIsCapturing).
 inline bool captures_active() noexcept {
   return graph_capture_internal::g_captures_active.load(std::memory_order_acquire) > 0;
 }
+// A graph launch ran node table `table` (the launch path, lock-free): a later change of its exec must not alter it.
+inline void note_table_launched(uint32_t table) noexcept {
+  graph_capture_internal::g_launched[table % graph_capture_internal::kLaunchedSlots].store(table,
+                                                                                          std::memory_order_release);
+}
 
-// A launch made while its stream captures: sets r->graph_id to the capture's id and keeps the record as a node
-// of that graph. Takes the mutex.
+// A launch made while its stream captures: sets r->graph_id to the capture's graph entry and keeps the record as a
+// kernel node of it. Takes the mutex.
 void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept;
 
-// The launches captured under one capture id (report path; takes the mutex, allocates).
-std::vector<LaunchRecord> captured_nodes(uint64_t capture_id);
+// One kernel node as the report reads it.
+enum class NodeOrigin : uint8_t { Captured, Added, Changed };
+struct GraphNodeRecord {
+  LaunchRecord launch;        // kernel_name, grid, block, shared_mem, stack_id; graph_id = the table (or entry) id
+  uint32_t call = kNoString;  // StringTable id of the call that made or last changed it (captured: none)
+  NodeOrigin origin = NodeOrigin::Captured;
+  bool uncertain = false;     // a change cdsa could not pair for sure: the replay ran this node or another listed
+  bool in_body = false;       // inside a conditional node's body: it ran only if the condition chose its body
+};
+struct GraphTableInfo {
+  bool found = false;
+  bool device_changes = false;  // device-updatable nodes or device launch: cdsa cannot follow every change
+  bool unpaired_change = false; // a change named a node cdsa could not find: the new work is listed, maybe more
+  bool incomplete = false;      // the bound was reached: some nodes were not kept
+};
+// The kernel nodes (enabled ones) of node table `id`, or of graph entry `id` (report path; takes the mutex,
+// allocates).
+std::vector<GraphNodeRecord> graph_nodes(uint64_t id, GraphTableInfo* info = nullptr);
+// The same as LaunchRecords (the tests' and older callers' view).
+std::vector<LaunchRecord> captured_nodes(uint64_t id);
 
 }  // namespace cdsa

@@ -149,6 +149,8 @@ uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
 
 }  // namespace
 
+uint32_t kernel_name_id(const InCdsa& guard, CUfunction func) noexcept { return kernel_name_of(guard, func); }
+
 void prepare_launch(CUfunction func, CUstream stream, bool per_thread) noexcept {
   if (!started() || InCdsa::active()) return;
   InCdsa guard;
@@ -209,6 +211,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   if (info.kind == LaunchKind::Graph) {
     uint32_t token = handle_map_get(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(info.graph_exec));
     r.graph_id = token == kNoString ? 0 : token;
+    if (r.graph_id) note_table_launched(token);  // the exec's next change must leave this node table as it is
   }
 
   StreamState* st = stream_state(sc->slot);

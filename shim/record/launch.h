@@ -27,6 +27,7 @@
 #include <cuda.h>
 #include <cstdint>
 
+#include "shim/common/reentrancy.h"
 #include "shim/common/thread_slots.h"
 #include "shim/record/recorder.h"
 
@@ -97,6 +98,10 @@ void note_kernel_name(CUfunction func, const char* name) noexcept;
 // no lock, no allocation. nullptr (the default) keeps every launch. Set by cupti_tracer/backend.cc.
 using LaunchFilter = bool (*)(const LaunchInfo& info) noexcept;
 void set_launch_filter(LaunchFilter filter) noexcept;
+
+// The StringTable id of the driver's name for a launch handle (a CUfunction, or a CUkernel cast to one), from the
+// launch path's cache (asked once per handle); kNoString when unknown. For the graph calls' kernel nodes.
+uint32_t kernel_name_id(const InCdsa&, CUfunction func) noexcept;
 
 // A stream was destroyed: the per-thread stream caches go stale (its handle may be reused).
 void note_stream_destroyed() noexcept;

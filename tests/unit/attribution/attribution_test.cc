@@ -214,11 +214,54 @@ TEST(Attribution, GraphReplayNamesTheGraphLaunchAndListsItsCapturedNodes) {
   s.graph_nodes = {other, n1, n2};
   s.streams = {stream(0, 7, 1, 0)};
   AttributionResult a = attribute(s);
-  EXPECT_EQ(a.verdict, Verdict::Exact);
+  // The replay is certain, which of its two kernel nodes failed is not: nothing tells them apart.
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_TRUE(a.graph_nodes_ambiguous);
   ASSERT_EQ(a.candidates.size(), 1u);
   EXPECT_EQ(a.candidates[0].ring_index, 3);
   EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonGraphReplay));
   EXPECT_EQ(a.candidates[0].graph_nodes, (std::vector<size_t>{1, 2}));  // capture 2's nodes, in capture order
+  EXPECT_EQ(a.candidates[0].graph_node_pick, -1);
+  EXPECT_TRUE(a.candidates[0].graph_nodes_ambiguous);
+
+  // The device's assert names the kernel of exactly one node: that node, and the verdict is exact again.
+  s.kernel_names = {{10, "fill_f32"}, {11, "_Z21indexSelectSmallIndexPfPKlii"}, {12, "fill_f32"}};
+  s.asserts = {device_assert("indexSelectSmallIndex")};
+  a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].graph_node_pick, 1);  // the position in graph_nodes: n2
+  EXPECT_FALSE(a.candidates[0].graph_nodes_ambiguous);
+  EXPECT_TRUE(a.candidates[0].reasons & kReasonNodeMatchesDeviceAssert);
+
+  // Both nodes run the named kernel: still ambiguous, never a guess.
+  s.kernel_names[10] = s.kernel_names[11];
+  a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(a.candidates[0].graph_node_pick, -1);
+
+  // A table cdsa could not follow (device-updatable nodes): never exact, even with one node picked.
+  s.kernel_names[10] = "fill_f32";
+  s.graph_tables[2].device_changes = true;
+  a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(a.candidates[0].graph_node_pick, 1);
+}
+
+TEST(Attribution, GraphReplayOfOneNodeIsExact) {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  LaunchRecord node = launch(0, 0, 0, 10);
+  node.graph_id = 5;
+  LaunchRecord replay = launch(1, 7, 1);
+  replay.kind = LaunchKind::Graph;
+  replay.graph_id = 5;
+  s.ring = {replay};
+  s.graph_nodes = {node};
+  s.streams = {stream(0, 7, 1, 0)};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  EXPECT_FALSE(a.candidates[0].graph_nodes_ambiguous);
 }
 
 TEST(Attribution, CapturedRecordIsNeverTheFailingLaunch) {

@@ -1,0 +1,130 @@
+"""End-to-end: graphs built node by node, changed in the graph and in the exec, updated, cloned, with child graphs
+and CUkernel nodes (tests/e2e/programs/graph_nodes.cc from C++, tests/e2e/scripts/graph_nodes.py from Python, both
+on the simulated driver). Each replay that asserts is reported with the kernel it ran (picked among the graph's
+kernel nodes by the device's assert text), the replay line, and the line that made or last changed that node; a
+replay that faulted before its exec was changed is reported with the node it ran."""
+import pathlib
+import re
+
+import pytest
+
+from conftest import PROGRAMS, SCRIPTS, marker_line, py_frame, run_program, run_python
+
+HERE = pathlib.Path(__file__).resolve().parent
+PROGRAM = PROGRAMS / "e2e_graph_nodes"
+SOURCE = HERE / "programs" / "graph_nodes.cc"
+
+# mode -> (the marker of the line that made or last changed the failing node, how the report says it was made)
+MODES = {
+    "add": ("ADD-SITE", "Added by cuGraphAddKernelNode_v2 at"),
+    "add-node": ("ADD-NODE-SITE", "Added by cuGraphAddNode_v2 at"),
+    "set-before": ("SET-SITE", "Changed by cuGraphKernelNodeSetParams_v2 at"),
+    "exec-set": ("EXEC-SET-SITE", "Changed by cuGraphExec"),
+    "exec-update": ("CAPTURE-SITE", "Captured at"),
+    "child": ("CAPTURE-SITE", "Captured at"),
+    "clone": ("ADD-SITE", "Added by cuGraphAddKernelNode_v2 at"),
+    "kern": ("KERN-SITE", "Added by cuGraphAddKernelNode_v2 at"),
+}
+
+
+def named_node(part):
+    """The block of the node the device's assert names (up to the list of the others)."""
+    start = part.index("the device's assert names this one:")
+    end = part.index("Its other kernel nodes", start)
+    return part[start:end]
+
+
+def check_named(part, origin):
+    assert "graph launch (graph" in part, part
+    node = named_node(part)
+    assert "kernel indexSelectSmallIndex  grid (2,1,1)" in node, part
+    assert origin in node, part
+    assert "fill_f32" in part[part.index("Its other kernel nodes"):], part  # the graph's other kernel is listed
+    return node
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_cpp_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
+    run = run_program([PROGRAM, mode], cwd=tmp_path)
+    assert run.rc == 3, run.err
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert part.startswith("cdsa: the failing launch"), part  # exact: the replay, and the node by the assert
+    replay_line, _ = marker_line(SOURCE, "REPLAY-SITE")
+    launched = part[: part.index("The graph holds")]
+    assert f"graph_nodes.cc:{replay_line}" in launched, part
+    marker, origin = MODES[mode]
+    node = check_named(part, origin)
+    line, _ = marker_line(SOURCE, marker)
+    assert f"graph_nodes.cc:{line}" in node, part
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
+    run = run_python("graph_nodes.py", mode, cwd=tmp_path)
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert part.startswith("cdsa: the failing launch"), part
+    launched = part[: part.index("The graph holds")]
+    assert py_frame("graph_nodes.py", "REPLAY-SITE", "replay") in launched, part
+    marker, origin = MODES[mode]
+    if mode == "exec-set":
+        origin = "Changed by cuGraphExecNodeSetParams at"  # the Python case changes it the XLA way
+    if mode == "clone":
+        marker = "CLONE-SITE"
+    node = check_named(part, origin)
+    function = "capture_index" if marker == "CAPTURE-SITE" else "main"
+    assert py_frame("graph_nodes.py", marker, function) in node, part
+
+
+def test_cpp_replay_before_the_exec_changed_names_the_node_it_ran(tmp_path):
+    run = run_program([PROGRAM, "before-update"], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert part.startswith("cdsa: the failing launch"), part
+    assert "The graph holds 1 kernel node:" in part, part
+    assert "kernel illegal_address" in part and "fill_f32" not in part, part
+    line, _ = marker_line(SOURCE, "BAD-NODE-SITE")
+    assert f"graph_nodes.cc:{line}" in part, part
+    later, _ = marker_line(SOURCE, "LATER-UPDATE-SITE")
+    assert f"graph_nodes.cc:{later}" not in part, part
+
+
+def test_python_replay_before_the_exec_changed_names_the_node_it_ran(tmp_path):
+    run = run_python("graph_nodes.py", "before-update", cwd=tmp_path)
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert "kernel illegal_address" in part and "fill_f32" not in part, part
+    assert py_frame("graph_nodes.py", "BAD-NODE-SITE", "main") in part, part
+    trace = run.trace()
+    nodes = trace["report"]["candidates"][0]["graph_nodes"]
+    assert [n["launch"]["kernel"] for n in nodes] == ["illegal_address"]
+    assert nodes[0]["origin"] == "added by cuGraphAddKernelNode_v2"
+
+
+def test_trace_keeps_the_pick_and_cdsa_report_prints_the_same(tmp_path):
+    run = run_python("graph_nodes.py", "add", cwd=tmp_path)
+    cand = run.trace()["report"]["candidates"][0]
+    kernels = [n["launch"]["kernel"] for n in cand["graph_nodes"]]
+    assert kernels == ["fill_f32", "indexSelectSmallIndex"]
+    assert cand["graph_node_pick"] == 1 and cand["graph_nodes_ambiguous"] is False
+    from conftest import BUILD
+    import subprocess
+    again = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(run.traces()[0])], capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    text = again.stdout + again.stderr
+    assert "the device's assert names this one:" in text and "Added by cuGraphAddKernelNode_v2 at" in text, text
+
+
+def test_torch_replay_gets_the_rerun_without_graphs_hint(tmp_path):
+    shim = tmp_path / "shim"
+    (shim / "torch" / "cuda").mkdir(parents=True)
+    (shim / "torch" / "__init__.py").write_text("")
+    (shim / "torch" / "cuda" / "__init__.py").write_text("")
+    (shim / "torch" / "cuda" / "graphs.py").write_text("def replay_twice(exe, run):\n    run(exe)\n")
+    run = run_python("graph_nodes.py", "torch", cwd=tmp_path, env={"TORCH_SHIM_DIR": str(shim)})
+    assert run.reports == 1, run.err
+    assert re.search(r"cdsa: hint: the fault is in a CUDA graph replay.*TORCHINDUCTOR_CUDAGRAPHS=0", run.report), run.report
+    plain = run_python("graph_nodes.py", "add", cwd=tmp_path / "plain" if (tmp_path / "plain").mkdir() is None else tmp_path)
+    assert "TORCHINDUCTOR_CUDAGRAPHS" not in plain.report  # no framework known: no such hint
