@@ -26,6 +26,9 @@ std::vector<StreamView> stream_views() {
 
 FaultSnapshot take_fault_snapshot(const InCdsa&) {
   FaultSnapshot s;
+  // From here on no stack or string is reclaimed: the ids copied below, and those the report reads later
+  // (surfaced stack, profile), keep naming what they named now.
+  recorder_hold_reclaim();
   ring_snapshot(&s.ring);
   s.streams = stream_views();
   s.breadcrumbs_active = breadcrumbs_active();

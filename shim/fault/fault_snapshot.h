@@ -4,7 +4,10 @@
 //
 // Contract: plain values, no pointers into cdsa's tables. `take_fault_snapshot`
 // runs on the report path (allocates, takes the graph-capture mutex) under the
-// reentrancy guard; it makes no CUDA call, so it works on a dead context.
+// reentrancy guard; it makes no CUDA call, so it works on a dead context. It
+// first stops the recorder's reclamation for good (recorder_hold_reclaim), so
+// the stack and string ids it copies (and the surfaced stack's, the profile's)
+// name the same entries for the rest of the report and the trace.
 //
 //   FaultSnapshot s;                       // a hand-made one, as the unit tests write them
 //   s.ring.push_back(rec);                 // rec.stream_id = 7, rec.stream_seq = 3

@@ -27,6 +27,7 @@ using graph_capture_internal::g_captures_active;
 // (kernel nodes only, flattened).
 struct NodeRec {
   GraphNodeRecord rec;
+  IdPins pins;  // rec's stack, kernel name and call, pinned in the recorder while the record lives (recorder.h)
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
   std::vector<uintptr_t> handles;  // the CUgraphNode handles that may name it (none: a captured node, or a copy)
   std::vector<uint32_t> bodies;    // child graph node: its copy of the child; conditional node: its bodies
@@ -122,6 +123,14 @@ bool add_record(std::vector<NodeRec>& v, NodeRec n, bool* incomplete) {
   return true;
 }
 
+// A node kept for hours (a graph captured at the start, replayed at the end) keeps its stack and strings.
+void pin_record(NodeRec& n) {
+  n.pins = IdPins(n.rec.launch.stack_id, n.rec.launch.kernel_name, n.rec.call);
+  n.rec.launch.stack_id = n.pins.stack();
+  n.rec.launch.kernel_name = n.pins.string(0);
+  n.rec.call = n.pins.string(1);
+}
+
 // A kernel node record made now, on the calling thread (its stack).
 NodeRec kernel_record(const KernelNodeDesc& k, const char* call, NodeOrigin origin) {
   InCdsa guard;
@@ -134,6 +143,7 @@ NodeRec kernel_record(const KernelNodeDesc& k, const char* call, NodeOrigin orig
   r.stack_id = capture_and_intern_stack();
   n.rec.call = call ? intern_string(call, strlen(call)) : kNoString;
   n.rec.origin = origin;
+  pin_record(n);
   return n;
 }
 
@@ -196,6 +206,7 @@ bool apply_change(std::vector<NodeRec>& v, uintptr_t h, NodeRec fresh, const std
     NodeRec& old = v[t[0]];
     old.rec.launch = fresh.rec.launch;
     old.rec.call = fresh.rec.call;
+    old.pins = fresh.pins;
     old.rec.origin = fresh.rec.origin;
     old.rec.uncertain = false;
     return true;
@@ -353,6 +364,7 @@ void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
   NodeRec n;
   n.rec.launch = *r;
   n.rec.origin = NodeOrigin::Captured;
+  pin_record(n);
   add_record((*g_entries)[it->second].nodes, std::move(n), nullptr);
 }
 

@@ -27,6 +27,9 @@
 // atomic load, and a graph launch adds `note_table_launched`, one relaxed store. Everything is a no-op before
 // `graph_capture_init` (warm-up). The driver queries it makes (node type, kernel node parameters, clone lookup)
 // go straight to libcuda (shim/common/driver.h).
+// Every kept kernel node pins its stack, kernel name and call string in the recorder (IdPins, shim/record/
+// recorder.h "Holding ids") for as long as cdsa keeps the node: a graph captured at the start and replayed hours
+// later still names its capture-time stacks however many stacks were reclaimed meanwhile.
 #pragma once
 
 #include <cuda.h>

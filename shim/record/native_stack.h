@@ -33,10 +33,11 @@ bool native_stack_init() noexcept;
 int capture_native_stack(uintptr_t* out, int max) noexcept;
 
 // Kept with a cached stack for the caller's own memo of what it derived from this exact stack (the recorder:
-// the token of the Python chain it was interned with, and the stack id + 1). Zero after every refill.
+// the token of the Python chain it was interned with, and the stack's StackMemo, shim/record/recorder.h: a
+// stack id is kept across launches only as a memo). Zero after every refill.
 struct NativeMemo {  // no initialisers: kept in memory that starts zeroed
   uint64_t other;
-  uint32_t id1;
+  uint64_t stack;  // a StackMemo; 0: none
 };
 struct NativeCapture {
   bool stop_at_interpreter = false;  // stop after the first frame inside the interpreter range

@@ -44,8 +44,13 @@ void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
     uint64_t k = s.key.load(std::memory_order_acquire);
     if (k == 0) {
       uint64_t expected = 0;
-      if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel))
+      if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel)) {
+        // The slot names this pair for the rest of the run: it pins the pair's stack and name (recorder.h,
+        // "Holding ids"; a pin refused means the id is dead already, and the snapshot finds it so).
+        stack_pin(stack_id);
+        string_pin(kernel_name);
         k = key;
+      }
       else
         k = expected;  // another thread claimed it first: maybe for this very pair
     }

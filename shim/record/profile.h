@@ -6,7 +6,9 @@
 //    async-signal-safe, callable from any thread. It is a no-op unless
 //    CDSA_PROFILE is on. The table is a fixed array (kProfileCapacity pairs,
 //    static storage, never grows): when it is full, launches of new pairs are
-//    counted in `dropped` instead, never lost silently.
+//    counted in `dropped` instead, never lost silently. A pair's slot pins its
+//    stack and kernel name in the recorder (they are never reclaimed while the
+//    profile names them: at most kProfileCapacity stacks).
 //  - profile_snapshot() is for the report/exit path: it allocates, and may run
 //    while other threads still count (each count is read atomically; the
 //    snapshot is not one instant across all pairs).

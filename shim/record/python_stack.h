@@ -106,7 +106,7 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 // thread (deeper chains are walked plainly). Same guarantees as capture_python_frames otherwise.
 struct PyMemo {  // kept with a cached chain for the caller (see NativeMemo); no initialisers
   uint64_t other;
-  uint32_t id1;
+  uint64_t stack;  // a StackMemo (shim/record/recorder.h); 0: none
 };
 struct PyCapture {
   bool borrow = false;  // on a hit, leave `out` alone and point `frames` at the cache's copy

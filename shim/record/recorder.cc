@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 #include "shim/common/config.h"
@@ -37,42 +38,188 @@ void note_overflow(const char* what) {
     log_line("%s: later launches keep being recorded, with less detail", what);
 }
 
-// ---------------------------------------------------------------- strings
-constexpr uint32_t kMaxStrings = 1u << 17;
-constexpr uint32_t kStringBuckets = 1u << 18;
-constexpr size_t kStringArena = 16u << 20;
+// ---------------------------------------------------------------- reclaimable tables
+//
+// Both interning tables (strings, stacks) are one shape: a fixed array of entries, an arena of 64-bit words the
+// entries' contents live in, and an open-addressing index of bucket words (slot + 1). An entry's `state` word is
+// its seqlock and its identity: generation (low 32 bits), pin count, and the live/busy flags. A reader copies an
+// entry's fields and contents with relaxed atomic loads between two loads of `state` and trusts them only if
+// `state` did not change, so an entry reclaimed and reused under a reader is seen as changed, never mixed.
+//
+// Reclamation (one thread at a time, `g_reclaiming`): the epoch advances; every entry that is live, unpinned,
+// unmarked (the ring, and for strings the live stacks) and not touched in this epoch or the one before is freed:
+// CAS live(g) -> free(g+1), then `touch` is read again: a user that touched it meanwhile (store touch, then load
+// state: Dekker with seq_cst on both sides) either saw the free (and looks up again) or is seen here, and the
+// entry is put back. Freed slots and cells go to free rings only after that, so nothing reused can be put back.
+// Then the index is rebuilt into the spare bucket array from the live entries and swapped in: no tombstones, no
+// stale buckets. An insert racing with the rebuild may land in the array being retired: its stack is then
+// interned again on its next miss (a duplicate entry, reclaimed like any other once unused).
+//
+// Free rings: a single producer (the reclaimer) appends at `tail` (release); any thread takes at `head` by CAS,
+// reading the value before the CAS (a ring holds more positions than it can ever have free items, so the value
+// at `head` is not overwritten before head moves).
+constexpr uint64_t kLive = 1ull << 63, kBusy = 1ull << 62, kPinOne = 1ull << 32, kPinMask = 0xffffffull << 32;
+constexpr uint64_t kTagMask = 0xffffffffull;
 
-struct StringTable {
-  std::atomic<uint32_t>* buckets = nullptr;  // id + 1
-  uint32_t* offsets = nullptr;
-  uint64_t* hashes = nullptr;
-  char* arena = nullptr;
-  std::atomic<uint32_t> count{0};
-  std::atomic<size_t> used{0};
-} g_strings;
-
-// ---------------------------------------------------------------- stacks
-struct StackEntry {
-  uint64_t hash;
-  uint64_t offset;  // into g_frames, in words
-  uint16_t n_native;
-  uint16_t n_python;
+struct EntryMeta {
+  std::atomic<uint64_t> state;  // tag | pins << 32 | kLive | kBusy
+  std::atomic<uint64_t> touch;  // the epoch it was last used in
+  std::atomic<uint64_t> hash;
+  std::atomic<uint64_t> loc;    // arena offset (words) << 24 | size class << 18 | two counts (9 bits each)
 };
-// Frame arena layout of one stack: n_native PCs, then n_python PyFrameKeys (2 words each, byte for byte as
-// captured, so lookups compare with memcmp), then n_python resolved frames (file|function, line).
-constexpr int kPyKeyWords = 2, kPyTextWords = 2;
-static_assert(sizeof(PyFrameKey) == kPyKeyWords * sizeof(uint64_t), "PyFrameKey is stored as two words");
+static_assert(sizeof(EntryMeta) == 32, "entries are half a cache line");
 
-struct StackTable {
-  uint32_t capacity = 0;
+struct FreeRing {
+  std::atomic<uint64_t>* v = nullptr;
+  uint64_t mask = 0;
+  std::atomic<uint64_t> head{0}, tail{0};
+  bool take(uint64_t* out) {
+    for (uint64_t h = head.load(std::memory_order_acquire);;) {
+      if (h == tail.load(std::memory_order_acquire)) return false;
+      uint64_t x = v[h & mask].load(std::memory_order_relaxed);
+      if (head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
+        *out = x;
+        return true;
+      }
+    }
+  }
+  void put(uint64_t x) {  // reclaimer only
+    uint64_t t = tail.load(std::memory_order_relaxed);
+    v[t & mask].store(x, std::memory_order_relaxed);
+    tail.store(t + 1, std::memory_order_release);
+  }
+  uint64_t size() const {
+    uint64_t t = tail.load(std::memory_order_acquire), h = head.load(std::memory_order_acquire);
+    return t > h ? t - h : 0;
+  }
+};
+
+constexpr int kMinClass = 1, kMaxClass = 14;  // cells of 2 .. 16384 words
+
+struct Table {
+  const char* full_note = "";
+  uint32_t capacity = 0, idx_bits = 0, tag_limit = 0;  // tags run 0 .. tag_limit - 1
+  EntryMeta* entries = nullptr;
+  std::atomic<uint32_t>* bucket_arrays[2] = {nullptr, nullptr};
+  std::atomic<std::atomic<uint32_t>*> buckets{nullptr};
   uint32_t bucket_mask = 0;
-  std::atomic<uint32_t>* buckets = nullptr;  // id + 1
-  StackEntry* entries = nullptr;
-  std::atomic<uint32_t> count{0};
-  uint64_t* frames = nullptr;
-  uint64_t frame_words = 0;
-  std::atomic<uint64_t> frames_used{0};
-} g_stacks;
+  std::atomic<uint64_t>* arena = nullptr;  // words
+  uint64_t arena_words = 0;
+  std::atomic<uint64_t> arena_bump{0};
+  std::atomic<uint32_t> slot_bump{0};
+  FreeRing free_slots;
+  FreeRing free_cells[kMaxClass + 1];
+  std::atomic<uint64_t> attempts{0};  // inserts tried since the last reclamation
+  uint64_t* marks = nullptr;          // reclaimer's bitmap, one bit per slot
+  std::atomic<uint64_t> freed{0};
+
+  uint32_t id_of(uint32_t slot, uint64_t state) const { return static_cast<uint32_t>(state & kTagMask) << idx_bits | slot; }
+  bool decode(uint32_t id, uint32_t* slot, uint32_t* tag) const {
+    *slot = id & ((1u << idx_bits) - 1);
+    *tag = id >> idx_bits;
+    return *slot < capacity && *tag < tag_limit;
+  }
+};
+Table g_strings, g_stacks;
+constexpr uint32_t kMaxStrings = 1u << 17;
+constexpr size_t kStringArenaWords = (16u << 20) / 8;
+
+std::atomic<uint64_t> g_epoch{2};  // starts at 2 so that "touched in epoch - 1" never underflows
+std::atomic<bool> g_reclaiming{false};
+std::atomic<bool> g_hold{false};
+std::atomic<uint64_t> g_reclaims{0};
+
+inline uint64_t touch_entry(EntryMeta& e) {
+  uint64_t now = g_epoch.load(std::memory_order_relaxed);
+  if (e.touch.load(std::memory_order_relaxed) < now) e.touch.store(now, std::memory_order_seq_cst);
+  return e.state.load(std::memory_order_seq_cst);
+}
+
+inline uint64_t load_word(const std::atomic<uint64_t>* w) { return w->load(std::memory_order_relaxed); }
+
+int class_for(uint64_t words) {
+  int c = kMinClass;
+  while (c <= kMaxClass && (1ull << c) < words) ++c;
+  return c;
+}
+
+// A cell of at least `words` words: a free one of its class (or up to two classes larger), else fresh arena.
+bool alloc_cell(Table& t, uint64_t words, uint64_t* off, int* cls) {
+  int c = class_for(words);
+  if (c > kMaxClass) return false;
+  for (int k = c; k <= kMaxClass && k <= c + 2; ++k)
+    if (t.free_cells[k].take(off)) {
+      *cls = k;
+      return true;
+    }
+  uint64_t size = 1ull << c;
+  for (uint64_t b = t.arena_bump.load(std::memory_order_relaxed);;) {
+    if (b + size > t.arena_words) return false;
+    if (t.arena_bump.compare_exchange_weak(b, b + size, std::memory_order_relaxed)) {
+      *off = b;
+      *cls = c;
+      return true;
+    }
+  }
+}
+
+bool alloc_slot(Table& t, uint32_t* slot) {
+  uint64_t s;
+  if (t.free_slots.take(&s)) {
+    *slot = static_cast<uint32_t>(s);
+    return true;
+  }
+  for (uint32_t b = t.slot_bump.load(std::memory_order_relaxed);;) {
+    if (b >= t.capacity) return false;
+    if (t.slot_bump.compare_exchange_weak(b, b + 1, std::memory_order_relaxed)) {
+      *slot = b;
+      return true;
+    }
+  }
+}
+
+// Free entries and cells: fewer than half left (a reclamation takes about a millisecond per 100,000 entries:
+// the other half is the room that inserts on other threads meanwhile have).
+bool running_low(const Table& t) {
+  uint64_t slots = t.capacity - t.slot_bump.load(std::memory_order_relaxed) + t.free_slots.size();
+  uint64_t words = t.arena_words - t.arena_bump.load(std::memory_order_relaxed);
+  for (int c = kMinClass; c <= kMaxClass; ++c) words += t.free_cells[c].size() << c;
+  return slots * 2 < t.capacity || words * 2 < t.arena_words;
+}
+
+bool map_table(Table& t, uint32_t capacity, uint64_t arena_words, const char* full_note);
+void maybe_reclaim(Table& t, uint32_t after_attempts);
+
+// Publishes a fresh entry in slot `slot` (state free(tag) -> busy -> live(tag)); `fill` writes its contents.
+// Returns the entry's id.
+template <class Fill>
+uint32_t publish_entry(Table& t, uint32_t slot, uint64_t hash, uint64_t loc, Fill fill) {
+  EntryMeta& e = t.entries[slot];
+  uint64_t tag = e.state.load(std::memory_order_relaxed) & kTagMask;
+  e.state.store(tag | kBusy, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.hash.store(hash, std::memory_order_relaxed);
+  e.loc.store(loc, std::memory_order_relaxed);
+  e.touch.store(g_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  fill();
+  e.state.store(tag | kLive, std::memory_order_release);
+  return t.id_of(slot, tag);
+}
+
+// Inserts slot's id into the index (any empty bucket on its probe sequence).
+void index_insert(Table& t, std::atomic<uint32_t>* buckets, uint64_t hash, uint32_t slot) {
+  uint32_t start = static_cast<uint32_t>(hash ^ (hash >> 32)) & t.bucket_mask;
+  for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+    uint32_t expected = 0;
+    if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) return;
+  }
+}
+
+// A stable read of one entry: its state before and after the caller's reads must match.
+inline bool stable(const EntryMeta& e, uint64_t s1) {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return ((e.state.load(std::memory_order_relaxed) ^ s1) & ~kPinMask) == 0;  // a pin changes no content
+}
 
 // ---------------------------------------------------------------- ring
 constexpr int kRingWords = 10;
@@ -103,20 +250,10 @@ std::atomic<bool> g_ready{false};
 
 void init_tables() {
   const Config& c = config();
-  g_strings.buckets = static_cast<std::atomic<uint32_t>*>(map_zeroed(kStringBuckets * sizeof(uint32_t)));
-  g_strings.offsets = static_cast<uint32_t*>(map_zeroed(kMaxStrings * sizeof(uint32_t)));
-  g_strings.hashes = static_cast<uint64_t*>(map_zeroed(kMaxStrings * sizeof(uint64_t)));
-  g_strings.arena = static_cast<char*>(map_zeroed(kStringArena));
-
-  g_stacks.capacity = c.stack_table_size;
-  uint32_t buckets = 1;
-  while (buckets < 2 * g_stacks.capacity) buckets <<= 1;
-  g_stacks.bucket_mask = buckets - 1;
-  g_stacks.buckets = static_cast<std::atomic<uint32_t>*>(map_zeroed(buckets * sizeof(uint32_t)));
-  g_stacks.entries = static_cast<StackEntry*>(map_zeroed(g_stacks.capacity * sizeof(StackEntry)));
-  // Room for every stack at a typical depth; deeper stacks use more, and a full arena is reported.
-  g_stacks.frame_words = static_cast<uint64_t>(g_stacks.capacity) * 64;
-  g_stacks.frames = static_cast<uint64_t*>(map_zeroed(g_stacks.frame_words * sizeof(uint64_t)));
+  // Room for every stack at a typical depth; deeper stacks use more, and a full arena makes room like a full table.
+  bool tables = map_table(g_strings, kMaxStrings, kStringArenaWords, "string table full") &&
+                map_table(g_stacks, c.stack_table_size, static_cast<uint64_t>(c.stack_table_size) * 64,
+                          "launch stack table full (raise CDSA_STACK_TABLE)");
 
   g_ring.mask = c.ring_size - 1;
   g_ring.slots = static_cast<RingSlot*>(map_zeroed(static_cast<size_t>(c.ring_size) * sizeof(RingSlot)));
@@ -124,8 +261,7 @@ void init_tables() {
   g_streams = static_cast<StreamState*>(map_zeroed(kStreamCapacity * sizeof(StreamState)));
   for (auto& m : g_maps) m = static_cast<FuncEntry*>(map_zeroed(kFuncCapacity * sizeof(FuncEntry)));
 
-  if (!g_strings.buckets || !g_strings.offsets || !g_strings.hashes || !g_strings.arena || !g_stacks.buckets ||
-      !g_stacks.entries || !g_stacks.frames || !g_ring.slots || !g_streams || !g_maps[0] || !g_maps[1]) {
+  if (!tables || !g_ring.slots || !g_streams || !g_maps[0] || !g_maps[1]) {
     log_line("could not map memory for the launch recorder: recording is off");
     return;
   }
@@ -149,72 +285,281 @@ bool recorder_init() noexcept {
   return g_ready.load(std::memory_order_acquire);
 }
 
-// ================================================================ strings
-uint32_t intern_string(const char* s, size_t len) noexcept {
-  if (!g_ready.load(std::memory_order_acquire)) return kNoString;
-  uint64_t h = hash_bytes(s, len);
-  uint32_t mask = kStringBuckets - 1;
-  uint32_t mine = kNoString;
-  for (uint32_t i = static_cast<uint32_t>(h) & mask, probes = 0; probes < kStringBuckets;
-       i = (i + 1) & mask, ++probes) {
-    uint32_t v = g_strings.buckets[i].load(std::memory_order_acquire);
-    if (v == 0) {
-      if (mine == kNoString) {
-        mine = g_strings.count.fetch_add(1, std::memory_order_relaxed);
-        size_t off = g_strings.used.fetch_add(len + 1, std::memory_order_relaxed);
-        if (mine >= kMaxStrings || off + len + 1 > kStringArena) {
-          note_overflow("string table full");
-          return kNoString;
-        }
-        memcpy(g_strings.arena + off, s, len);
-        g_strings.arena[off + len] = '\0';
-        g_strings.offsets[mine] = static_cast<uint32_t>(off);
-        g_strings.hashes[mine] = h;
-      }
-      uint32_t expected = 0;
-      if (g_strings.buckets[i].compare_exchange_strong(expected, mine + 1, std::memory_order_acq_rel)) return mine;
-      v = expected;
-    }
-    uint32_t id = v - 1;
-    if (g_strings.hashes[id] == h) {
-      const char* t = g_strings.arena + g_strings.offsets[id];
-      if (strncmp(t, s, len) == 0 && t[len] == '\0') return id;
-    }
+// ================================================================ reclaimable tables
+namespace {
+
+std::atomic<uint64_t>* map_ring(FreeRing& r, uint64_t items) {
+  uint64_t n = 1;
+  while (n <= items) n <<= 1;
+  r.mask = n - 1;
+  r.v = static_cast<std::atomic<uint64_t>*>(map_zeroed(n * sizeof(uint64_t)));
+  return r.v;
+}
+
+uint64_t ring_bytes(const FreeRing& r) { return (r.mask + 1) * sizeof(uint64_t); }
+
+bool map_table(Table& t, uint32_t capacity, uint64_t arena_words, const char* full_note) {
+  t.full_note = full_note;
+  t.capacity = capacity;
+  t.idx_bits = 4;
+  while ((1u << t.idx_bits) < capacity) ++t.idx_bits;
+  // The all-ones tag is never used: no id is kUnknownStack / kNoString or a caller's sentinel just below them.
+  t.tag_limit = (1u << (32 - t.idx_bits)) - 1;
+  uint32_t buckets = 1;
+  while (buckets < 2 * capacity) buckets <<= 1;
+  t.bucket_mask = buckets - 1;
+  t.entries = static_cast<EntryMeta*>(map_zeroed(capacity * sizeof(EntryMeta)));
+  for (auto& b : t.bucket_arrays) b = static_cast<std::atomic<uint32_t>*>(map_zeroed(buckets * sizeof(uint32_t)));
+  t.buckets.store(t.bucket_arrays[0], std::memory_order_release);
+  t.arena_words = arena_words;
+  t.arena = static_cast<std::atomic<uint64_t>*>(map_zeroed(arena_words * sizeof(uint64_t)));
+  t.marks = static_cast<uint64_t*>(map_zeroed((capacity / 64 + 1) * sizeof(uint64_t)));
+  bool ok = t.entries && t.bucket_arrays[0] && t.bucket_arrays[1] && t.arena && t.marks && map_ring(t.free_slots, capacity);
+  // A cell of class c is made only when no free one of c exists, so no more than `capacity` of them ever exist.
+  for (int c = kMinClass; c <= kMaxClass; ++c) {
+    uint64_t most = arena_words >> c;
+    ok = ok && map_ring(t.free_cells[c], most < capacity ? most : capacity);
   }
-  note_overflow("string table full");
+  return ok;
+}
+
+uint64_t table_bytes(const Table& t) {
+  uint64_t b = static_cast<uint64_t>(t.capacity) * sizeof(EntryMeta) + 2ull * (t.bucket_mask + 1) * sizeof(uint32_t) +
+               t.arena_words * sizeof(uint64_t) + (t.capacity / 64 + 1) * sizeof(uint64_t) + ring_bytes(t.free_slots);
+  for (int c = kMinClass; c <= kMaxClass; ++c) b += ring_bytes(t.free_cells[c]);
+  return b;
+}
+
+inline uint64_t loc_of(uint64_t off, int cls, uint32_t a, uint32_t b) {
+  return off << 24 | static_cast<uint64_t>(cls) << 18 | static_cast<uint64_t>(a & 0x1ff) << 9 | (b & 0x1ff);
+}
+inline uint64_t loc_off(uint64_t loc) { return loc >> 24; }
+inline int loc_class(uint64_t loc) { return static_cast<int>((loc >> 18) & 0x3f); }
+inline uint32_t loc_a(uint64_t loc) { return static_cast<uint32_t>((loc >> 9) & 0x1ff); }
+inline uint32_t loc_b(uint64_t loc) { return static_cast<uint32_t>(loc & 0x1ff); }
+// Strings keep their length in the 18 low bits.
+inline uint64_t sloc_of(uint64_t off, int cls, uint32_t len) { return off << 24 | static_cast<uint64_t>(cls) << 18 | len; }
+inline uint32_t sloc_len(uint64_t loc) { return static_cast<uint32_t>(loc & 0x3ffff); }
+
+// The live entry `id` names: its slot and state (seq_cst, after touching it), or false.
+bool live_entry(Table& t, uint32_t id, bool touch, uint32_t* slot_out, uint64_t* state_out) {
+  uint32_t slot, tag;
+  if (!g_ready.load(std::memory_order_acquire) || !t.decode(id, &slot, &tag)) return false;
+  EntryMeta& e = t.entries[slot];
+  uint64_t s = touch ? touch_entry(e) : e.state.load(std::memory_order_acquire);
+  if ((s & (kLive | kBusy)) != kLive || (s & kTagMask) != tag) return false;
+  *slot_out = slot;
+  *state_out = s;
+  return true;
+}
+
+bool pin(Table& t, uint32_t id) {
+  uint32_t slot, tag;
+  if (!g_ready.load(std::memory_order_acquire) || !t.decode(id, &slot, &tag)) return false;
+  EntryMeta& e = t.entries[slot];
+  for (uint64_t s = e.state.load(std::memory_order_acquire);;) {
+    if ((s & (kLive | kBusy)) != kLive || (s & kTagMask) != tag || (s & kPinMask) == kPinMask) return false;
+    if (e.state.compare_exchange_weak(s, s + kPinOne, std::memory_order_acq_rel)) return true;
+  }
+}
+
+void unpin(Table& t, uint32_t id) {
+  uint32_t slot, tag;
+  if (!g_ready.load(std::memory_order_acquire) || !t.decode(id, &slot, &tag)) return;
+  EntryMeta& e = t.entries[slot];
+  uint64_t s = e.state.load(std::memory_order_relaxed);
+  if ((s & kTagMask) == tag && (s & kPinMask) != 0) e.state.fetch_sub(kPinOne, std::memory_order_acq_rel);
+}
+
+// ---- strings ----
+// Stored as their bytes, a NUL and zero padding, in whole words.
+inline uint64_t string_word(const char* s, size_t len, size_t w) {
+  uint64_t x = 0;
+  size_t at = w * 8;
+  if (at < len) memcpy(&x, s + at, len - at < 8 ? len - at : 8);
+  return x;
+}
+
+bool same_string(const Table& t, const EntryMeta& e, uint64_t s1, uint64_t h, const char* s, size_t len) {
+  if (e.hash.load(std::memory_order_relaxed) != h) return false;
+  uint64_t loc = e.loc.load(std::memory_order_relaxed);
+  if (loc_class(loc) == 0 || sloc_len(loc) != len) return false;
+  const std::atomic<uint64_t>* f = t.arena + loc_off(loc);
+  for (size_t w = 0; w <= len / 8; ++w)
+    if (load_word(f + w) != string_word(s, len, w)) return false;
+  return stable(e, s1);
+}
+
+// The id of a live entry equal to the string, from `buckets`, or kNoString.
+uint32_t find_string(Table& t, std::atomic<uint32_t>* buckets, uint64_t h, const char* s, size_t len) {
+  uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
+  for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+    uint32_t v = buckets[i].load(std::memory_order_acquire);
+    if (v == 0) return kNoString;
+    uint32_t slot = v - 1;
+    if (slot >= t.capacity) continue;
+    EntryMeta& e = t.entries[slot];
+    uint64_t s1 = e.state.load(std::memory_order_acquire);
+    if ((s1 & (kLive | kBusy)) != kLive || !same_string(t, e, s1, h, s, len)) continue;
+    if (((touch_entry(e) ^ s1) & ~kPinMask) != 0) continue;  // reclaimed meanwhile
+    return t.id_of(slot, s1);
+  }
   return kNoString;
 }
 
-const char* string_at(uint32_t id) noexcept {
-  if (id == kNoString || !g_ready.load(std::memory_order_acquire) ||
-      id >= g_strings.count.load(std::memory_order_acquire) || id >= kMaxStrings)
-    return "";
-  return g_strings.arena + g_strings.offsets[id];
+void note_table_full(Table& t) { note_overflow(t.full_note); }
+
+// A slot and a cell of `words` words, making room first when the table runs low. False: the table is full of
+// entries still referenced or recently used. A slot without a cell is published empty and unindexed (*cls == 0):
+// nothing finds it, and it is reclaimed like any unused entry.
+bool allocate(Table& t, uint64_t words, uint32_t* slot, uint64_t* off, int* cls) {
+  t.attempts.fetch_add(1, std::memory_order_relaxed);
+  if (running_low(t)) maybe_reclaim(t, t.capacity / 8);
+  // Full: reclaim sooner (each reclamation also ages what the last one had to keep as recently used).
+  const uint32_t soon = t.capacity / 64 + 1;
+  if (!alloc_slot(t, slot) && (maybe_reclaim(t, soon), !alloc_slot(t, slot))) {
+    note_table_full(t);
+    return false;
+  }
+  *off = 0;
+  *cls = 0;
+  if (!alloc_cell(t, words, off, cls) && (maybe_reclaim(t, soon), !alloc_cell(t, words, off, cls))) {
+    *cls = 0;
+    note_table_full(t);
+  }
+  return true;
 }
+
+}  // namespace
+
+uint32_t intern_string(const char* s, size_t len) noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return kNoString;
+  if (len > kMaxInternedString) len = kMaxInternedString;
+  Table& t = g_strings;
+  uint64_t h = hash_bytes(s, len);
+  std::atomic<uint32_t>* buckets = t.buckets.load(std::memory_order_acquire);
+  uint32_t found = find_string(t, buckets, h, s, len);
+  if (found != kNoString) return found;
+  uint32_t slot;
+  uint64_t off;
+  int cls;
+  const uint64_t words = len / 8 + 1;
+  if (!allocate(t, words, &slot, &off, &cls)) return kNoString;
+  if (cls == 0) {
+    publish_entry(t, slot, 0, 0, [] {});
+    return kNoString;
+  }
+  uint32_t id = publish_entry(t, slot, h, sloc_of(off, cls, static_cast<uint32_t>(len)), [&] {
+    for (uint64_t w = 0; w < words; ++w) t.arena[off + w].store(string_word(s, len, w), std::memory_order_relaxed);
+  });
+  // Publish in the index; another thread may have published the same string meanwhile: then its id is the one.
+  for (;;) {
+    buckets = t.buckets.load(std::memory_order_acquire);
+    uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
+    for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+      uint32_t expected = 0;
+      if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) break;
+      uint32_t other = expected - 1;
+      if (other >= t.capacity || other == slot) continue;
+      EntryMeta& e = t.entries[other];
+      uint64_t s1 = e.state.load(std::memory_order_acquire);
+      if ((s1 & (kLive | kBusy)) == kLive && same_string(t, e, s1, h, s, len) &&
+          ((touch_entry(e) ^ s1) & ~kPinMask) == 0)
+        return t.id_of(other, s1);  // ours stays unindexed, and is reclaimed unused
+    }
+    // The index was rebuilt meanwhile: be in the new one too.
+    if (t.buckets.load(std::memory_order_acquire) == buckets) break;
+  }
+  return id;
+}
+
+const char* string_at(uint32_t id) noexcept {
+  uint32_t slot;
+  uint64_t s;
+  if (id == kNoString || !live_entry(g_strings, id, false, &slot, &s)) return "";
+  uint64_t loc = g_strings.entries[slot].loc.load(std::memory_order_relaxed);
+  if (loc_class(loc) == 0) return "";
+  return reinterpret_cast<const char*>(g_strings.arena + loc_off(loc));
+}
+
+bool string_copy(uint32_t id, std::string* out) {
+  out->clear();
+  uint32_t slot;
+  uint64_t s1;
+  if (id == kNoString || !live_entry(g_strings, id, false, &slot, &s1)) return false;
+  const EntryMeta& e = g_strings.entries[slot];
+  uint64_t loc = e.loc.load(std::memory_order_relaxed);
+  if (loc_class(loc) == 0) return false;
+  uint32_t len = sloc_len(loc);
+  out->resize(len / 8 * 8 + 8);
+  for (uint32_t w = 0; w <= len / 8; ++w) {
+    uint64_t x = load_word(g_strings.arena + loc_off(loc) + w);
+    memcpy(&(*out)[w * 8], &x, 8);
+  }
+  out->resize(len);
+  if (stable(e, s1)) return true;
+  out->clear();
+  return false;
+}
+
+bool string_pin(uint32_t id) noexcept { return pin(g_strings, id); }
+void string_unpin(uint32_t id) noexcept { unpin(g_strings, id); }
 
 // ================================================================ stacks
 namespace {
 
-bool same_frames(const StackEntry& e, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
-  if (e.n_native != n_native || e.n_python != n_py) return false;
-  const uint64_t* f = g_stacks.frames + e.offset;
-  return memcmp(f, pcs, sizeof(uintptr_t) * static_cast<size_t>(n_native)) == 0 &&
-         memcmp(f + n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py)) == 0;
+// Cell layout of one stack: n_native PCs, then n_python PyFrameKeys (2 words each, byte for byte as captured),
+// then n_python resolved frames (file << 32 | function, line).
+constexpr int kPyKeyWords = 2, kPyTextWords = 2;
+static_assert(sizeof(PyFrameKey) == kPyKeyWords * sizeof(uint64_t), "PyFrameKey is stored as two words");
+
+inline uint64_t key_word(const PyFrameKey* py, int i) {
+  uint64_t w[kPyKeyWords];
+  memcpy(w, &py[i / kPyKeyWords], sizeof w);
+  return w[i % kPyKeyWords];
 }
 
-uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py, uint32_t bucket) {
-  uint32_t id = g_stacks.count.fetch_add(1, std::memory_order_relaxed);
-  uint64_t words = static_cast<uint64_t>(n_native) + static_cast<uint64_t>(n_py) * (kPyKeyWords + kPyTextWords);
-  uint64_t off = g_stacks.frames_used.fetch_add(words, std::memory_order_relaxed);
-  if (id >= g_stacks.capacity || off + words > g_stacks.frame_words) {
-    note_overflow("launch stack table full (raise CDSA_STACK_TABLE)");
-    return kUnknownStack;
+bool same_python(const std::atomic<uint64_t>* f, const PyFrameKey* py, int n_py) {
+  for (int i = 0; i < n_py * kPyKeyWords; ++i)
+    if (load_word(f + i) != key_word(py, i)) return false;
+  return true;
+}
+
+bool same_frames(const EntryMeta& e, uint64_t s1, uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py,
+                 int n_py) {
+  if (e.hash.load(std::memory_order_relaxed) != h) return false;
+  uint64_t loc = e.loc.load(std::memory_order_relaxed);
+  if (loc_class(loc) == 0 || loc_a(loc) != static_cast<uint32_t>(n_native) || loc_b(loc) != static_cast<uint32_t>(n_py))
+    return false;
+  const std::atomic<uint64_t>* f = g_stacks.arena + loc_off(loc);
+  for (int i = 0; i < n_native; ++i)
+    if (load_word(f + i) != pcs[i]) return false;
+  return same_python(f + n_native, py, n_py) && stable(e, s1);
+}
+
+uint32_t find_stack(std::atomic<uint32_t>* buckets, uint64_t h, const uintptr_t* pcs, int n_native,
+                    const PyFrameKey* py, int n_py, uint32_t skip) {
+  Table& t = g_stacks;
+  uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
+  for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+    uint32_t v = buckets[i].load(std::memory_order_acquire);
+    if (v == 0) return kUnknownStack;
+    uint32_t slot = v - 1;
+    if (slot >= t.capacity || slot == skip) continue;
+    EntryMeta& e = t.entries[slot];
+    uint64_t s1 = e.state.load(std::memory_order_acquire);
+    if ((s1 & (kLive | kBusy)) != kLive || !same_frames(e, s1, h, pcs, n_native, py, n_py)) continue;
+    if (((touch_entry(e) ^ s1) & ~kPinMask) != 0) continue;
+    return t.id_of(slot, s1);
   }
-  uint64_t* f = g_stacks.frames + off;
-  memcpy(f, pcs, sizeof(uintptr_t) * static_cast<size_t>(n_native));
-  memcpy(f + n_native, py, sizeof(PyFrameKey) * static_cast<size_t>(n_py));
-  uint64_t* text = f + n_native + static_cast<uint64_t>(n_py) * kPyKeyWords;
-  for (int i = 0; i < n_py; ++i, text += kPyTextWords) {
+  return kUnknownStack;
+}
+
+uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
+  Table& t = g_stacks;
+  // The Python frames' text first (interning may make room in the string table).
+  uint64_t text[256 * kPyTextWords];
+  for (int i = 0; i < n_py; ++i) {
     char file[1024], func[512];
     int line = 0;
     uint32_t file_id = kNoString, func_id = kNoString;
@@ -222,23 +567,46 @@ uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFr
       file_id = intern_string(file, strlen(file));
       func_id = intern_string(func, strlen(func));
     }
-    text[0] = (static_cast<uint64_t>(file_id) << 32) | func_id;
-    text[1] = static_cast<uint64_t>(static_cast<uint32_t>(line));
+    text[i * kPyTextWords] = (static_cast<uint64_t>(file_id) << 32) | func_id;
+    text[i * kPyTextWords + 1] = static_cast<uint64_t>(static_cast<uint32_t>(line));
   }
-  g_stacks.entries[id] = StackEntry{h, off, static_cast<uint16_t>(n_native), static_cast<uint16_t>(n_py)};
-  // Publish in the bucket; another thread may have published the same stack meanwhile.
-  for (uint32_t i = bucket, probes = 0; probes <= g_stacks.bucket_mask; i = (i + 1) & g_stacks.bucket_mask, ++probes) {
-    uint32_t expected = 0;
-    if (g_stacks.buckets[i].compare_exchange_strong(expected, id + 1, std::memory_order_acq_rel)) return id;
-    const StackEntry& e = g_stacks.entries[expected - 1];
-    if (e.hash == h && same_frames(e, pcs, n_native, py, n_py)) return expected - 1;
+  uint64_t words = static_cast<uint64_t>(n_native) + static_cast<uint64_t>(n_py) * (kPyKeyWords + kPyTextWords);
+  uint32_t slot;
+  uint64_t off;
+  int cls;
+  if (!allocate(t, words, &slot, &off, &cls)) return kUnknownStack;
+  if (cls == 0) {
+    publish_entry(t, slot, 0, 0, [] {});
+    return kUnknownStack;
   }
-  return kUnknownStack;
+  uint32_t id = publish_entry(t, slot, h, loc_of(off, cls, static_cast<uint32_t>(n_native), static_cast<uint32_t>(n_py)), [&] {
+    std::atomic<uint64_t>* f = t.arena + off;
+    for (int i = 0; i < n_native; ++i) f[i].store(pcs[i], std::memory_order_relaxed);
+    f += n_native;
+    for (int i = 0; i < n_py * kPyKeyWords; ++i) f[i].store(key_word(py, i), std::memory_order_relaxed);
+    f += n_py * kPyKeyWords;
+    for (int i = 0; i < n_py * kPyTextWords; ++i) f[i].store(text[i], std::memory_order_relaxed);
+  });
+  // Publish in the index; another thread may have published the same stack meanwhile: then its id is the one.
+  for (;;) {
+    std::atomic<uint32_t>* buckets = t.buckets.load(std::memory_order_acquire);
+    uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
+    for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+      uint32_t expected = 0;
+      if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) break;
+      uint32_t other = expected - 1;
+      if (other >= t.capacity || other == slot) continue;
+      EntryMeta& e = t.entries[other];
+      uint64_t s1 = e.state.load(std::memory_order_acquire);
+      if ((s1 & (kLive | kBusy)) == kLive && same_frames(e, s1, h, pcs, n_native, py, n_py) &&
+          ((touch_entry(e) ^ s1) & ~kPinMask) == 0)
+        return t.id_of(other, s1);
+    }
+    if (t.buckets.load(std::memory_order_acquire) == buckets) break;
+  }
+  return id;
 }
 
-}  // namespace
-
-namespace {
 // Four independent multiply-rotate lanes: the words of a stack hash in about a cycle each.
 inline uint64_t lane(uint64_t h, uint64_t w) {
   return ((h ^ w) * 0x9e3779b97f4a7c15ull) << 29 | ((h ^ w) * 0x9e3779b97f4a7c15ull) >> 35;
@@ -260,24 +628,53 @@ uint64_t hash_frames(const uintptr_t* pcs, int n_native, const PyFrameKey* py, i
   uint64_t h = hash_words(reinterpret_cast<const uint64_t*>(pcs), static_cast<size_t>(n_native), 0x452821e638d01377ull);
   return hash_words(reinterpret_cast<const uint64_t*>(py), static_cast<size_t>(n_py) * kPyKeyWords, h);
 }
-}  // namespace
 
-namespace {
 uint32_t lookup_or_insert(const uintptr_t* pcs, int n_native, const PyFrameKey* py, int n_py) {
   uint64_t h = hash_frames(pcs, n_native, py, n_py);
-  uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & g_stacks.bucket_mask;
-  for (uint32_t i = start, probes = 0; probes <= g_stacks.bucket_mask; i = (i + 1) & g_stacks.bucket_mask, ++probes) {
-    uint32_t v = g_stacks.buckets[i].load(std::memory_order_acquire);
-    if (v == 0) return insert_stack(h, pcs, n_native, py, n_py, i);
-    const StackEntry& e = g_stacks.entries[v - 1];
-    if (e.hash == h && same_frames(e, pcs, n_native, py, n_py)) return v - 1;
-  }
-  return kUnknownStack;
+  uint32_t id = find_stack(g_stacks.buckets.load(std::memory_order_acquire), h, pcs, n_native, py, n_py, UINT32_MAX);
+  return id != kUnknownStack ? id : insert_stack(h, pcs, n_native, py, n_py);
+}
+
+}  // namespace
+
+StackMemo stack_memo(uint32_t id) noexcept {
+  uint64_t epoch = g_epoch.load(std::memory_order_seq_cst);
+  uint32_t slot;
+  uint64_t s;
+  if (id == kUnknownStack || !live_entry(g_stacks, id, false, &slot, &s)) return kNoStackMemo;
+  return (epoch << 32) | id;  // epoch >= 2: never 0
+}
+
+namespace {
+// The memo's entry, touched, if it is still the one remembered: reclaimed since, its slot has another generation,
+// and a generation comes back only after tag_limit reclamations, so older memos are refused outright.
+bool memo_entry(StackMemo memo, uint32_t* id, uint32_t* slot, uint64_t* s) {
+  if (memo == kNoStackMemo) return false;
+  uint32_t since = static_cast<uint32_t>(g_epoch.load(std::memory_order_relaxed)) - static_cast<uint32_t>(memo >> 32);
+  if (since + 1 >= g_stacks.tag_limit) return false;
+  *id = static_cast<uint32_t>(memo);
+  return live_entry(g_stacks, *id, true, slot, s);
 }
 }  // namespace
 
 // The Python side of a memo when the launch has no Python frames (no Python, or depth 0): a fixed token.
 constexpr uint64_t kNoPythonToken = ~uint64_t{0};
+
+uint32_t stack_memo_id(StackMemo memo) noexcept {
+  uint32_t id, slot;
+  uint64_t s;
+  return memo_entry(memo, &id, &slot, &s) ? id : kUnknownStack;
+}
+
+bool stack_alive(uint32_t id) noexcept {
+  uint32_t slot;
+  uint64_t s;
+  return id != kUnknownStack && live_entry(g_stacks, id, false, &slot, &s);
+}
+bool stack_pin(uint32_t id) noexcept { return id != kUnknownStack && pin(g_stacks, id); }
+void stack_unpin(uint32_t id) noexcept {
+  if (id != kUnknownStack) unpin(g_stacks, id);
+}
 
 uint32_t capture_and_intern_stack() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
@@ -293,18 +690,21 @@ uint32_t capture_and_intern_stack() noexcept {
   how.borrow = true;
   int n_native = capture_native_stack(pcs, c.native_depth, &how);
   if (n_native == 0 && n_py == 0) return kUnknownStack;
-  // Both halves served from their verified caches: each carries the id this thread last interned it with, and
-  // the token of the other half it was interned with (a token names one fill of one cache entry: the same tokens,
-  // the same frames, the same id; no hash, no compare).
+  // Both halves served from their verified caches: each carries the memo of the id this thread last interned it
+  // with, and the token of the other half it was interned with (a token names one fill of one cache entry: the
+  // same tokens, the same frames, the same id while it lives; no hash, no compare). The memo says whether it does.
   const uint64_t py_token = n_py == 0 ? kNoPythonToken : pyhow.token;
   if (how.token && py_token) {
-    if (n_py > 0 && pyhow.memo->id1 != 0 && pyhow.memo->other == how.token) return pyhow.memo->id1 - 1;
-    if (how.memo->id1 != 0 && how.memo->other == py_token) return how.memo->id1 - 1;
+    uint32_t id, slot;
+    uint64_t s;
+    if (n_py > 0 && pyhow.memo->other == how.token && memo_entry(pyhow.memo->stack, &id, &slot, &s)) return id;
+    if (how.memo->other == py_token && memo_entry(how.memo->stack, &id, &slot, &s)) return id;
   }
   uint32_t id = lookup_or_insert(how.frames, n_native, pyhow.frames, n_py);
   if (how.token && py_token && id != kUnknownStack) {
-    *how.memo = NativeMemo{py_token, id + 1};
-    if (n_py > 0) *pyhow.memo = PyMemo{how.token, id + 1};
+    const StackMemo m = stack_memo(id);
+    *how.memo = NativeMemo{py_token, m};
+    if (n_py > 0) *pyhow.memo = PyMemo{how.token, m};
   }
   return id;
 }
@@ -312,28 +712,168 @@ uint32_t capture_and_intern_stack() noexcept {
 bool stack_at(uint32_t id, Stack* out) {
   out->native.clear();
   out->python.clear();
-  if (id == kUnknownStack || !g_ready.load(std::memory_order_acquire)) return false;
-  // Only published entries are complete: find it through its bucket state.
-  if (id >= g_stacks.count.load(std::memory_order_acquire) || id >= g_stacks.capacity) return false;
-  const StackEntry& e = g_stacks.entries[id];
-  const uint64_t* f = g_stacks.frames + e.offset;
-  for (int i = 0; i < e.n_native; ++i) out->native.push_back(static_cast<uintptr_t>(f[i]));
-  f += e.n_native;
-  const uint64_t* text = f + static_cast<uint64_t>(e.n_python) * kPyKeyWords;
-  for (int i = 0; i < e.n_python; ++i, text += kPyTextWords) {
+  uint32_t slot;
+  uint64_t s1;
+  if (id == kUnknownStack || !live_entry(g_stacks, id, false, &slot, &s1)) return false;
+  const EntryMeta& e = g_stacks.entries[slot];
+  uint64_t loc = e.loc.load(std::memory_order_relaxed);
+  if (loc_class(loc) == 0) return false;
+  int n_native = static_cast<int>(loc_a(loc)), n_py = static_cast<int>(loc_b(loc));
+  const std::atomic<uint64_t>* f = g_stacks.arena + loc_off(loc);
+  for (int i = 0; i < n_native; ++i) out->native.push_back(static_cast<uintptr_t>(load_word(f + i)));
+  const std::atomic<uint64_t>* text = f + n_native + n_py * kPyKeyWords;
+  for (int i = 0; i < n_py; ++i, text += kPyTextWords) {
     PythonFrame pf;
-    pf.file = static_cast<uint32_t>(text[0] >> 32);
-    pf.function = static_cast<uint32_t>(text[0]);
-    pf.line = static_cast<int32_t>(text[1]);
+    uint64_t w = load_word(text);
+    pf.file = static_cast<uint32_t>(w >> 32);
+    pf.function = static_cast<uint32_t>(w);
+    pf.line = static_cast<int32_t>(load_word(text + 1));
     out->python.push_back(pf);
   }
-  return true;
+  if (stable(e, s1)) return true;
+  out->native.clear();
+  out->python.clear();
+  return false;
 }
 
 uint32_t stack_count() noexcept {
-  uint32_t n = g_stacks.count.load(std::memory_order_acquire);
-  return n < g_stacks.capacity ? n : g_stacks.capacity;
+  uint64_t used = g_stacks.slot_bump.load(std::memory_order_acquire), free = g_stacks.free_slots.size();
+  return static_cast<uint32_t>(used > free ? used - free : 0);
 }
+
+// ================================================================ reclamation
+namespace {
+
+inline void set_mark(Table& t, uint32_t slot, uint32_t* budget) {
+  uint64_t bit = 1ull << (slot & 63);
+  uint64_t& w = t.marks[slot >> 6];
+  if (!(w & bit) && *budget > 0) {
+    w |= bit;
+    --*budget;
+  }
+}
+inline bool marked(const Table& t, uint32_t slot) { return (t.marks[slot >> 6] >> (slot & 63)) & 1; }
+
+void mark_id(Table& t, uint32_t id, uint32_t* budget) {
+  uint32_t slot, tag;
+  // By slot, whatever the generation: a dead id still in the ring then keeps its slot's new entry alive, so that
+  // slot's generation cannot come round again while the record is there.
+  if (t.decode(id, &slot, &tag) || (slot < t.capacity && tag == t.tag_limit - 1)) set_mark(t, slot, budget);
+}
+
+// The ring's records, newest first, mark their stack and kernel name: up to half of each table, so that a ring
+// longer than the table (every launch from a new site) still leaves room for new stacks.
+void mark_ring() {
+  uint32_t stack_budget = g_stacks.capacity / 2, string_budget = g_strings.capacity / 2;
+  uint64_t last = g_ring.seq.load(std::memory_order_acquire);
+  uint64_t cap = static_cast<uint64_t>(g_ring.mask) + 1;
+  uint64_t first = last > cap ? last - cap + 1 : 1;
+  for (uint64_t seq = last; seq >= first && seq > 0 && (stack_budget > 0 || string_budget > 0); --seq) {
+    RingSlot& s = g_ring.slots[(seq - 1) & g_ring.mask];
+    if (s.w[0].load(std::memory_order_acquire) != seq) continue;  // being written: its stack is used now
+    uint64_t w6 = s.w[6].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.w[0].load(std::memory_order_relaxed) != seq) continue;
+    uint32_t stack = static_cast<uint32_t>(w6 >> 32), name = static_cast<uint32_t>(w6);
+    if (stack != kUnknownStack) mark_id(g_stacks, stack, &stack_budget);
+    if (name != kNoString) mark_id(g_strings, name, &string_budget);
+  }
+}
+
+// Live stacks keep the strings their Python frames name.
+void mark_stack_strings() {
+  uint32_t budget = g_strings.capacity;
+  uint32_t used = g_stacks.slot_bump.load(std::memory_order_acquire);
+  for (uint32_t slot = 0; slot < used; ++slot) {
+    const EntryMeta& e = g_stacks.entries[slot];
+    uint64_t s1 = e.state.load(std::memory_order_acquire);
+    if ((s1 & (kLive | kBusy)) != kLive) continue;  // being written: its strings were interned just now
+    uint64_t loc = e.loc.load(std::memory_order_relaxed);
+    if (loc_class(loc) == 0) continue;
+    const std::atomic<uint64_t>* text = g_stacks.arena + loc_off(loc) + loc_a(loc) + loc_b(loc) * kPyKeyWords;
+    for (uint32_t i = 0; i < loc_b(loc); ++i, text += kPyTextWords) {
+      uint64_t w = load_word(text);
+      mark_id(g_strings, static_cast<uint32_t>(w >> 32), &budget);
+      mark_id(g_strings, static_cast<uint32_t>(w), &budget);
+    }
+  }
+}
+
+// Frees every live entry not pinned, not marked and not used in this epoch or the one before.
+uint64_t sweep(Table& t, uint64_t epoch) {
+  uint64_t freed = 0;
+  uint32_t used = t.slot_bump.load(std::memory_order_acquire);
+  for (uint32_t slot = 0; slot < used; ++slot) {
+    EntryMeta& e = t.entries[slot];
+    uint64_t s = e.state.load(std::memory_order_acquire);
+    if ((s & (kLive | kBusy)) != kLive || (s & kPinMask) != 0 || marked(t, slot)) continue;
+    if (e.touch.load(std::memory_order_seq_cst) + 1 >= epoch) continue;
+    uint64_t dead = ((s & kTagMask) + 1) % t.tag_limit;
+    if (!e.state.compare_exchange_strong(s, dead, std::memory_order_seq_cst)) continue;  // pinned meanwhile
+    if (e.touch.load(std::memory_order_seq_cst) + 1 >= epoch) {
+      // Used meanwhile: whoever touched it either saw the free (and looks again) or is seen here.
+      e.state.store(s, std::memory_order_seq_cst);
+      continue;
+    }
+    uint64_t loc = e.loc.load(std::memory_order_relaxed);
+    if (loc_class(loc) != 0) t.free_cells[loc_class(loc)].put(loc_off(loc));
+    t.free_slots.put(slot);
+    ++freed;
+  }
+  return freed;
+}
+
+// The index anew, from the live entries, in the spare bucket array; then swapped in.
+void rebuild_index(Table& t) {
+  std::atomic<uint32_t>* cur = t.buckets.load(std::memory_order_acquire);
+  std::atomic<uint32_t>* spare = cur == t.bucket_arrays[0] ? t.bucket_arrays[1] : t.bucket_arrays[0];
+  for (uint32_t i = 0; i <= t.bucket_mask; ++i) spare[i].store(0, std::memory_order_relaxed);
+  uint32_t used = t.slot_bump.load(std::memory_order_acquire);
+  for (uint32_t slot = 0; slot < used; ++slot) {
+    const EntryMeta& e = t.entries[slot];
+    uint64_t s = e.state.load(std::memory_order_acquire);
+    if ((s & (kLive | kBusy)) != kLive || loc_class(e.loc.load(std::memory_order_relaxed)) == 0) continue;
+    index_insert(t, spare, e.hash.load(std::memory_order_relaxed), slot);
+  }
+  t.buckets.store(spare, std::memory_order_release);
+}
+
+void reclaim_cycle() {
+  uint64_t epoch = g_epoch.fetch_add(1, std::memory_order_seq_cst) + 1;
+  for (Table* t : {&g_stacks, &g_strings}) memset(t->marks, 0, (t->capacity / 64 + 1) * sizeof(uint64_t));
+  mark_ring();
+  g_stacks.freed.fetch_add(sweep(g_stacks, epoch), std::memory_order_relaxed);
+  rebuild_index(g_stacks);
+  mark_stack_strings();
+  g_strings.freed.fetch_add(sweep(g_strings, epoch), std::memory_order_relaxed);
+  rebuild_index(g_strings);
+  g_stacks.attempts.store(0, std::memory_order_relaxed);
+  g_strings.attempts.store(0, std::memory_order_relaxed);
+  g_reclaims.fetch_add(1, std::memory_order_release);
+}
+
+// Not more often than once per `after_attempts` inserts into the table: a table full of entries in use is not
+// scanned at every launch, and the epochs still move on.
+void maybe_reclaim(Table& t, uint32_t after_attempts) {
+  if (t.attempts.load(std::memory_order_relaxed) < after_attempts) return;
+  if (g_hold.load(std::memory_order_seq_cst) || g_reclaiming.exchange(true, std::memory_order_seq_cst)) return;
+  if (!g_hold.load(std::memory_order_seq_cst)) reclaim_cycle();
+  g_reclaiming.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
+void recorder_hold_reclaim() noexcept {
+  g_hold.store(true, std::memory_order_seq_cst);
+  // A reclamation is a bounded scan that takes no lock: wait for one in progress (bounded: a reclaiming thread
+  // stopped by a debugger must not stop the report; the report's readers then check each entry as they read it).
+  for (int i = 0; i < 2000 && g_reclaiming.load(std::memory_order_seq_cst); ++i) {
+    timespec ts{0, 100000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+uint64_t recorder_reclaims() noexcept { return g_reclaims.load(std::memory_order_acquire); }
 
 // ================================================================ ring
 uint64_t next_launch_seq() noexcept { return g_ring.seq.fetch_add(1, std::memory_order_relaxed) + 1; }
@@ -461,7 +1001,11 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
   for (uint32_t i = start, probes = 0; probes < 64; i = (i + 1) & (kFuncCapacity - 1), ++probes) {
     uintptr_t expected = 0;
     if (g_funcs[i].func.compare_exchange_strong(expected, func, std::memory_order_acq_rel) || expected == func) {
-      g_funcs[i].name.store(name + 1, std::memory_order_release);
+      // Kernel names are pinned while the map names them (a value that is no string id is kept as it is).
+      const bool names = m == HandleMap::KernelName;
+      if (names && name < kNoString - 15 && !string_pin(name)) return;  // reclaimed already: not worth keeping
+      uint32_t old = g_funcs[i].name.exchange(name + 1, std::memory_order_acq_rel);
+      if (names && old != 0 && old - 1 < kNoString - 15) string_unpin(old - 1);
       return;
     }
   }
@@ -471,14 +1015,9 @@ const char* recorder_overflow_note() noexcept { return g_overflow.load(); }
 
 uint64_t recorder_mapped_bytes() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return 0;
-  uint64_t strings =
-      kStringBuckets * sizeof(uint32_t) + kMaxStrings * (sizeof(uint32_t) + sizeof(uint64_t)) + kStringArena;
-  uint64_t stacks = (static_cast<uint64_t>(g_stacks.bucket_mask) + 1) * sizeof(uint32_t) +
-                    static_cast<uint64_t>(g_stacks.capacity) * sizeof(StackEntry) +
-                    g_stacks.frame_words * sizeof(uint64_t);
   uint64_t ring = (static_cast<uint64_t>(g_ring.mask) + 1) * sizeof(RingSlot);
   uint64_t rest = kStreamCapacity * sizeof(StreamState) + 2 * kFuncCapacity * sizeof(FuncEntry);
-  return strings + stacks + ring + rest;
+  return table_bytes(g_strings) + table_bytes(g_stacks) + ring + rest;
 }
 
 }  // namespace cdsa

@@ -3,15 +3,18 @@
 //   LaunchRing   the last N launch records (seqlock per record: writers never
 //                block, a reader after the fault copies a consistent record)
 //   StackTable   interned launch stacks (native PCs + Python frames already
-//                resolved to file/function/line), insert-only, lock-free
-//   StringTable  interned strings (kernel names, Python files and functions)
+//                resolved to file/function/line), lock-free, reclaimed when full
+//   StringTable  interned strings (kernel names, Python files and functions),
+//                likewise
 //   StreamTable  per-stream state: id, launch counter, breadcrumb slot
 //
 // Contract: all tables live in memory mapped once at warm-up (`recorder_init`,
 // called on the first CUDA call, not in the constructor) and are never freed.
-// After warm-up the launch path takes no lock and calls no allocator; a full
-// table degrades (stack id kUnknownStack, one notice) rather than growing.
-// Readers (`for_each_launch`, `stack`) are meant for the report path.
+// After warm-up the launch path takes no lock and calls no allocator; a table
+// never grows: when it runs low, the entries nothing refers to any more are
+// reclaimed (see "Holding ids" below), and only a table full of referenced or
+// recently used entries degrades (stack id kUnknownStack, one notice).
+// Readers (`ring_snapshot`, `stack_at`) are meant for the report path.
 #pragma once
 
 #include <atomic>
@@ -64,14 +67,116 @@ struct Stack {
 bool recorder_init() noexcept;  // idempotent; false if memory could not be mapped
 
 // ---- strings ----
+// Strings longer than kMaxInternedString bytes are interned cut to that length.
+constexpr size_t kMaxInternedString = 65535;
 uint32_t intern_string(const char* s, size_t len) noexcept;  // kNoString when full
-const char* string_at(uint32_t id) noexcept;                 // "" for kNoString
+// "" for kNoString and for a reclaimed id. Report path: the text stays valid once reclamation is held
+// (recorder_hold_reclaim), and until then only while the id is pinned.
+const char* string_at(uint32_t id) noexcept;
+// A copy taken under the entry's seqlock, at any time: false (and `out` empty) for kNoString or a dead id.
+bool string_copy(uint32_t id, std::string* out);
 
 // ---- stacks ----
 // Captures the calling thread's native and Python stacks and interns them.
 uint32_t capture_and_intern_stack() noexcept;
+// False for kUnknownStack and for a reclaimed id (never another stack's frames).
 bool stack_at(uint32_t id, Stack* out);
-uint32_t stack_count() noexcept;
+uint32_t stack_count() noexcept;  // live entries
+
+// ---- holding ids: the reclamation contract ----
+//
+// Stack and string ids are 32 bits: a slot index and the slot's generation, which changes every time the slot is
+// reclaimed. So an id outlives its entry only as a dead id: stack_at() says false and string_at() "" for it, and
+// it never names the entry that reuses the slot. Reclamation runs (on whichever thread's insert finds a table
+// running low, never blocking another thread) only when a table runs low, and frees exactly the entries that are
+//   - not referenced by a record in the launch ring (the recorder marks those itself),
+//   - not pinned (stack_pin / string_pin),
+//   - not used since the reclamation before the last: every id returned by capture_and_intern_stack() or
+//     intern_string(), or by stack_memo_id() below, is "used now", so the launch that got it may keep it in
+//     locals, publish it in the ring or pin it (a thread stalled across two whole reclamations between getting an
+//     id and pinning it finds the pin refused: it must then treat the id as unknown).
+//   - a string is also kept while a live stack's Python frames name it; a name in the kernel-name map
+//     (HandleMap::KernelName) is pinned by the map itself.
+//
+// Whoever keeps an id beyond the launch that interned it does one of:
+//   (a) Pins it, for as long as it may report it: stack_pin(id) / string_pin(id), false if it is already dead
+//       (then keep kUnknownStack / kNoString instead); stack_unpin / string_unpin when dropping it. Pins count;
+//       each is a CAS on the entry: do it when a holder is created (a graph node, a profile slot), never per
+//       launch. Graph nodes (captured and built node by node), the profile and the kernel-name map pin.
+//   (b) Remembers it as a StackMemo, checked at every use: a per-thread cache in front of the table (the native
+//       stack cache, the Python frame-chain cache). stack_memo(id) to store, stack_memo_id(memo) to use: the id,
+//       or kUnknownStack if it may have been reclaimed since (then look the stack up again). A memo costs no
+//       store on a shared line; using it keeps the entry "used now". Never compare raw ids kept across launches
+//       without one of (a) or (b): a dead id stays dead, but an unpinned live one may die at any time.
+// Everything here is lock-free and allocation-free; stack_pin and stack_memo_id are safe on the launch path.
+bool stack_pin(uint32_t id) noexcept;
+void stack_unpin(uint32_t id) noexcept;  // one earlier successful stack_pin(id)
+bool string_pin(uint32_t id) noexcept;
+void string_unpin(uint32_t id) noexcept;
+// (a) as a value for holders kept in ordinary containers (graph nodes): pins a stack id and up to two string ids
+// while it lives; a copy pins them again, assignment and destruction unpin. An id whose pin was refused reads as
+// kUnknownStack / kNoString from stack() / string(i): store those in the holder's record.
+class IdPins {
+ public:
+  IdPins() = default;
+  IdPins(uint32_t stack, uint32_t s0, uint32_t s1 = kNoString) noexcept {
+    stack_ = stack_pin(stack) ? stack : kUnknownStack;
+    str_[0] = string_pin(s0) ? s0 : kNoString;
+    str_[1] = string_pin(s1) ? s1 : kNoString;
+  }
+  IdPins(const IdPins& o) noexcept { copy(o); }
+  IdPins(IdPins&& o) noexcept { take(o); }
+  IdPins& operator=(const IdPins& o) noexcept {
+    if (this != &o) {
+      drop();
+      copy(o);
+    }
+    return *this;
+  }
+  IdPins& operator=(IdPins&& o) noexcept {
+    if (this != &o) {
+      drop();
+      take(o);
+    }
+    return *this;
+  }
+  ~IdPins() { drop(); }
+  uint32_t stack() const noexcept { return stack_; }
+  uint32_t string(int i) const noexcept { return str_[i]; }
+
+ private:
+  void copy(const IdPins& o) noexcept {  // o holds its pins: these cannot be refused
+    stack_ = stack_pin(o.stack_) ? o.stack_ : kUnknownStack;
+    for (int i = 0; i < 2; ++i) str_[i] = string_pin(o.str_[i]) ? o.str_[i] : kNoString;
+  }
+  void take(IdPins& o) noexcept {
+    stack_ = o.stack_;
+    str_[0] = o.str_[0];
+    str_[1] = o.str_[1];
+    o.stack_ = kUnknownStack;
+    o.str_[0] = o.str_[1] = kNoString;
+  }
+  void drop() noexcept {
+    stack_unpin(stack_);
+    string_unpin(str_[0]);
+    string_unpin(str_[1]);
+    stack_ = kUnknownStack;
+    str_[0] = str_[1] = kNoString;
+  }
+  uint32_t stack_ = kUnknownStack;
+  uint32_t str_[2] = {kNoString, kNoString};
+};
+
+using StackMemo = uint64_t;  // 0: nothing remembered
+constexpr StackMemo kNoStackMemo = 0;
+StackMemo stack_memo(uint32_t id) noexcept;          // kNoStackMemo for kUnknownStack
+uint32_t stack_memo_id(StackMemo memo) noexcept;     // kUnknownStack when it may be stale
+bool stack_alive(uint32_t id) noexcept;              // a snapshot: true now, may die later unless pinned
+// From the fault on: no more reclamation, so that the report reads consistent tables (waits, bounded, for a
+// reclamation in progress). Idempotent; never undone.
+void recorder_hold_reclaim() noexcept;
+// Reclamations so far (tests, stats).
+uint64_t recorder_reclaims() noexcept;
 
 // ---- launches ----
 uint64_t next_launch_seq() noexcept;
@@ -109,6 +214,8 @@ uint32_t stream_capacity() noexcept;
 // KernelName: CUfunction -> StringTable id; GraphExec: CUgraphExec -> capture id.
 enum class HandleMap { KernelName = 0, GraphExec = 1 };
 uint32_t handle_map_get(HandleMap m, uintptr_t key) noexcept;  // kNoString on a miss
+// KernelName values are pinned string ids (the map pins on put and unpins what it replaces; a value that is no
+// string id, such as a caller's sentinel >= kNoString - 15, is stored as it is; a dead id is not stored).
 void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
 
 const char* recorder_overflow_note() noexcept;  // "" or what filled up

@@ -169,9 +169,12 @@ TEST_F(RecorderTest, StreamSlotsAreStablePerId) {
 
 TEST_F(RecorderTest, HandleMapsKeepTheirValues) {
   EXPECT_EQ(handle_map_get(HandleMap::KernelName, 0x1234), kNoString);
-  handle_map_put(HandleMap::KernelName, 0x1234, 42);
+  uint32_t name = intern_string("mapped_kernel", 13);  // kernel names are string ids, pinned by the map
+  handle_map_put(HandleMap::KernelName, 0x1234, name);
   handle_map_put(HandleMap::GraphExec, 0x1234, 7);
-  EXPECT_EQ(handle_map_get(HandleMap::KernelName, 0x1234), 42u);
+  EXPECT_EQ(handle_map_get(HandleMap::KernelName, 0x1234), name);
+  handle_map_put(HandleMap::KernelName, 0x5678, kNoString - 1);  // a caller's sentinel is kept as it is
+  EXPECT_EQ(handle_map_get(HandleMap::KernelName, 0x5678), kNoString - 1);
   EXPECT_EQ(handle_map_get(HandleMap::GraphExec, 0x1234), 7u);
   handle_map_put(HandleMap::GraphExec, 0x1234, 0);  // overwritten when a handle is reused
   EXPECT_EQ(handle_map_get(HandleMap::GraphExec, 0x1234), 0u);
