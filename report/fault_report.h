@@ -86,7 +86,21 @@ struct Candidate {
 
 enum class Attribution { Exact, Ambiguous, Unknown };
 
+// Who made the report, for the header line: in a multi-process job the rank (RANK, SLURM_PROCID,
+// OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, then LOCAL_RANK, read when the report is made), and the GPU of the
+// failing launch's context as the driver named it while the context was alive (to match the kernel's Xid lines).
+struct Origin {
+  int rank = -1;        // -1: no rank variable set
+  int world_size = -1;  // WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE; -1: unknown
+  int pid = 0;
+  std::string host;
+  int gpu_ordinal = -1;  // the CUdevice; -1: no device was noted
+  std::string gpu_name;
+  std::string gpu_pci_bus_id;  // e.g. "0000:3B:00.0"
+};
+
 struct FaultReport {
+  Origin origin;
   int code = 0;
   std::string error_name;    // CUDA_ERROR_ASSERT
   std::string error_string;  // device-side assert triggered
@@ -110,8 +124,11 @@ const char* attribution_name(Attribution a);
 struct TextOptions {
   bool native_all = false;  // every native frame: no folding of interpreter frames (report/hybrid_stack.h)
 };
-// The report as printed on stderr (ends with a newline).
+// The report as printed on stderr (ends with a newline). With a rank, every line that starts "cdsa: " starts
+// "cdsa[rank N]: " instead, so the ranks' reports can be told apart in an interleaved log.
 std::string format_report_text(const FaultReport& r, const TextOptions& options = {});
+// "rank 3 of 8, pid 1234 on node7, GPU 0 NVIDIA H200 (PCI 0000:3B:00.0)": what the header line says.
+std::string describe_origin(const Origin& o);
 // One-line description of a launch: kernel, grid, block, stream, launch number.
 std::string describe_launch(const Launch& l);
 

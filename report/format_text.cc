@@ -31,9 +31,44 @@ std::string describe_launch(const Launch& l) {
   return s;
 }
 
+std::string describe_origin(const Origin& o) {
+  std::string s;
+  if (o.rank >= 0)
+    s = o.world_size > 0 ? fmt::format("rank {} of {}, ", o.rank, o.world_size) : fmt::format("rank {}, ", o.rank);
+  s += fmt::format("pid {}", o.pid);
+  if (!o.host.empty()) s += " on " + o.host;
+  if (o.gpu_ordinal >= 0) {
+    s += fmt::format(", GPU {}", o.gpu_ordinal);
+    if (!o.gpu_name.empty()) s += " " + o.gpu_name;
+    if (!o.gpu_pci_bus_id.empty()) s += " (PCI " + o.gpu_pci_bus_id + ")";
+  }
+  return s;
+}
+
 namespace {
 
 using base::basename_of;
+
+// Every line that starts "cdsa: " gets the rank: "cdsa[rank 3]: ".
+std::string with_rank_prefix(const std::string& text, int rank) {
+  if (rank < 0) return text;
+  const std::string from = "cdsa: ", to = fmt::format("cdsa[rank {}]: ", rank);
+  std::string out;
+  out.reserve(text.size() + 64);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    end = end == std::string::npos ? text.size() : end + 1;
+    if (text.compare(pos, from.size(), from) == 0) {
+      out += to;
+      out.append(text, pos + from.size(), end - pos - from.size());
+    } else {
+      out.append(text, pos, end - pos);
+    }
+    pos = end;
+  }
+  return out;
+}
 
 void append_native(std::string& out, const ResolvedFrame& f, const char* indent) {
   std::string fn = f.function.empty() ? "??" : f.function;
@@ -43,7 +78,11 @@ void append_native(std::string& out, const ResolvedFrame& f, const char* indent)
 }
 
 void append_python(std::string& out, const PyFrame& f, const char* indent) {
-  out += fmt::format("{}File \"{}\", line {}, in {}\n", indent, f.file, f.line, f.function);
+  if (f.file.rfind("Cell In[", 0) == 0)  // a notebook cell, named as IPython names it
+    out += f.function == "<module>" ? fmt::format("{}{}, line {}\n", indent, f.file, f.line)
+                                    : fmt::format("{}{}, line {}, in {}\n", indent, f.file, f.line, f.function);
+  else
+    out += fmt::format("{}File \"{}\", line {}, in {}\n", indent, f.file, f.line, f.function);
   if (!f.source.empty()) out += fmt::format("{}  {}\n", indent, f.source);
 }
 
@@ -52,6 +91,10 @@ void append_python(std::string& out, const PyFrame& f, const char* indent) {
 void append_stack(std::string& out, const CallStack& st, const char* indent, const TextOptions& opt) {
   HybridStack h = build_hybrid_stack(st, opt.native_all);
   std::string sub = std::string(indent) + "  ";
+  if (h.folded_kernel)
+    out += fmt::format("{}({} frame{} of the Jupyter kernel before the cell folded: ipykernel, IPython, asyncio...; "
+                       "--native-all shows {})\n",
+                       indent, h.folded_kernel, h.folded_kernel == 1 ? "" : "s", h.folded_kernel == 1 ? "it" : "them");
   if (h.merged) {
     for (const auto& e : h.entries) {
       if (e.python)
@@ -126,6 +169,7 @@ void append_graph_nodes(std::string& out, const Candidate& c, const TextOptions&
 std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   std::string out;
   out += "\n==================== cdsa: asynchronous CUDA fault ====================\n";
+  if (r.origin.pid || r.origin.rank >= 0) out += fmt::format("cdsa: {}\n", describe_origin(r.origin));
   out += fmt::format("cdsa: CUDA error {} {}: {}\n", r.code, r.error_name, r.error_string);
   out += fmt::format("cdsa: surfaced at {} (thread {}), called from (most recent call last):\n", r.surfaced_call,
                      r.surfaced_tid);
@@ -184,7 +228,7 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
   if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);
   out += "=======================================================================\n";
-  return out;
+  return with_rank_prefix(out, r.origin.rank);
 }
 
 }  // namespace cdsa::report

@@ -99,7 +99,34 @@ FrameRole native_frame_role(const ResolvedFrame& f) {
   return FrameRole::Shown;
 }
 
+namespace {
+
+// Rule 6: the entries before the outermost notebook cell's frame go.
+void fold_before_cell(HybridStack& h, bool native_all) {
+  if (native_all) return;
+  for (size_t i = 0; i < h.entries.size(); ++i) {
+    const PyFrame* p = h.entries[i].python;
+    if (!p || p->file.rfind("Cell In[", 0) != 0) continue;
+    if (i == 0) return;
+    size_t folded_native = 0;
+    for (size_t k = 0; k < i; ++k) folded_native += h.entries[k].native != nullptr;
+    size_t folded_python = i - folded_native;
+    h.entries.erase(h.entries.begin(), h.entries.begin() + static_cast<std::ptrdiff_t>(i));
+    h.folded_kernel = i;
+    if (!h.merged) h.python_count -= folded_python;
+    return;
+  }
+}
+
+}  // namespace
+
 HybridStack build_hybrid_stack(const CallStack& st, bool native_all) {
+  HybridStack h = build_hybrid_stack_unfolded(st, native_all);
+  fold_before_cell(h, native_all);
+  return h;
+}
+
+HybridStack build_hybrid_stack_unfolded(const CallStack& st, bool native_all) {
   HybridStack h;
   // Native frames without cdsa's own, innermost first, with their roles.
   std::vector<const ResolvedFrame*> nat;

@@ -33,6 +33,10 @@
 //      native list, unfolded, as recorded (a thread the interpreter never ran: autograd engine,
 //      C++ program; or an interpreter whose frames cannot be read: there its frames are all
 //      that says where the launch came from).
+//   6. Notebook cells (a Python frame whose file is "Cell In[N]", as cdsa names the cells of a Jupyter
+//      kernel): everything older than the outermost cell frame (runpy, traitlets, tornado, asyncio,
+//      ipykernel, IPython's run_cell chain, and the native frames under them) is folded into one line,
+//      by position; --native-all shows it.
 //
 // Contract: pure functions over values; no I/O, no globals; allocate. The entries point into
 // the CallStack passed in, which must outlive them.
@@ -63,8 +67,11 @@ struct HybridStack {
   std::vector<HybridEntry> entries;  // outermost first ("most recent call last")
   size_t python_count = 0;           // in the fallback: the first python_count entries are Python
   size_t folded = 0;                 // native frames left out by folding (rule 4)
+  size_t folded_kernel = 0;          // frames older than the outermost notebook cell, left out (rule 6)
 };
 
 HybridStack build_hybrid_stack(const CallStack& st, bool native_all);
+// Rules 1-5 only (no notebook folding).
+HybridStack build_hybrid_stack_unfolded(const CallStack& st, bool native_all);
 
 }  // namespace cdsa::report

@@ -80,7 +80,7 @@ std::string trace_to_json(const TraceData& t);
 std::string report_to_json(const FaultReport& r);
 std::string json_escape(const std::string& s);
 
-// Expands %h %p %r %t (and %%) in `pattern`.
+// Expands %h %p %r %R %t (and %%) in `pattern`: %r is the rank or "norank", %R is "-rank<N>" or nothing.
 std::string expand_trace_pattern(const std::string& pattern, const std::string& host, int pid, int rank,
                                  uint64_t start_unix_s);
 

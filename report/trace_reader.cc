@@ -281,6 +281,17 @@ class TraceWalker {
         !u64(r, w, "launches_recorded", &out->launches_recorded))
       return false;
     if (r.contains("fault_time_unix_ns") && !u64(r, w, "fault_time_unix_ns", &out->fault_time_unix_ns)) return false;
+    // Written since reports name their rank and GPU; absent in older files.
+    if (r.contains("origin")) {
+      const json* o = member(r, w, "origin");
+      const std::string wo = at(w, "origin");
+      Origin& og = out->origin;
+      if (!o || !expect(*o, json::value_t::object, wo, "an object") || !i32(*o, wo, "rank", &og.rank, -1) ||
+          !i32(*o, wo, "world_size", &og.world_size, -1) || !i32(*o, wo, "pid", &og.pid) ||
+          !str(*o, wo, "host", &og.host) || !i32(*o, wo, "gpu_ordinal", &og.gpu_ordinal, -1) ||
+          !str(*o, wo, "gpu_name", &og.gpu_name) || !str(*o, wo, "gpu_pci_bus_id", &og.gpu_pci_bus_id))
+        return false;
+    }
     std::string attribution;
     if (!str(r, w, "attribution", &attribution)) return false;
     if (attribution == "exact")

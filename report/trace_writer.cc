@@ -65,8 +65,14 @@ std::string launch_json(const Launch& l) {
 }  // namespace
 
 std::string report_to_json(const FaultReport& r) {
+  const Origin& o = r.origin;
   std::string out = fmt::format(
-      "{{\"code\":{},\"error_name\":{},\"error_string\":{},\"surfaced_call\":{},\"surfaced_tid\":{},"
+      "{{\"origin\":{{\"rank\":{},\"world_size\":{},\"pid\":{},\"host\":{},\"gpu_ordinal\":{},\"gpu_name\":{},"
+      "\"gpu_pci_bus_id\":{}}},",
+      o.rank, o.world_size, o.pid, json_escape(o.host), o.gpu_ordinal, json_escape(o.gpu_name),
+      json_escape(o.gpu_pci_bus_id));
+  out += fmt::format(
+      "\"code\":{},\"error_name\":{},\"error_string\":{},\"surfaced_call\":{},\"surfaced_tid\":{},"
       "\"surfaced_stack\":{},\"attribution\":{},\"launches_recorded\":{},\"fault_time_unix_ns\":{},\"candidates\":[",
       r.code, json_escape(r.error_name), json_escape(r.error_string), json_escape(r.surfaced_call), r.surfaced_tid,
       stack_json(r.surfaced_stack), json_escape(attribution_name(r.attribution)), r.launches_recorded,
@@ -165,6 +171,7 @@ std::string expand_trace_pattern(const std::string& pattern, const std::string& 
       case 'h': out += host; break;
       case 'p': out += std::to_string(pid); break;
       case 'r': out += rank >= 0 ? std::to_string(rank) : std::string("norank"); break;
+      case 'R': out += rank >= 0 ? "-rank" + std::to_string(rank) : std::string(); break;
       case 't': out += std::to_string(start_unix_s); break;
       case '%': out += '%'; break;
       default: out += '%'; out += c;

@@ -52,6 +52,7 @@ void init_driver(const void* hint) {
   get(g_driver.DriverGetVersion, "cuDriverGetVersion");
   get(g_driver.CtxGetDevice, "cuCtxGetDevice");
   get(g_driver.DeviceGetName, "cuDeviceGetName");
+  get(g_driver.DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   get(g_driver.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
   g_ready.store(true, std::memory_order_release);
 }

@@ -30,6 +30,7 @@ struct Driver {
   CUresult (*DriverGetVersion)(int*) = nullptr;
   CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
   CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
   // Graph bookkeeping (shim/record/graph_capture.h): the driver's view of a node cdsa holds no handle for.
   CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType*) = nullptr;

@@ -18,6 +18,7 @@
 #include "base/device_assert.h"
 #include "base/path.h"
 #include "report/fault_report.h"
+#include "report/note_text.h"
 #include "report/trace.h"
 #include "shim/record/assert_capture.h"
 #include "shim/fault/attribution.h"
@@ -28,6 +29,7 @@
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
 #include "shim/fault/fault_signals.h"
+#include "shim/fault/python_bridge.h"
 #include "shim/fault/report_builder.h"
 
 namespace cdsa {
@@ -89,6 +91,7 @@ void write_trace(report::TraceData& t, std::string* written) {
 void exit_probe() {
   if (getpid() != g_pid || !driver_ready()) return;  // a forked child: not our CUDA state
   InCdsa guard;
+  python_bridge_at_exit();  // a report the kernel's Python was to print but never did
   const Config& c = config();
   if (!g_reported.load()) {
     const Driver& d = driver();
@@ -195,6 +198,7 @@ void fault_handling_init() noexcept {
     }
   }
   atexit(exit_probe);
+  python_bridge_start();  // the traceback note and notebook cells, when the process runs CPython
 }
 
 void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
@@ -240,12 +244,14 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     ReportBuilder quick(guard, ReportBuilder::Native::Unsymbolized);
     early.surfaced_stack = quick.stack(here);
     quick.add_attribution(snapshot, attribution, &early);
+    quick.add_origin(early.candidates.empty() ? 0 : early.candidates.front().launch.ctx_id, &early);
     quick.annotate(snapshot, &early);
     prepare(early, true);
   }
   ReportBuilder build(guard);
   rep.surfaced_stack = build.stack(here);
   build.add_attribution(snapshot, attribution, &rep);
+  build.add_origin(rep.candidates.empty() ? 0 : rep.candidates.front().launch.ctx_id, &rep);
   build.annotate(snapshot, &rep);
 
   if (config().trace != TraceMode::Off) {
@@ -257,10 +263,16 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     write_trace(t, &written);
     rep.trace_path = written;
   }
+  std::string text;
   if (!config().quiet) {
     report::TextOptions opt;
     opt.native_all = config().native_all;
-    std::string text = report::format_report_text(rep, opt);
+    text = report::format_report_text(rep, opt);
+  }
+  // In a Jupyter kernel the program's Python prints it (through the kernel's sys.stderr: the cell's output).
+  bool by_python = python_bridge_fault(report::report_to_json(rep), text, report::traceback_note(rep),
+                                       report::restart_pointer(rep));
+  if (!text.empty() && !by_python) {
     begin_full_report_output();  // after a signal handler's prepared text, if one printed it
     // stderr closed, or a pipe nobody reads: given up after kStderrWaitMs; the trace file holds the report.
     write_stderr_bounded(text.data(), text.size(), kStderrWaitMs);

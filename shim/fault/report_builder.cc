@@ -10,6 +10,8 @@
 #include "report/hints.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
+#include "shim/fault/python_bridge.h"
+#include "shim/record/device_info.h"
 #include "shim/record/profile.h"
 #include "shim/record/recorder.h"
 #include "symbolizer/demangle.h"
@@ -54,10 +56,20 @@ int env_int(const char* name) {
   return (*end == '\0' && x >= 0 && x < (1 << 30)) ? static_cast<int>(x) : -1;
 }
 
+// Read when asked (the report, the trace name), not at start: launchers and programs set these at run time
+// (os.environ writes call setenv, so a rank the program sets before CUDA starts is seen here).
 int process_rank() {
-  for (const char* n : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+  for (const char* n : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK"}) {
     int r = env_int(n);
     if (r >= 0) return r;
+  }
+  return -1;
+}
+
+int process_world_size() {
+  for (const char* n : {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    int r = env_int(n);
+    if (r > 0) return r;
   }
   return -1;
 }
@@ -69,9 +81,7 @@ report::Process process_facts(uint64_t start_unix_ns) {
   p.argv = process_argv();
   p.start_time_unix_ns = start_unix_ns;
   p.rank = process_rank();
-  p.world_size = env_int("WORLD_SIZE");
-  if (p.world_size < 0) p.world_size = env_int("SLURM_NTASKS");
-  if (p.world_size < 0) p.world_size = env_int("OMPI_COMM_WORLD_SIZE");
+  p.world_size = process_world_size();
   p.local_rank = env_int("LOCAL_RANK");
   if (p.local_rank < 0) p.local_rank = env_int("SLURM_LOCALID");
   const Driver& d = driver();
@@ -80,12 +90,22 @@ report::Process process_facts(uint64_t start_unix_ns) {
   using RuntimeVersionFn = int (*)(int*);
   if (auto rv = reinterpret_cast<RuntimeVersionFn>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")))
     if (rv(&p.runtime_version) != 0) p.runtime_version = 0;
-  CUdevice dev = 0;
-  char name[256] = {0};
-  if (d.CtxGetDevice && d.DeviceGetName && d.CtxGetDevice(&dev) == CUDA_SUCCESS &&
-      d.DeviceGetName(name, sizeof name - 1, dev) == CUDA_SUCCESS)
-    p.gpu = name;
+  DeviceInfo dev;  // named at a launch, while the context was alive
+  if (context_device(0, &dev)) p.gpu = dev.name;
   return p;
+}
+
+// Line n (1-based) of `text`, stripped.
+std::string nth_line(const std::string& text, int n) {
+  size_t pos = 0;
+  for (int i = 1; i < n && pos != std::string::npos; ++i) {
+    pos = text.find('\n', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (n <= 0 || pos == std::string::npos || pos >= text.size()) return {};
+  std::string s = text.substr(pos, text.find('\n', pos) - pos);
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
@@ -165,6 +185,20 @@ std::string trace_path_for_process(uint64_t start_unix_ns) {
                                       start_unix_ns / 1000000000ull);
 }
 
+void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
+  report::Origin& o = rep->origin;
+  o.rank = process_rank();
+  o.world_size = process_world_size();
+  o.pid = getpid();
+  o.host = hostname();
+  DeviceInfo dev;
+  if (context_device(ctx_id, &dev)) {
+    o.gpu_ordinal = dev.ordinal;
+    o.gpu_name = dev.name;
+    o.gpu_pci_bus_id = dev.pci_bus_id;
+  }
+}
+
 report::CallStack ReportBuilder::stack(uint32_t id) {
   report::CallStack st;
   Stack s;
@@ -174,7 +208,13 @@ report::CallStack ReportBuilder::stack(uint32_t id) {
     t.file = string_at(f.file);
     t.function = string_at(f.function);
     t.line = f.line;
-    t.source = src_.line(t.file, t.line);
+    std::string display, text;
+    if (registered_source(t.file, &display, &text)) {  // a notebook cell: "Cell In[2]" and its own source
+      t.source = nth_line(text, t.line);
+      t.file = display;
+    } else {
+      t.source = src_.line(t.file, t.line);
+    }
     st.python.push_back(std::move(t));
   }
   if (native_ == Native::Symbolized)

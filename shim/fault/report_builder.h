@@ -50,6 +50,8 @@ class ReportBuilder {
   report::CallStack stack(uint32_t stack_id);
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
   void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, report::FaultReport* rep);
+  // Who reports: the rank (read now), pid, host, and the GPU of context `ctx_id` (0: the first one noted).
+  void add_origin(uint32_t ctx_id, report::FaultReport* rep);
   // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
   // (report/hints.h).
   void annotate(const FaultSnapshot& snapshot, report::FaultReport* rep);

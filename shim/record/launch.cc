@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "shim/record/breadcrumbs.h"
+#include "shim/record/device_info.h"
 #include "shim/common/driver.h"
 #include "shim/record/graph_capture.h"
 #include "shim/record/profile.h"
@@ -78,7 +79,7 @@ void note_probe_target(const StreamCacheEntry& e) {
   st->last_ctx.store(e.ctx, std::memory_order_relaxed);
 }
 
-const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
+const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
   auto h = reinterpret_cast<uintptr_t>(s);
   const bool by_ctx = context_dependent(s);
@@ -101,6 +102,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa&, CUstream s) {
     id = (1ull << 63) | reinterpret_cast<uintptr_t>(s);
   }
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
+  note_context_device(guard, static_cast<uint32_t>(cid));  // the GPU's name and bus id, while the context lives
   StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
   note_probe_target(fresh);
   if (!cache) {

@@ -151,6 +151,17 @@ SIM_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// The real driver's form, "domain:bus:device.function" in hex, 12 characters ("at least 13 characters including
+// the NUL" says cuda.h); the simulated device sits at bus 0x3b.
+SIM_API CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  snprintf(pciBusId, static_cast<size_t>(len), "%s", "0000:3B:00.0");
+  return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   bool known = attrib >= CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK && attrib < CU_DEVICE_ATTRIBUTE_MAX;
   return answer(pi, attribute_value(attrib),

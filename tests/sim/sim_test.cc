@@ -244,6 +244,11 @@ TEST_F(SimTest, DeviceContextAndVersion) {
   char name[64];
   ASSERT_EQ(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
   EXPECT_STREQ(name, "cdsa simulated GPU");
+  char bus[13];  // cuda.h: "at least 13 characters"
+  ASSERT_EQ(cuDeviceGetPCIBusId(bus, sizeof bus, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(bus, "0000:3B:00.0");
+  EXPECT_EQ(cuDeviceGetPCIBusId(bus, sizeof bus, 1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGetPCIBusId(nullptr, 13, 0), CUDA_ERROR_INVALID_VALUE);
   int a = 0;
   ASSERT_EQ(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
   EXPECT_EQ(a, 9);

@@ -114,7 +114,7 @@ TEST(Config, MessagesKeepTheirWording) {
             std::vector<std::string>{"CDSA_BACKEND=nvtx: expected driver or cupti; using driver"});
   EXPECT_EQ(parse({"CDSA_TRACE_FILE="}).problems,
             std::vector<std::string>{
-                "CDSA_TRACE_FILE: expected a non-empty name pattern shorter than 512 bytes; using cdsa-%h-%p.json"});
+                "CDSA_TRACE_FILE: expected a non-empty name pattern shorter than 512 bytes; using cdsa-%h%R-%p.json"});
 }
 
 TEST(Config, GoodValuesAreTaken) {
@@ -164,7 +164,7 @@ TEST(Config, TraceConfigObjectKeepsItsKeys) {
                                                                {"stack_table_size", "16384"},
                                                                {"breadcrumbs", "1"},
                                                                {"trace", "fault"},
-                                                               {"trace_file", "cdsa-%h-%p.json"},
+                                                               {"trace_file", "cdsa-%h%R-%p.json"},
                                                                {"backend", "driver"},
                                                                {"exit_probe_ms", "2000"},
                                                                {"profile", "0"},

@@ -87,6 +87,7 @@ TraceData sample_trace() {
   r.notes = {"ring overwrote"};
   r.launches_recorded = 99;
   r.fault_time_unix_ns = 1795984068000000000ull;
+  r.origin = {3, 64, 4242, "node-17", 1, "NVIDIA H200", "0000:3B:00.0"};
   t.has_profile = true;
   t.profile.capacity = 8192;
   t.profile.dropped = 5;
@@ -132,6 +133,35 @@ TEST(TraceReader, ExitTraceWithoutProfileOrFaultTime) {
   text.erase(p, text.find(',', p) - p + 1);
   ASSERT_TRUE(parse_trace(text, &tf, &error)) << error;
   EXPECT_EQ(tf.data.report.fault_time_unix_ns, 0u);
+}
+
+TEST(TraceReader, ReportOriginReadsBackAndIsOptional) {
+  TraceData t = sample_trace();
+  TraceFile tf;
+  std::string error;
+  ASSERT_TRUE(parse_trace(trace_to_json(t), &tf, &error)) << error;
+  const Origin& o = tf.data.report.origin;
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(o.world_size, 64);
+  EXPECT_EQ(o.pid, 4242);
+  EXPECT_EQ(o.host, "node-17");
+  EXPECT_EQ(o.gpu_ordinal, 1);
+  EXPECT_EQ(o.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(o.gpu_pci_bus_id, "0000:3B:00.0");
+  // Files written before reports named their origin still read: no header line, no rank prefix.
+  std::string text = trace_to_json(t);
+  auto p = text.find("\"origin\":");
+  ASSERT_NE(p, std::string::npos);
+  text.erase(p, text.find('}', p) - p + 2);
+  ASSERT_TRUE(parse_trace(text, &tf, &error)) << error;
+  EXPECT_EQ(tf.data.report.origin.rank, -1);
+  EXPECT_EQ(format_report_text(tf.data.report).find("rank"), std::string::npos);
+  // A bad origin is refused with where it is.
+  text = trace_to_json(t);
+  p = text.find("\"gpu_ordinal\":1");
+  text.replace(p, 15, "\"gpu_ordinal\":\"1\"");
+  EXPECT_FALSE(parse_trace(text, &tf, &error));
+  EXPECT_NE(error.find("report.origin.gpu_ordinal"), std::string::npos) << error;
 }
 
 std::string replace_once(std::string s, const std::string& from, const std::string& to) {

@@ -1,0 +1,268 @@
+"""cdsa's Python side inside the program: the traceback note, notebook cells, the report as data.
+
+libcdsa.so embeds this file and runs it itself (no import of the cdsa package needed: it works under `cdsa run`,
+a plain LD_PRELOAD and the Jupyter kernelspec alike), as the module ``_cdsa_hook``, from a pending call
+(Py_AddPendingCall: the main thread, the GIL held) when the process first uses CUDA. Until a fault is reported it
+only registers notebook cells (filename -> "Cell In[N]" and source) so that the report can name them.
+
+libcdsa.so calls, always with the GIL held:
+  _start(register, deliver)   at CUDA start; returns True in a Jupyter kernel (the report is then printed here,
+                              through the kernel's sys.stderr, so that it lands in the cell's output)
+  _on_fault(report_json, text, note, pointer)   once, after a fault was reported (text is None unless this module
+                              prints the report)
+  _on_uncaught(exc)           for the "sys.excepthook" audit event: an exception about to be printed as uncaught
+Only the standard library is used, and only after a fault, except `sys` (and linecache in a kernel).
+"""
+import sys
+
+_NOTE_PREFIX = "cdsa: "
+_register = None  # libcdsa.so's register_source(filename, display_name, text)
+_deliver = None  # libcdsa.so's deliver(): hands a reported fault to _on_fault now, if it has not been yet
+_shell = None  # the IPython shell of a Jupyter kernel
+_state = {
+    "report": None,  # the report as data (the trace file's "report" object)
+    "note": None,  # the one line that ends the traceback of the exception the fault caused
+    "pointer": None,  # the one line for later errors on the dead context
+    "keys": (),  # texts that tie an exception's message to the fault (the error's name and description)
+    "sites": frozenset(),  # (file, line) of the Python frame where the fault surfaced
+    "fault_cell": None,  # the execution count of the notebook cell that surfaced the fault
+    "noted": 0,  # exceptions given the note
+}
+
+
+def _start(register, deliver):
+    global _register, _deliver, _shell
+    _register, _deliver = register, deliver
+    shell = _kernel_shell()
+    if shell is None:
+        return False
+    _shell = shell
+    _install_ipython(shell)
+    return True
+
+
+def _kernel_shell():
+    """The IPython shell of a Jupyter kernel (ipykernel), else None."""
+    if "ipykernel" not in sys.modules:
+        return None
+    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    shell = get() if get else None
+    if shell is None or getattr(shell, "kernel", None) is None or not hasattr(shell, "compile"):
+        return None
+    return shell
+
+
+def _install_ipython(shell):
+    if getattr(shell, "_cdsa_hooked", False):
+        return
+    shell._cdsa_hooked = True
+    import linecache
+
+    comp = shell.compile
+    # Cells already compiled: IPython's compiler keeps filename -> execution count, linecache the source.
+    for name, number in list(getattr(comp, "_filename_map", {}).items()):
+        entry = linecache.cache.get(name)
+        if entry and len(entry) > 2:
+            _register(name, f"Cell In[{number}]", "".join(entry[2]))
+    orig_cache = comp.cache
+
+    def cache(transformed_code, number=0, raw_code=None):
+        name = orig_cache(transformed_code, number, raw_code)
+        try:
+            _register(name, f"Cell In[{number}]", transformed_code)
+        except Exception:
+            pass
+        return name
+
+    comp.cache = cache
+    orig_show = shell.showtraceback
+
+    def showtraceback(*args, **kwargs):
+        try:
+            if _deliver is not None:
+                _deliver()  # the report first, in this cell's output, if the pending call has not printed it
+            exc = sys.exc_info()[1]
+            if args and isinstance(args[0], tuple) and len(args[0]) > 1:
+                exc = args[0][1]
+            elif "exc_tuple" in kwargs and kwargs["exc_tuple"]:
+                exc = kwargs["exc_tuple"][1]
+            if exc is not None:
+                _maybe_note(exc)
+        except Exception:
+            pass
+        return orig_show(*args, **kwargs)
+
+    shell.showtraceback = showtraceback
+    orig_private = getattr(shell, "_showtraceback", None)
+    if orig_private is not None:
+
+        def _showtraceback(etype, evalue, stb):
+            # An IPython that does not print PEP 678 notes still ends the cell's error with cdsa's line.
+            try:
+                notes = [n for n in getattr(evalue, "__notes__", ()) or () if isinstance(n, str)
+                         and n.startswith(_NOTE_PREFIX)]
+                text = "\n".join(stb) if isinstance(stb, list) else str(stb)
+                missing = [n for n in notes if n not in text]
+                if missing and isinstance(stb, list):
+                    stb = list(stb) + missing
+            except Exception:
+                pass
+            return orig_private(etype, evalue, stb)
+
+        shell._showtraceback = _showtraceback
+
+
+def _on_fault(report_json, text, note, pointer):
+    import json
+
+    report = json.loads(report_json)
+    _state["report"] = report
+    _state["note"] = note
+    _state["pointer"] = pointer
+    _state["keys"] = tuple(k for k in (report.get("error_name"), report.get("error_string")) if k)
+    frames = (report.get("surfaced_stack") or {}).get("python") or []
+    _state["sites"] = frozenset((f.get("file"), f.get("line")) for f in frames[:1])
+    if _shell is not None:
+        _state["fault_cell"] = getattr(_shell, "execution_count", None)
+    if text is not None:
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except Exception:
+            sys.__stderr__.write(text)
+    # The exception being handled now (the failing call raised and a handler runs): note it.
+    exc = sys.exc_info()[1]
+    if exc is not None:
+        _maybe_note(exc)
+    _wrap_threading_excepthook()
+    if _shell is None:
+        _trace_exceptions()
+
+
+def _on_uncaught(exc):
+    if _state["report"] is not None and exc is not None:
+        _maybe_note(exc)
+
+
+def _related(exc):
+    """True when EXC, or an exception it was raised from or while handling, came from the reported fault: its
+    message names the CUDA error, or its traceback passes through the line where the fault surfaced."""
+    keys, sites = _state["keys"], _state["sites"]
+    e, depth, seen = exc, 0, set()
+    while e is not None and depth < 16 and id(e) not in seen:
+        seen.add(id(e))
+        try:
+            msg = str(e)
+        except Exception:
+            msg = ""
+        if any(k in msg for k in keys):
+            return True
+        tb = getattr(e, "__traceback__", None)
+        while tb is not None:
+            if (tb.tb_frame.f_code.co_filename, tb.tb_lineno) in sites:
+                return True
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+        depth += 1
+    return False
+
+
+def _has_note(exc):
+    return any(isinstance(n, str) and n.startswith(_NOTE_PREFIX) for n in getattr(exc, "__notes__", ()) or ())
+
+
+def _maybe_note(exc):
+    """Adds cdsa's line to EXC (PEP 678), once, when it came from the fault."""
+    if _state["report"] is None or not isinstance(exc, BaseException) or _has_note(exc) or not _related(exc):
+        return
+    note = _state["note"]
+    cell = _state["fault_cell"]
+    if _shell is not None and cell is not None and getattr(_shell, "execution_count", cell) != cell:
+        note = _state["pointer"]  # a later cell, failing on the context that died in an earlier one
+    if not note:
+        return
+    try:
+        exc.add_note(note)  # 3.11+
+    except AttributeError:
+        try:
+            exc.__notes__ = list(getattr(exc, "__notes__", ()) or ()) + [note]
+        except Exception:
+            return
+    except Exception:
+        return
+    _state["noted"] += 1
+    if _state["noted"] == 1 and _shell is None:
+        _untrace()
+
+
+def _wrap_threading_excepthook():
+    threading = sys.modules.get("threading")
+    if threading is None or getattr(threading.excepthook, "_cdsa", False):
+        return
+    orig = threading.excepthook
+
+    def excepthook(args):
+        try:
+            _maybe_note(args.exc_value)
+        except Exception:
+            pass
+        return orig(args)
+
+    excepthook._cdsa = True
+    threading.excepthook = excepthook
+
+
+# After the fault, in a script: an exception raised from Python code (a wrapper that checks the CUDA call's result)
+# is noted when it is raised, through the 'exception' trace event, so that a handler that catches it and formats it
+# (traceback.format_exception, logging) sees the line too. Not when the program traces itself (a debugger,
+# coverage): the uncaught exception still gets it through the excepthook audit event. Removed once one exception
+# was noted.
+def _local_trace(frame, event, arg):
+    if event == "exception" and _tracing:
+        try:
+            _maybe_note(arg[1])
+        except Exception:
+            pass
+    return _local_trace if _tracing else None
+
+
+def _global_trace(frame, event, arg):
+    if not _tracing:
+        return None
+    frame.f_trace_lines = False
+    return _local_trace
+
+
+_tracing = False
+_traced_frames = []
+
+
+def _trace_exceptions():
+    global _tracing
+    if _tracing or sys.gettrace() is not None:
+        return
+    _tracing = True
+    sys.settrace(_global_trace)
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_trace is None:
+            f.f_trace_lines = False
+            f.f_trace = _local_trace
+            _traced_frames.append(f)
+        f = f.f_back
+
+
+def _untrace():
+    global _tracing
+    if not _tracing:
+        return
+    _tracing = False
+    if sys.gettrace() is _global_trace:
+        sys.settrace(None)
+    for f in _traced_frames:
+        try:
+            if f.f_trace is _local_trace:
+                f.f_trace = None
+        except Exception:
+            pass
+    _traced_frames.clear()
