@@ -37,8 +37,9 @@ import uuid
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CASES = HERE / "cases"
-sys.path.insert(0, str(HERE))
-from report_text import BANNER, dedent, report_block  # noqa: E402  (one rule with tests/e2e/conftest.py)
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # part of the checkout, standard library only
+# How a report is read: one module with the e2e and wheel tests (tests/support/cdsa_report.py).
+from cdsa_report import BANNER, ReadsReport, hint_lines, kernel_name, marker_line, py_frames  # noqa: E402
 WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)
 MARGIN_S = 15  # kept back from the budget for writing results and killing what is left
 RUN_S = 60  # default per-run limit; the compile cases get more (see all_cases)
@@ -123,7 +124,8 @@ def kill_tree(pgid, run_id, grace=2.0):
 
 
 @dataclasses.dataclass
-class Run:
+class Run(ReadsReport):
+    """One process's result; its report is read by ReadsReport (not strict: a missing part reads as "")."""
     argv: list
     rc: int
     out: str
@@ -133,38 +135,6 @@ class Run:
     cwd: pathlib.Path
     limit: float = 0.0
     strays: int = 0
-
-    @property
-    def reports(self):
-        return self.err.count(BANNER)
-
-    @property
-    def report(self):
-        return report_block(self.err)
-
-    def launch_part(self):
-        r = self.report
-        starts = [k for k in (r.find("cdsa: the failing launch"), r.find("cdsa: AMBIGUOUS")) if k >= 0]
-        return r[min(starts):] if starts else ""
-
-    def surfaced_part(self):
-        r = self.report
-        k = self.launch_part()
-        return r[: len(r) - len(k)] if k else r
-
-    def surfaced_at(self):
-        m = re.search(r"cdsa: surfaced at (\S+)", self.report)
-        return m.group(1) if m else ""
-
-    def kernel_line(self):
-        for line in self.launch_part().splitlines():
-            line = re.sub(r"^\[\d+\] ", "", line)
-            if line.startswith("kernel ") or line.startswith("graph "):
-                return line
-        return ""
-
-    def traces(self):
-        return sorted(self.cwd.glob("cdsa-*.json"))
 
     def fallback_lines(self):
         return [l for l in self.err.splitlines() if is_cupti_fallback(l)]
@@ -373,13 +343,6 @@ def build_natives(ctx):
 
 
 # ---------------------------------------------------------------------------------------------- checks
-def marker_line(path, marker):
-    for n, text in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
-        if re.search(r"(#|//|/\*) " + re.escape(marker) + r"\b", text):
-            return n, text.strip()
-    raise AssertionError(f"marker {marker} not in {path}")
-
-
 def py_site(script, marker):
     """What the report prints for a Python frame at the marker: the File line and the source text."""
     n, text = marker_line(CASES / script, marker)
@@ -394,11 +357,6 @@ def names_py(part, script, marker):
 def short(s, n=90):
     s = " ".join(s.split())
     return s if len(s) <= n else s[: n - 3] + "..."
-
-
-def kernel_name(r):
-    k = r.kernel_line()
-    return k.split("  ")[0][len("kernel "):] if k.startswith("kernel ") else k
 
 
 def surfaced(r):
@@ -428,7 +386,7 @@ def check_named(r, script, marker, kernel, backend="driver"):
         return False, why
     part = r.launch_part()
     n, _ = marker_line(CASES / script, marker)
-    kname = kernel_name(r)
+    kname = kernel_name(r.report)
     ok_k = kernel.lower() in kname.lower()
     ok_l = names_py(part, script, marker)
     what = f"kernel {short(kname, 48)}; {script}:{n} {'named' if ok_l else 'NOT named'}; {surfaced(r)}"
@@ -453,10 +411,10 @@ def check_native(r, fn, src, marker, kernel, backend="driver", code=None):
     part = r.launch_part()
     n, _ = marker_line(CASES / src, marker)
     site = f"{src}:{n}"
-    ok = fn in part and site in part and kernel in kernel_name(r)
+    ok = fn in part and site in part and kernel in kernel_name(r.report)
     if code and f"CUDA error {code}" not in r.report:
         return False, f"expected error {code}: {short(r.report.splitlines()[1] if r.report else '')}"
-    return ok, (f"kernel {short(kernel_name(r), 30)}; {fn} {'and' if ok else '/'} {site} "
+    return ok, (f"kernel {short(kernel_name(r.report), 30)}; {fn} {'and' if ok else '/'} {site} "
                 f"{'named' if ok else 'NOT both named'}; {surfaced(r)}")
 
 
@@ -557,14 +515,10 @@ def judge_one_report(script, *args):
 
 @judge_one_report("c10_backward_only.py")
 def c_backward(r, part):
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', part)
+    frames = py_frames(part)
     fwd, bwd = names_py(part, "c10_backward_only.py", "FORWARD-LINE"), names_py(part, "c10_backward_only.py", "BACKWARD-LINE")
     where = "backward line" if bwd else "forward line" if fwd else f"{len(frames)} Python frames" if frames else "native frames only (autograd thread)"
-    return True, f"kernel {short(kernel_name(r), 40)}; named: {where}; {surfaced(r)}"
-
-
-def hint_lines(r):
-    return [l[len("cdsa: hint: "):] for l in r.report.splitlines() if l.startswith("cdsa: hint: ")]
+    return True, f"kernel {short(kernel_name(r.report), 40)}; named: {where}; {surfaced(r)}"
 
 
 def c_report_view(script, marker, kernel, hint):
@@ -573,7 +527,7 @@ def c_report_view(script, marker, kernel, hint):
     def run(ctx, key, backend):
         r = ctx.run(key, ctx.py(script), backend=backend)
         ok, ev = check_named(r, script, marker, kernel, backend)
-        h = hint_lines(r)
+        h = hint_lines(r.report)
         has_hint = bool(h) and h[0].startswith(hint)
         folded = "_PyEval_EvalFrameDefault" not in r.report and "Native frames" not in r.launch_part()
         ev += f"; hint: {short(h[0], 70) if h else 'NONE'}; interpreter frames {'folded' if folded else 'SHOWN'}"
@@ -596,7 +550,7 @@ def c_sanitizer_hint(ctx, key, backend):
     """Case 24d: a fault without assert text (700) gets the compute-sanitizer command for that launch only; it is
     run, and must report the illegal access in illegal_kernel."""
     r = ctx.run(key, [ctx.bin("nf_static"), "illegal"], backend=backend)
-    cmd = [l for l in hint_lines(r) if "compute-sanitizer --tool memcheck --kernel-name kns=" in l]
+    cmd = [l for l in hint_lines(r.report) if "compute-sanitizer --tool memcheck --kernel-name kns=" in l]
     if r.reports != 1 or not cmd:
         return False, f"{r.reports} reports; sanitizer command {'given' if cmd else 'MISSING'}"
     command = cmd[0][cmd[0].index("compute-sanitizer --tool"):]
@@ -639,7 +593,7 @@ def c_side(r, part):
     named = names_py(part, "c13_side_stream.py", "SIDE-LOSS-LINE")
     amb = "cdsa: AMBIGUOUS" in r.report
     return named, (("ambiguity stated, " if amb else "exact, ") + ("side-stream loss line named" if named else "loss line NOT named")
-                   + f"; {short(kernel_name(r), 40)}; {surfaced(r)}")
+                   + f"; {short(kernel_name(r.report), 40)}; {surfaced(r)}")
 
 
 # 13d: libcuda dlopen'ed RTLD_NOW | RTLD_DEEPBIND first: its fprintf binds to libc, past cdsa's stdio hooks, unless

@@ -16,8 +16,9 @@ LIBCDSA = BUILD / "lib" / "libcdsa.so"
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = HERE / "scripts"
 PROGRAMS = BUILD / "tests" / "e2e"
-sys.path.insert(0, str(ROOT / "integration" / "gpu"))
-from report_text import BANNER, report_block  # noqa: E402  (one rule with the GPU suite)
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+# The report is read by one module for these tests, the wheel's and the GPU suite's; the test files import it too.
+from cdsa_report import BANNER, ReadsReport, marker_line  # noqa: E402,F401
 
 
 def clean_env(extra=None, preload=True, dll="cdll"):
@@ -42,36 +43,15 @@ def clean_env(extra=None, preload=True, dll="cdll"):
 SANITIZED = bool(os.environ.get("E2E_PRELOAD_FIRST"))
 
 
-class Run:
+class Run(ReadsReport):
+    strict = True  # no report, or no launch named: the test fails saying so
+
     def __init__(self, proc, cwd):
         self.proc = proc
         self.cwd = pathlib.Path(cwd)
         self.rc = proc.returncode
         self.out = proc.stdout
         self.err = proc.stderr
-
-    @property
-    def reports(self):
-        return self.err.count(BANNER)
-
-    @property
-    def report(self):
-        assert BANNER in self.err, f"no cdsa report on stderr:\n{self.err}"
-        return report_block(self.err)
-
-    def surfaced_part(self):
-        r = self.report
-        end = min(k for k in (r.find("cdsa: the failing launch"), r.find("cdsa: AMBIGUOUS"), len(r)) if k >= 0)
-        return r[: end]
-
-    def launch_part(self):
-        r = self.report
-        starts = [k for k in (r.find("cdsa: the failing launch"), r.find("cdsa: AMBIGUOUS")) if k >= 0]
-        assert starts, f"report names no launch:\n{r}"
-        return r[min(starts):]
-
-    def traces(self):
-        return sorted(self.cwd.glob("cdsa-*.json"))
 
     def trace(self):
         files = self.traces()
@@ -99,14 +79,6 @@ def other_pythons(*versions):
         exe = next((c for c in cands if c.exists()), None)
         found.append(pytest.param(exe, id=f"python{v}", marks=pytest.mark.skipif(exe is None, reason=f"no CPython {v} here")))
     return found
-
-
-def marker_line(path, marker):
-    """The line number holding `# MARKER` in a source file, and its stripped text."""
-    for n, text in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
-        if re.search(r"(#|//) " + re.escape(marker) + r"\b", text):
-            return n, text.strip()
-    raise AssertionError(f"{marker} not in {path}")
 
 
 def py_frame(script, marker, function):

@@ -9,23 +9,15 @@ import subprocess
 
 import pytest
 
-from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, clean_env, marker_line, run_program, run_python
+from cdsa_report import live_block
+from conftest import BUILD, PROGRAMS, SCRIPTS, clean_env, marker_line, run_program, run_python
 
 CDSA = BUILD / "bin" / "cdsa"
-END = "=" * 71 + "\n"
 
 
 def cdsa(*args, cwd, env=None, timeout=120):
     return subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=env)
-
-
-def live_block(err):
-    """The report exactly as the live process printed it: from the blank line before the banner to the closing rule."""
-    i = err.index(BANNER)
-    start = err.rindex("\n=", 0, i)
-    end = err.index(END, i) + len(END)
-    return err[start:end]
 
 
 def one_trace(run):

@@ -8,10 +8,10 @@ run on the simulated driver, which now behaves like the real one (tests/sim/READ
   * at exit the driver may be torn down before cdsa's exit probe runs (the sim's cuDevicePrimaryCtxReset).
 Tests marked PENDING pass once the shim handles the case; they are strict, so they turn red when it does."""
 import pathlib
-import re
 
 import pytest
 
+from cdsa_report import kernel_lines
 from conftest import BANNER, PROGRAMS, marker_line, py_frame, run_program, run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -21,10 +21,6 @@ NLL = "nll_loss_forward_reduce_cuda_kernel_2d"
 NLL_TEXT = "Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [2,0,0] Assertion " \
            "`t >= 0 && t < n_classes` failed."
 PENDING = pytest.mark.xfail(strict=True, reason="issue 7: shim side pending")
-
-
-def kernel_lines(part):
-    return [line for line in part.splitlines() if re.match(r"(\[\d+\] )?kernel ", line)]
 
 
 def native_site(marker):

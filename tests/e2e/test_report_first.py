@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from cdsa_report import raw_report, report_span
 from conftest import BANNER, PROGRAMS, SANITIZED, SCRIPTS, clean_env, marker_line, run_program, run_python
 
 PROGRAM = PROGRAMS / "e2e_report_first"
-RULE = "\n" + "=" * 71 + "\n"
 WATCHDOG = SCRIPTS / "watchdog_abort.py"
 PROGRAM_LINES = ("watchdog:", "program:", "Fatal Python error")
 
@@ -23,13 +23,12 @@ PROGRAM_LINES = ("watchdog:", "program:", "Fatal Python error")
 def first_report_is_complete_and_first(err):
     """One report, whole (banner to closing rule), before any line the program (or faulthandler) printed."""
     assert err.count(BANNER) == 1, err
-    start = err.index(BANNER)
-    end = err.find(RULE, start)
-    assert end > 0, f"the report never ended:\n{err}"
+    span = report_span(err)
+    assert span.closed, f"the report never ended:\n{err}"
     own = [err.find(p) for p in PROGRAM_LINES if p in err]
     assert own, f"the program printed nothing of its own:\n{err}"
-    assert end < min(own), f"the program's own error line came before the report's end:\n{err}"
-    report = err[start:end]
+    assert span.close < min(own), f"the program's own error line came before the report's end:\n{err}"
+    report = err[span.banner:span.close]
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in report, report
     line, _ = marker_line(WATCHDOG, "LAUNCH-SITE")
     assert f'watchdog_abort.py", line {line}, in <module>' in report, report
@@ -86,10 +85,7 @@ def test_sigterm_mid_report(tmp_path, where):
     run = run_program([PROGRAM, "term", where], cwd=tmp_path)
     assert run.rc == -signal.SIGTERM, (run.rc, run.err, run.out)
     assert run.reports == 1, run.err
-    start = run.err.index(BANNER)
-    end = run.err.find(RULE, start)
-    assert end > 0, run.err
-    report = run.err[start:end]
+    report = raw_report(run.err)
     assert "cdsa: the failing launch" in report, report
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in report, report
     assert "surfaced at cuCtxSynchronize" in report, report

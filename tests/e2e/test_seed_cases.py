@@ -7,21 +7,17 @@ import subprocess
 
 import pytest
 
+from cdsa_report import hint_lines, live_block
 from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, marker_line, run_python
 
 SEED = "seed_case.py"
 # The simulated driver prints the device's assert text with fprintf(stderr), as libcuda does; the shim does
 # not capture stdio-printed text yet, so the report cannot quote it (issue 7).
-END = "=======================================================================\n"
 
 
 def launch_line(marker, function):
     n, text = marker_line(SCRIPTS / SEED, marker)
     return f'File "{SCRIPTS / SEED}", line {n}, in {function}\n{text}'
-
-
-def hints(run):
-    return [l[len("cdsa: hint: "):] for l in run.report.splitlines() if l.startswith("cdsa: hint: ")]
 
 
 NLL_HINT = "cross_entropy / nll_loss: a label is outside [0, num_classes)"
@@ -57,7 +53,7 @@ def test_row_names_the_line_the_kernel_and_the_hint(tmp_path, row, marker, funct
     assert "the failing launch (the first launch on its stream" in part
     assert f"kernel {kernel} " in part
     assert launch_line(marker, function) in part  # where it was made
-    h = hints(run)
+    h = hint_lines(run.report)
     assert h and h[0].startswith(hint), r
     assert "; check: assert " in h[0], r
     # One interleaved stack: no interpreter internals unless asked.
@@ -72,7 +68,7 @@ def test_row_quotes_the_device_and_reads_the_thread_with_its_caveat(tmp_path, ro
     run = run_python(SEED, row, cwd=tmp_path)
     r = run.report
     assert f"cdsa: the device reported: {device_line}" in r, r
-    position = [l for l in hints(run) if "only in small batches" in l]
+    position = [l for l in hint_lines(run.report) if "only in small batches" in l]
     if thread is None:
         assert position == []  # the embedding kernel's thread is not a batch position
     else:
@@ -81,11 +77,11 @@ def test_row_quotes_the_device_and_reads_the_thread_with_its_caveat(tmp_path, ro
 
 def test_label_minus_1_hint_names_negative_labels_and_ignore_index(tmp_path):
     run = run_python(SEED, "label_minus_1", cwd=tmp_path)
-    assert "a negative label that is not ignore_index (default -100)" in hints(run)[0]
+    assert "a negative label that is not ignore_index (default -100)" in hint_lines(run.report)[0]
 
 
 def test_embedding_hint_names_the_tokenizer_and_the_table_size(tmp_path):
-    h = hints(run_python(SEED, "embedding_id_1000", cwd=tmp_path))
+    h = hint_lines(run_python(SEED, "embedding_id_1000", cwd=tmp_path).report)
     assert "resize_token_embeddings" in h[0] and "; check: assert 0 <= ids.min() and ids.max() < emb.num_embeddings" in h[0]
 
 
@@ -111,7 +107,7 @@ def test_rows_without_a_device_assert_stay_silent(tmp_path, row, rc):
 def test_fault_without_assert_text_gives_the_targeted_sanitizer_command(tmp_path):
     run = run_python("illegal_address.py", cwd=tmp_path)
     assert run.reports == 1, run.err
-    cmd = [l for l in hints(run) if "compute-sanitizer" in l]
+    cmd = [l for l in hint_lines(run.report) if "compute-sanitizer" in l]
     assert len(cmd) == 1, run.report
     assert cmd[0].endswith(f"compute-sanitizer --tool memcheck --kernel-name kns=illegal_address --launch-count 1 "
                            f"-- {subprocess.list2cmdline([__import__('sys').executable])} "
@@ -139,7 +135,7 @@ def test_autograd_launch_names_the_node_and_lists_forward_candidates(tmp_path):
     assert after[1].startswith("forward_embedding (libe2e_autograd_sim.so+0x"), cands
     assert after[2].startswith("at::native::embedding(") and "autograd_sim.cc:" in after[2], cands
     # The fault has no assert text: the targeted sanitizer command.
-    assert any("--kernel-name kns=illegal_address --launch-count 1" in l for l in hints(run))
+    assert any("--kernel-name kns=illegal_address --launch-count 1" in l for l in hint_lines(run.report))
 
 
 def test_cdsa_report_prints_the_same_and_native_all_unfolds(tmp_path):
@@ -148,8 +144,7 @@ def test_cdsa_report_prints_the_same_and_native_all_unfolds(tmp_path):
     run = run_python("autograd_case.py", cwd=tmp_path, env={"AUTOGRAD_SIM_LIB": str(AUTOGRAD_LIB),
                                                              "CDSA_NATIVE_FULL": "1"})
     trace = run.traces()[0]
-    i = run.err.index(BANNER)
-    live = run.err[run.err.rindex("\n=", 0, i):run.err.index(END, i) + len(END)]
+    live = live_block(run.err)
     cdsa = BUILD / "bin" / "cdsa"
     rep = subprocess.run([str(cdsa), "report", trace.name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr

@@ -17,10 +17,11 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from cdsa_report import count_reports, launch_part, marker_line, report_block, trace_files  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("TEST_BUILD_DIR", ROOT / "build")).resolve()
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = ROOT / "tests" / "e2e" / "scripts"
-BANNER = "cdsa: asynchronous CUDA fault"
 VENDORED = ["libunwind.so.8", "libdw.so.1", "libelf.so.1", "libz.so.1", "liblzma.so.5", "libbz2.so.1.0"]
 
 
@@ -84,16 +85,15 @@ def run(cmd, cwd, sim=True):
 
 
 def launch_section(text):
-    """From "the failing launch" to the end of the report (live on stderr, or `cdsa report` on stdout)."""
-    i = text.find("the failing launch")
-    assert i >= 0, text
-    j = text.find("cdsa: trace written", i)
-    return text[i:j if j >= 0 else len(text)]
+    """The report's launch part (live on stderr, or `cdsa report` on stdout)."""
+    launch = launch_part(report_block(text))
+    assert launch, text
+    return launch
 
 
 def assert_names_the_launch(res, native=True):
     assert res.returncode == 1, res.stderr  # the program's own status (its CudaError)
-    assert res.stderr.count(BANNER) == 1, res.stderr
+    assert count_reports(res.stderr) == 1, res.stderr
     launch = launch_section(res.stderr)
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in launch
     assert "line 14, in compute_loss" in launch and "LAUNCH-SITE" in launch, launch
@@ -110,8 +110,7 @@ def assert_native_file_line(report):
     """A C++ program built with debug info: its launch site by file:line, which takes libunwind (the frames)
     and libdw (DWARF lines; the fallback symbolizer has none)."""
     launch = launch_section(report)
-    src = (ROOT / "tests" / "e2e" / "programs" / "driver_cases.cc").read_text().splitlines()
-    line = next(i for i, l in enumerate(src, 1) if "LAUNCH-SITE" in l)
+    line, _ = marker_line(ROOT / "tests" / "e2e" / "programs" / "driver_cases.cc", "LAUNCH-SITE")
     assert "launch_loss(" in launch and f"driver_cases.cc:{line}" in launch, launch
 
 
@@ -175,7 +174,7 @@ def test_licenses_of_what_is_shipped_are_listed(venv):
 def test_cdsa_run_names_the_launch(venv, tmp_path):
     res = run([venv / "bin" / "cdsa", "run", "--", *nll_loss(venv / "bin" / "python")], tmp_path)
     assert_names_the_launch(res)
-    (trace,) = tmp_path.glob("cdsa-*.json")
+    (trace,) = trace_files(tmp_path)
     rep = run([venv / "bin" / "cdsa", "report", trace], tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in rep.stdout and "line 14" in rep.stdout, rep.stdout
@@ -184,7 +183,7 @@ def test_cdsa_run_names_the_launch(venv, tmp_path):
 def test_python_m_cdsa_run_is_the_same_command(venv, tmp_path):
     res = run([venv / "bin" / "python", "-m", "cdsa", "run", "--", *nll_loss(venv / "bin" / "python")], tmp_path)
     assert_names_the_launch(res)
-    assert len(list(tmp_path.glob("cdsa-*.json"))) == 1
+    assert len(trace_files(tmp_path)) == 1
 
 
 def test_bundled_unwinders_are_used_when_the_system_has_none(venv, tmp_path):
@@ -196,7 +195,7 @@ def test_bundled_unwinders_are_used_when_the_system_has_none(venv, tmp_path):
     assert_names_the_launch(ctl, native=False)
     # The wheel's copies: native frames under the Python ones, and a C++ launch site by file:line (bundled
     # libdw), live and offline.
-    for f in tmp_path.glob("cdsa-*.json"):
+    for f in trace_files(tmp_path):
         f.unlink()
     res = run(hidden([venv / "bin" / "cdsa", "run", "--", *nll_loss(venv / "bin" / "python")]), tmp_path)
     assert "no usable libunwind" not in res.stderr and "libdw unavailable" not in res.stderr, res.stderr
@@ -207,7 +206,7 @@ def test_bundled_unwinders_are_used_when_the_system_has_none(venv, tmp_path):
               cpp)
     assert res.returncode == 3, res.stderr  # the program's own status
     assert_native_file_line(res.stderr)
-    (trace,) = cpp.glob("cdsa-*.json")
+    (trace,) = trace_files(cpp)
     rep = run(hidden([venv / "bin" / "cdsa", "report", trace]), cpp)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert_native_file_line(rep.stdout)
