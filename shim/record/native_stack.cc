@@ -202,7 +202,8 @@ inline uint64_t unload_count() {
 //
 // The checks: offsets from the stack pointer (the slots of a hit are exactly the fill's: the same SP) and the
 // values, return-address slots first in frame order (so the recorded frames are a run of the values: no second
-// copy), then the saved-BP slots; compared four at a time, folding differences into one word.
+// copy), then the saved-BP slots; compared eight at a time, folding differences into one word (four instructions
+// a slot).
 constexpr int kWays = 16, kSets = 32, kEntries = kWays * kSets;
 constexpr int kMaxFrames = 80;  // frames walked, cdsa's own included (CDSA_NATIVE_DEPTH 48 by default)
 constexpr int kVetted = 512;    // per thread: code addresses already checked for unwind info and prologue
@@ -303,8 +304,8 @@ inline bool checks_hold(const Entry& e, uintptr_t sp0) {
   const char* base = reinterpret_cast<const char*>(sp0);
   auto at = [&](int i) { return *reinterpret_cast<const volatile uintptr_t*>(base + off[i]) ^ val[i]; };
   int i = 0;
-  for (; i + 4 <= n; i += 4)
-    if ((at(i) | at(i + 1) | at(i + 2) | at(i + 3)) != 0) return false;
+  for (; i + 8 <= n; i += 8)
+    if ((at(i) | at(i + 1) | at(i + 2) | at(i + 3) | at(i + 4) | at(i + 5) | at(i + 6) | at(i + 7)) != 0) return false;
   uintptr_t diff = 0;
   for (; i < n; ++i) diff |= at(i);
   return diff == 0;

@@ -602,7 +602,8 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   if (!ts) return 0;
   ChainCache* cc = ThreadBlock<ChainCache>::get();
   if (!cc) return capture_python_frames(out, max, &how->truncated);
-  const Reader rd(R);
+  static const Reader rd_once(R);  // g_rt is final once ready(): built at the first capture
+  const Reader& rd = rd_once;
   const char* head = head_frame(R, ts);
   if (!head) return 0;
   const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
