@@ -19,7 +19,7 @@
 
 namespace {
 
-enum Case { kNativeHit = 0, kNativeFill = 1, kNativeLibunwind = 2, kIntern = 3, kRing = 4, kPython = 5 };
+enum Case { kNativeHit = 0, kNativeFill = 1, kNativeLibunwind = 2, kIntern = 3, kRing = 4, kPython = 5, kPythonHit = 6 };
 
 volatile int g_sink = 0;
 int g_depth = 0, g_collect = 0;
@@ -55,6 +55,12 @@ __attribute__((noinline)) int leaf(int kase, int iters) {
       case kPython:
         total += cdsa::capture_python_frames(py, 256);
         break;
+      case kPythonHit: {
+        cdsa::PyCapture how;
+        how.borrow = true;
+        total += cdsa::capture_python_frames_cached(py, 256, &how);
+        break;
+      }
     }
   }
   if (g_collect) CALLGRIND_TOGGLE_COLLECT;

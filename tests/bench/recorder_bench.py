@@ -9,6 +9,7 @@ and, with --time, nanoseconds (noisy on a shared machine).
   intern N             capture + intern of a repeated N-frame stack (Python frames included)
   ring publish         one launch record into the ring
   python walk N        the GIL-free walk of N Python frames
+  python hit N         the same N frames seen before (the verified chain cache)
 
 usage: recorder_bench.py BUILD_DIR [--time] [--iters N]
 """
@@ -27,7 +28,8 @@ NATIVE_DEPTHS = [8, 16, 32, 64]
 PY_DEPTHS = [8, 16, 32]
 CASES = ([("native hit", 0, d) for d in NATIVE_DEPTHS] + [("native evicted", 1, d) for d in NATIVE_DEPTHS] +
          [("native libunwind", 2, d) for d in NATIVE_DEPTHS] + [("intern", 3, d) for d in (8, 32)] +
-         [("ring publish", 4, 1)] + [("python walk", 5, d) for d in PY_DEPTHS])
+         [("ring publish", 4, 1)] + [("python walk", 5, d) for d in PY_DEPTHS] +
+         [("python hit", 6, d) for d in PY_DEPTHS])
 
 
 def lib_path(build):
@@ -43,8 +45,8 @@ def child(build, kase, depth, iters, timed):
     def at_depth(d, fn):  # d Python frames (this one included) at the capture
         return at_depth(d - 1, fn) if d > 1 else fn()
 
-    py_depth = depth if kase == 5 else 1
-    native_depth = 1 if kase == 5 else depth
+    py_depth = depth if kase in (5, 6) else 1
+    native_depth = 1 if kase in (5, 6) else depth
     # The same call site twice, so the second run meets the stacks the first one left in cdsa's cache.
     for n, measure in ((2, False), (iters, True)):
         t0 = lib.cdsa_rb_now_ns()
