@@ -120,10 +120,18 @@ bool no_64bit_memops() {
   return off;
 }
 
+// The primary context, or a live one of cuCtxCreate's.
+bool valid_context(CUcontext ctx) {
+  if (ctx == &S().primary) return true;
+  if (ctx == nullptr) return false;
+  Lock lk(S().mu);
+  return S().contexts.count(ctx) != 0;
+}
+
 // The context a _v2 context call names: ctx, or the current one when null.
 CUresult context_arg(CUcontext& ctx) {
   if (ctx == nullptr) ctx = t_current;
-  return ctx == &S().primary ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  return valid_context(ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult ctx_synchronize() { return synchronize_all(); }
@@ -225,7 +233,7 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, i
 SIM_API CUresult cuCtxSetCurrent(CUcontext ctx) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
-  if (ctx != nullptr && ctx != &S().primary) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr && !valid_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   t_current = ctx;
   return CUDA_SUCCESS;
 }
@@ -240,7 +248,7 @@ thread_local int t_ctx_depth = 0;
 CUresult ctx_push(CUcontext ctx) {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
-  if (ctx == nullptr || ctx != &S().primary) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!valid_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   if (t_current != nullptr) {
     if (t_ctx_depth == kCtxStackDepth) return CUDA_ERROR_OUT_OF_MEMORY;
     t_ctx_stack[t_ctx_depth++] = t_current;
@@ -268,7 +276,54 @@ SIM_API CUresult cuCtxGetDevice(CUdevice* device) { return answer(device, 0, CUD
 
 SIM_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) { return answer(device, 0, context_arg(ctx)); }
 
-SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) { return answer(ctxId, 1, context_arg(ctx)); }
+SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
+  CUresult valid = context_arg(ctx);
+  return answer(ctxId, valid == CUDA_SUCCESS ? static_cast<unsigned long long>(ctx->id) : 0, valid);
+}
+
+// cuCtxCreate (CUDA 13: cuCtxCreate_v4; the 3-argument cuCtxCreate_v2 too): a new context on device 0, made
+// current on this thread (pushed, as the real call does). Its work shares the one device's streams and sticky state.
+namespace {
+CUresult ctx_create(CUcontext* pctx, CUdevice dev) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  CUcontext c;
+  {
+    Lock lk(S().mu);
+    auto ctx = std::make_unique<CUctx_st>(CUctx_st{S().next_ctx_id++});
+    c = ctx.get();
+    S().contexts.emplace(c, std::move(ctx));
+  }
+  if ((r = ctx_push(c)) != CUDA_SUCCESS) return r;
+  *pctx = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_destroy(CUcontext ctx) {
+  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  std::unique_ptr<CUctx_st> victim;
+  {
+    Lock lk(S().mu);
+    auto it = S().contexts.find(ctx);
+    if (it == S().contexts.end()) {
+      lk.unlock();
+      return finish(CUDA_ERROR_INVALID_CONTEXT);  // the primary context is not destroyed this way
+    }
+    victim = std::move(it->second);
+    S().contexts.erase(it);
+  }
+  if (t_current == ctx) t_current = t_ctx_depth > 0 ? t_ctx_stack[--t_ctx_depth] : nullptr;
+  return finish(CUDA_SUCCESS);
+}
+}  // namespace
+
+SIM_API CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams*, unsigned int, CUdevice dev) {
+  return ctx_create(pctx, dev);
+}
+SIM_API CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int, CUdevice dev) { return ctx_create(pctx, dev); }
+SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
 
 SIM_API CUresult cuCtxSynchronize(void) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;

@@ -58,7 +58,7 @@ extern "C" CUresult cuGetProcAddress_v2_ptsz(const char* symbol, void** pfn, int
                                              CUdriverProcAddressQueryResult* symbolStatus);
 
 struct CUctx_st {
-  int unused;
+  int id;  // cuCtxGetId: 1 for the primary context, 2, 3, ... for cuCtxCreate's
 };
 
 namespace sim {
@@ -151,6 +151,8 @@ struct Stream : std::enable_shared_from_this<Stream> {
   GraphData* capture = nullptr;              // where captured work goes
   std::unique_ptr<GraphData> capture_owned;  // a new graph (cuStreamBeginCapture), else null
   CUgraph capture_target = nullptr;          // the existing graph (cuStreamBeginCaptureToGraph)
+  // What the stream was last given (queued items, event records and waits): the PDL oracle's "predecessor".
+  enum class LastOp : uint8_t { None, Kernel, Memop, Copy, HostFn, Event, Other } last_op = LastOp::None;
 
   Stream(Kind k, uint64_t i, unsigned f = 0) : kind(k), id(i), flags(f) {}
 };
@@ -237,7 +239,9 @@ struct Sim {
   std::unordered_map<CUgraphConditionalHandle, CondHandle> conds;
   CUgraphConditionalHandle next_cond = 1;
   int primary_refs = 0;
-  CUctx_st primary{0};
+  CUctx_st primary{1};
+  std::unordered_map<CUcontext, std::unique_ptr<CUctx_st>> contexts;  // cuCtxCreate's
+  int next_ctx_id = 2;
 };
 
 using Lock = std::unique_lock<std::mutex>;
@@ -345,6 +349,9 @@ CUresult on_stream(CUstream h, bool ptsz, bool args_ok, Act act) {
   return act(s);
 }
 CUresult submit_locked(Stream& s, Item&& it);  // queues, or appends to the stream's capture
+// The PDL oracle (SIM_CUDA_PDL_LOG): a launch with programmatic stream serialization is about to be queued on `s`;
+// appends "<stream id> kept|lost <predecessor>" (lost: the stream's previous operation is not a kernel).
+void note_pdl_launch_locked(const Stream& s);
 void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq);
 void wait_stream_locked(Lock& lk, const StreamP& s);
 std::vector<std::pair<StreamP, uint64_t>> all_streams_locked();

@@ -112,8 +112,14 @@ CUresult pack_args(const KernelDesc& k, void** params, void** extra, Item& it) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+// What cuLaunchKernelEx's attributes ask of the sim: the PDL oracle's flag, and the events a launch records.
+struct LaunchAttrs {
+  bool programmatic = false;           // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, non-0
+  CUevent events[2] = {nullptr, nullptr};  // PROGRAMMATIC_EVENT, LAUNCH_COMPLETION_EVENT
+};
+
 CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream h,
-                void** params, void** extra, bool ptsz) {
+                void** params, void** extra, bool ptsz, const LaunchAttrs& attrs = {}) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -132,16 +138,39 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if ((r = pack_args(*desc, params, extra, it)) != CUDA_SUCCESS) return r;
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  return submit_locked(*s, std::move(it));
+  Event* events[2] = {nullptr, nullptr};
+  for (int i = 0; i < 2; ++i)
+    if (attrs.events[i] && !(events[i] = find_locked(&Sim::events, attrs.events[i]))) return CUDA_ERROR_INVALID_HANDLE;
+  if (attrs.programmatic) note_pdl_launch_locked(*s);
+  if ((r = submit_locked(*s, std::move(it))) != CUDA_SUCCESS) return r;
+  // A programmatic or launch-completion event fires, at the latest, when the kernel ends: the sim records it there.
+  for (Event* e : events)
+    if (e && !s->capturing) {
+      e->s = s;
+      e->seq = s->submitted;
+    }
+  return CUDA_SUCCESS;
 }
 
 CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool ptsz) {
-  if (c == nullptr) {
+  if (c == nullptr || (c->numAttrs > 0 && c->attrs == nullptr)) {
     CUresult r = enter_ctx();
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
+  // Every attribute is accepted and passed by (cluster dimensions, memory-sync domain, priority, cooperative, ...: the
+  // sim runs one block's worth of each kernel); the ones below change what the sim does or counts.
+  LaunchAttrs attrs;
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    const CUlaunchAttribute& a = c->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      attrs.programmatic = a.value.programmaticStreamSerializationAllowed != 0;
+    else if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT)
+      attrs.events[0] = a.value.programmaticEvent.event;
+    else if (a.id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+      attrs.events[1] = a.value.launchCompletionEvent.event;
+  }
   return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, params,
-                extra, ptsz);
+                extra, ptsz, attrs);
 }
 
 }  // namespace sim

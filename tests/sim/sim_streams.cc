@@ -1,6 +1,9 @@
 // cdsa simulated CUDA driver (tests only): Streams and their workers, events, stream memory operations, host functions.
 // See README.md for the contract and sim_internal.h for the shared state.
 
+#include <fcntl.h>
+
+#include "base/io.h"
 #include "sim_internal.h"
 
 namespace sim {
@@ -59,13 +62,53 @@ CUresult enqueue_locked(Stream& s, Item&& it) {
   return CUDA_SUCCESS;
 }
 
+Stream::LastOp op_of(Item::Kind k) {
+  switch (k) {
+    case Item::Kernel:
+      return Stream::LastOp::Kernel;
+    case Item::Write32:
+    case Item::Write64:
+      return Stream::LastOp::Memop;
+    case Item::Copy:
+    case Item::Memset8:
+    case Item::Memset32:
+      return Stream::LastOp::Copy;
+    case Item::HostFn:
+      return Stream::LastOp::HostFn;
+    case Item::WaitEvent:
+      return Stream::LastOp::Event;
+  }
+  return Stream::LastOp::Other;
+}
+
 // Queues on the stream, or appends to its capture.
 CUresult submit_locked(Stream& s, Item&& it) {
   if (s.capturing) {
     capture_item_locked(*s.capture, std::move(it));
     return CUDA_SUCCESS;
   }
-  return enqueue_locked(s, std::move(it));
+  Stream::LastOp op = op_of(it.kind);
+  CUresult r = enqueue_locked(s, std::move(it));
+  if (r == CUDA_SUCCESS) s.last_op = op;
+  return r;
+}
+
+// SIM_CUDA_PDL_LOG=<file>: one line per launch with programmatic stream serialization that reaches a stream
+// (not a capture): "<stream id> kept|lost <predecessor>". Lost: the stream's previous operation (a queued item, an
+// event record or wait) is not a kernel, so on a GPU the launch could not overlap the kernel before it.
+void note_pdl_launch_locked(const Stream& s) {
+  static const char* path = getenv("SIM_CUDA_PDL_LOG");
+  if (path == nullptr || *path == '\0' || s.capturing) return;
+  static const char* const kNames[] = {"none", "kernel", "memop", "copy", "host-function", "event", "other"};
+  const bool lost = s.last_op != Stream::LastOp::Kernel && s.last_op != Stream::LastOp::None;
+  char line[128];
+  int n = snprintf(line, sizeof line, "%llu %s %s\n", static_cast<unsigned long long>(s.id), lost ? "lost" : "kept",
+                   kNames[static_cast<int>(s.last_op)]);
+  if (n <= 0) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  cdsa::base::write_all(fd, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
+  close(fd);
 }
 
 void wait_stream_locked(Lock& lk, const StreamP& s, uint64_t seq) {
@@ -238,7 +281,8 @@ CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool ptsz) {
   return on_stream(h, ptsz, flags_ok, [&](const StreamP& s) -> CUresult {
     const Event* e = find_locked(&Sim::events, ev);
     if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-    if (s->capturing) return CUDA_SUCCESS;        // accepted, ignored
+    if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
+    s->last_op = Stream::LastOp::Event;
     if (!e->s || e->s == s) return CUDA_SUCCESS;  // nothing to wait for / stream order suffices
     if (e->s->done >= e->seq) return CUDA_SUCCESS;
     Item it;
@@ -259,6 +303,7 @@ CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
   if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
+  s->last_op = Stream::LastOp::Event;
   e->s = s;
   e->seq = s->submitted;
   return CUDA_SUCCESS;
