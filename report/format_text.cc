@@ -186,8 +186,8 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
       break;
     case Attribution::Ambiguous:
       out += fmt::format(
-          "cdsa: AMBIGUOUS: {} launches were unfinished on different streams when the fault surfaced; "
-          "the failing launch is one of these:\n",
+          "cdsa: AMBIGUOUS: {} launches were unfinished when the fault surfaced (on different streams, or sharing "
+          "one completion mark); the failing launch is one of these:\n",
           r.candidates.size());
       break;
     case Attribution::Unknown:

@@ -1,6 +1,9 @@
 #include "shim/fault/attribution.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -22,14 +25,21 @@ namespace {
 
 constexpr size_t kRecentShown = 3;
 
-int find_record(const FaultSnapshot& s, uint64_t stream_id, uint64_t stream_seq) {
-  for (size_t i = 0; i < s.ring.size(); ++i) {
-    const LaunchRecord& r = s.ring[i];
-    if (r.stream_id == stream_id && r.stream_seq == stream_seq && !(r.flags & kFlagCaptured))
-      return static_cast<int>(i);
+// (stream id, stream number) -> ring index of the launch's record; captured launches left out.
+class RecordIndex {
+ public:
+  explicit RecordIndex(const FaultSnapshot& s) {
+    for (size_t i = 0; i < s.ring.size(); ++i)
+      if (!(s.ring[i].flags & kFlagCaptured)) map_[{s.ring[i].stream_id, s.ring[i].stream_seq}] = static_cast<int>(i);
   }
-  return -1;
-}
+  int find(uint64_t stream_id, uint64_t stream_seq) const {
+    auto it = map_.find({stream_id, stream_seq});
+    return it == map_.end() ? -1 : it->second;
+  }
+
+ private:
+  std::map<std::pair<uint64_t, uint64_t>, int> map_;
+};
 
 bool matches_device_assert(const FaultSnapshot& s, const AttributedLaunch& c) {
   if (c.ring_index < 0) return false;
@@ -72,25 +82,95 @@ void add_graph_nodes(const FaultSnapshot& s, AttributedLaunch* c) {
   c->graph_nodes_ambiguous = !followed || (c->graph_nodes.size() > 1 && c->graph_node_pick < 0);
 }
 
+// The launches of one stream that its marks cannot tell apart from the first unfinished one.
+void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const StreamView& st,
+                       std::vector<AttributedLaunch>* picks) {
+  const uint64_t n = st.launched;
+  const uint64_t m = std::min(st.marked, n);  // the last launch whose mark was enqueued
+  const uint64_t landed = std::min(st.landed, n);
+  auto make = [&](uint64_t seq, uint32_t reasons) {
+    AttributedLaunch c;
+    c.stream_id = st.id;
+    c.stream_seq = seq;
+    c.pending = n - landed;
+    c.ring_index = idx.find(st.id, seq);
+    c.reasons = reasons | (c.ring_index < 0 ? kReasonRecordOverwritten : 0u);
+    return c;
+  };
+  auto flags_of = [&](uint64_t seq) -> int {  // -1: no record
+    int i = idx.find(st.id, seq);
+    return i < 0 ? -1 : s.ring[static_cast<size_t>(i)].flags;
+  };
+  // A landed mark that a PDL launch's record shares: the launches before it in its group are not proven finished.
+  if (!kLandedPdlMarkProvesPrimary) {
+    for (uint64_t j = landed; j >= 2; --j) {
+      int f = flags_of(j);
+      if (f < 0 || (f & (kFlagSharesMark | kFlagProgrammatic)) != (kFlagSharesMark | kFlagProgrammatic)) break;
+      AttributedLaunch c = make(j - 1, kReasonPdlUnproven);
+      c.pending = 0;
+      picks->push_back(std::move(c));
+    }
+  }
+  if (landed >= n) return;
+  // The group of the first mark that never landed: from landed + 1 to the first launch with a mark of its own
+  // (its successor's record does not share), or the whole tail after the last enqueued mark.
+  const uint64_t first = landed + 1;
+  uint64_t last = first;
+  if (first > m) {
+    last = n;
+  } else {
+    while (last < m) {
+      int f = flags_of(last + 1);
+      if (f >= 0 && !(f & kFlagSharesMark)) break;  // a missing record: it may share, so it stays in
+      ++last;
+    }
+  }
+  constexpr uint64_t kMaxGroup = 64;  // a longer chain is listed by its first launches (the note says how many)
+  const uint64_t group = last - first + 1;
+  for (uint64_t seq = first; seq <= last && seq < first + kMaxGroup; ++seq) {
+    AttributedLaunch c = make(seq, seq == first ? kReasonFirstUnfinished : 0u);
+    if (group > 1) c.reasons |= kReasonSharedMark;
+    c.group = group;
+    picks->push_back(std::move(c));
+  }
+}
+
+// How many launches in the ring had a completion mark of their own.
+void count_own_marks(const FaultSnapshot& s, const RecordIndex& idx, AttributionResult* out) {
+  std::map<uint64_t, uint64_t> marked;  // marked stream id -> its last enqueued mark
+  for (const auto& st : s.streams)
+    if (st.marks) marked[st.id] = std::min(st.marked, st.launched);
+  for (const auto& r : s.ring) {
+    auto it = marked.find(r.stream_id);
+    if (it == marked.end() || (r.flags & kFlagCaptured)) continue;
+    ++out->launches_seen;
+    if (r.flags & kFlagSharesMark) out->marks_shared = true;
+    int next = idx.find(r.stream_id, r.stream_seq + 1);
+    bool own = next >= 0 ? !(s.ring[static_cast<size_t>(next)].flags & kFlagSharesMark) : r.stream_seq <= it->second;
+    if (own) ++out->launches_own_mark;
+  }
+}
+
 }  // namespace
 
 AttributionResult attribute(const FaultSnapshot& s) {
   AttributionResult out;
   std::vector<AttributedLaunch>& picks = out.candidates;
+  const RecordIndex idx(s);
   for (const auto& st : s.streams) {
+    const bool finished = st.marks && st.landed >= st.launched && st.marked >= st.launched;
+    // The sticky error is one context's: another context's unfinished work did not cause it.
+    if (s.fault_ctx && st.ctx && st.ctx != s.fault_ctx) {
+      if (!finished) ++out.other_context_streams;
+      continue;
+    }
     if (!st.marks) {
       out.unmarked_streams_pending = true;
       continue;
     }
-    if (st.landed >= st.launched) continue;
-    AttributedLaunch c;
-    c.stream_id = st.id;
-    c.stream_seq = st.landed + 1;
-    c.pending = st.launched - st.landed;
-    c.ring_index = find_record(s, c.stream_id, c.stream_seq);
-    c.reasons = kReasonFirstUnfinished | (c.ring_index < 0 ? kReasonRecordOverwritten : 0u);
-    picks.push_back(std::move(c));
+    stream_candidates(s, idx, st, &picks);
   }
+  count_own_marks(s, idx, &out);
   // Oldest launch first; records that left the ring last.
   auto seq = [&s](const AttributedLaunch& c) {
     return c.ring_index < 0 ? UINT64_MAX : s.ring[static_cast<size_t>(c.ring_index)].seq;
@@ -106,6 +186,10 @@ AttributionResult attribute(const FaultSnapshot& s) {
       picks.erase(mid, picks.end());
       picks.front().reasons |= kReasonMatchesDeviceAssert;
       out.named_by_device_assert = true;
+    } else if (mid != picks.begin() && mid != picks.end()) {
+      // Several match (one kernel twice in a PDL group): the others cannot be what the device names.
+      out.left_out_by_device_assert = static_cast<uint32_t>(picks.end() - mid);
+      picks.erase(mid, picks.end());
     }
   }
 

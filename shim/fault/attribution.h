@@ -7,6 +7,12 @@
 // can have failed there. One such stream: exact. Several: each gives a
 // candidate, oldest launch first; when the device's assert text names a
 // function that exactly one candidate's kernel is (the same whole identifier), that one is kept.
+// Programmatic dependent launch (shim/record/breadcrumbs.h): launches can share one mark (a PDL chain, a
+// failed mark, a stream's tail whose mark was still deferred). The first unfinished launch is then one of the group
+// sharing the first mark that never landed: every member is a candidate, and the assert text picks among them as
+// among streams. A landed mark after a PDL launch is not taken to prove that the kernels before it in its group
+// finished (a secondary that never waits for its primary may finish first; kLandedPdlMarkProvesPrimary): they stay
+// candidates too, marked unproven. Only the faulting context's streams count (FaultSnapshot::fault_ctx).
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
 // recorded), since the failing launch may be that one. With nothing pending
@@ -41,13 +47,20 @@ enum AttributionReason : uint32_t {
   kReasonGraphReplay = 1u << 3,          // a graph launch: the failing kernel is one of its captured nodes
   kReasonRecentUnproven = 1u << 4,       // nothing pending that the marks can see: a recent launch, not proven
   kReasonNodeMatchesDeviceAssert = 1u << 5,  // a graph replay: of its kernel nodes, only this one matches the assert
+  kReasonSharedMark = 1u << 6,           // one of several launches sharing the first completion mark that never landed
+  kReasonPdlUnproven = 1u << 7,          // before a PDL launch whose mark landed: its own end is not proven
 };
+
+// Whether a landed mark after a PDL secondary proves that its primary finished. Not known (integration/gpu case
+// pdl_pairs asks the hardware); until it is, no.
+inline constexpr bool kLandedPdlMarkProvesPrimary = false;
 
 struct AttributedLaunch {
   int ring_index = -1;  // into FaultSnapshot::ring; -1 when the record was overwritten
   uint64_t stream_id = 0;
   uint64_t stream_seq = 0;
   uint64_t pending = 0;             // launches on its stream whose mark never landed (0 for a recent, unproven one)
+  uint64_t group = 1;               // launches sharing the mark it was judged by (itself included)
   uint32_t reasons = 0;             // AttributionReason bits
   std::vector<size_t> graph_nodes;  // a graph launch: indices into FaultSnapshot::graph_nodes, in the table's order
   int graph_node_pick = -1;         // the position in graph_nodes of the one node the device's assert names
@@ -63,6 +76,12 @@ struct AttributionResult {
   bool named_by_device_assert = false;       // the assert text picked the one candidate among several
   bool launches_in_flight = false;           // launches in flight kept the verdict from being exact
   bool graph_nodes_ambiguous = false;        // the one candidate is a replay whose failing node is not known
+  // Launches in the ring on marked streams, and how many of them had a completion mark of their own (the others
+  // shared one with the launch after them, or were the tail whose mark was still deferred).
+  uint64_t launches_seen = 0, launches_own_mark = 0;
+  bool marks_shared = false;          // some launch's mark was folded into the next one's (PDL) or lost
+  uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches: not candidates
+  uint32_t left_out_by_device_assert = 0;  // candidates dropped: several matched the assert text, these did not
 };
 
 AttributionResult attribute(const FaultSnapshot& snapshot);

@@ -30,6 +30,7 @@
 #include "shim/common/reentrancy.h"
 #include "shim/fault/fault_signals.h"
 #include "shim/fault/python_bridge.h"
+#include "shim/record/breadcrumbs.h"
 #include "shim/fault/report_builder.h"
 
 namespace cdsa {
@@ -100,12 +101,18 @@ void exit_probe() {
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
     CUresult torn_down = CUDA_SUCCESS;  // what the last poll heard from a stream with a missing mark
+    // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
+    // finished stream reads as finished.
+    flush_all_breadcrumbs(guard);
     for (;;) {
       bool pending = false;
       torn_down = CUDA_SUCCESS;
       for (const auto& s : stream_views()) {
-        if (s.marks && s.landed >= s.launched) continue;
-        pending = pending || s.marks;
+        // A stream whose every enqueued mark landed and whose tail was flushed above is done. One whose tail could
+        // not be flushed from here (another thread's per-thread stream) is queried but not waited for.
+        if (s.marks && s.landed >= s.marked && s.marked >= s.launched) continue;
+        pending = pending || (s.marks && s.landed < s.marked);
+        // The query runs in the stream's context: a sticky error it finds is that context's.
         StreamState* st = stream_state(s.slot);
         if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
         CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
@@ -181,6 +188,34 @@ void prepare(const report::FaultReport& rep, bool verdict_known) {
 
 }  // namespace
 
+namespace {
+thread_local uintptr_t tl_fault_ctx_hint = 0;
+
+// The context whose sticky error this is: the stream's the surfacing call named, else the thread's current one.
+uintptr_t faulting_context() {
+  uintptr_t hint = tl_fault_ctx_hint;
+  tl_fault_ctx_hint = 0;
+  if (hint) return hint;
+  CUcontext ctx = nullptr;
+  const Driver& d = driver();
+  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS) return reinterpret_cast<uintptr_t>(ctx);
+  return 0;
+}
+}  // namespace
+
+// A dead context may refuse even cuCtxGetCurrent: then the context of this thread's latest launch.
+static uintptr_t last_launch_context(const FaultSnapshot& s, uint32_t tid) {
+  for (size_t i = s.ring.size(); i-- > 0;) {
+    if (s.ring[i].tid != tid || (s.ring[i].flags & kFlagCaptured)) continue;
+    for (const auto& v : s.streams)
+      if (v.id == s.ring[i].stream_id) return v.ctx;
+    return 0;
+  }
+  return 0;
+}
+
+void set_fault_context_hint(uintptr_t ctx) noexcept { tl_fault_ctx_hint = ctx; }
+
 void fault_handling_init() noexcept {
   g_pid = getpid();
   g_start_unix_ns = wall_ns();
@@ -206,6 +241,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   g_report_pid.store(getpid(), std::memory_order_release);
   InCdsa guard;
   const Driver& d = driver();
+  const uintptr_t fault_ctx = faulting_context();
   report::FaultReport rep;
   rep.code = static_cast<int>(code);
   const char* s = nullptr;
@@ -236,6 +272,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   FaultSnapshot snapshot = take_fault_snapshot(guard);
   seal_ring();  // the snapshot is taken: later launches cannot change the report, so they are not recorded
   snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
+  snapshot.fault_ctx = fault_ctx ? fault_ctx : last_launch_context(snapshot, rep.surfaced_tid);
   AttributionResult attribution = attribute(snapshot);
   {
     // The verdict, rendered before the slow part (symbolizing native frames, the trace file): Python frames and

@@ -11,10 +11,14 @@
 #pragma once
 
 #include <cuda.h>
+#include <cstdint>
 
 namespace cdsa {
 
 void fault_handling_init() noexcept;
 void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept;
+// The context the call about to surface a fault on this thread ran on, when it named a stream of it (0: unknown, the
+// thread's current context is used). The sticky error is that context's: only its launches are candidates.
+void set_fault_context_hint(uintptr_t ctx) noexcept;
 
 }  // namespace cdsa

@@ -18,8 +18,12 @@ std::vector<StreamView> stream_views() {
     uint64_t launched = st->launched.load(std::memory_order_acquire);
     if (launched == 0) continue;
     uint64_t marked = st->breadcrumb_launched.load(std::memory_order_acquire);
-    bool marks = breadcrumbs_active() && marked == launched;
-    out.push_back({static_cast<int>(i), id - 1, launched, breadcrumb_landed(static_cast<int>(i), marked), marks});
+    if (marked > launched) marked = launched;
+    StreamView v{static_cast<int>(i), id - 1, launched, breadcrumb_landed(static_cast<int>(i), marked),
+                 breadcrumbs_active()};
+    v.marked = marked;
+    v.ctx = st->last_ctx.load(std::memory_order_relaxed);
+    out.push_back(v);
   }
   return out;
 }

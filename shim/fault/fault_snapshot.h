@@ -35,7 +35,12 @@ struct StreamView {
   uint64_t id = 0;        // cuStreamGetId
   uint64_t launched = 0;  // launches recorded on it (the last stream_seq handed out)
   uint64_t landed = 0;    // the last stream_seq whose completion mark landed
-  bool marks = false;     // every launch on it got a breadcrumb, so `landed` is meaningful
+  bool marks = false;     // its launches get breadcrumbs, so `landed` is meaningful
+  // The last stream_seq whose mark was enqueued: the launches after it (the tail) share the mark still deferred
+  // (shim/record/breadcrumbs.h). Left at kAllMarked (hand-made snapshots): every launch's mark was enqueued.
+  static constexpr uint64_t kAllMarked = UINT64_MAX;
+  uint64_t marked = kAllMarked;
+  uintptr_t ctx = 0;  // the CUcontext of its last launch (0: unknown)
 };
 
 struct FaultSnapshot {
@@ -52,6 +57,9 @@ struct FaultSnapshot {
   // them, outside the ring. (0 until the launch path counts them.)
   uint32_t launches_in_flight = 0;
   std::string recorder_overflow;  // what filled up in the recorder's tables, or empty
+  // The context whose sticky error this is (the surfacing call's): streams of other contexts are not candidates.
+  // 0: unknown (then no stream is left out).
+  uintptr_t fault_ctx = 0;
 };
 
 FaultSnapshot take_fault_snapshot(const InCdsa&);

@@ -124,10 +124,22 @@ report::Attribution attribution_of(Verdict v) {
 // One line: why this launch is named.
 std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   if (c.reasons & kReasonRecentUnproven) return "recent launch (not proven)";
-  std::string why = "first unfinished launch on stream " + std::to_string(c.stream_id) + "; " +
-                    std::to_string(c.pending) + " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
+  std::string why;
+  if (c.reasons & kReasonPdlUnproven) {
+    why = "launched on stream " + std::to_string(c.stream_id) +
+          " just before a programmatic dependent (PDL) launch whose completion mark landed; that mark does not prove "
+          "this launch finished";
+  } else if (c.group > 1) {
+    why = "one of " + std::to_string(c.group) + " launches on stream " + std::to_string(c.stream_id) +
+          " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
+          "between them); " +
+          std::to_string(c.pending) + " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
+  } else {
+    why = "first unfinished launch on stream " + std::to_string(c.stream_id) + "; " + std::to_string(c.pending) +
+          " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
+  }
   if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty() && !s.asserts.front().function.empty())
-    why += "; other streams had unfinished launches too, but only this kernel matches the device's assert in " +
+    why += "; other launches could not be ruled out by their marks, but only this kernel matches the device's assert in " +
            s.asserts.front().function;
   return why;
 }
@@ -309,6 +321,19 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
                          "cdsa stopped waiting for them; the failing launch may be one of them" +
                          (a.launches_in_flight ? ", so the verdict above is not exact" : ""));
   if (!s.breadcrumbs_active) rep->notes.push_back("breadcrumbs were off: candidates are not proven");
+  if (a.marks_shared && a.launches_seen > 0)
+    rep->notes.push_back(std::to_string(a.launches_own_mark) + " of " + std::to_string(a.launches_seen) +
+                         " recorded launches had a completion mark of their own; the others shared one with the launch "
+                         "after them (a programmatic dependent launch, which nothing may precede but its kernel) or "
+                         "were their stream's last, whose mark was not yet placed");
+  if (a.left_out_by_device_assert > 0)
+    rep->notes.push_back(std::to_string(a.left_out_by_device_assert) +
+                         " other candidate(s) were left out: their kernels are not the function the device's assert "
+                         "names");
+  if (a.other_context_streams > 0)
+    rep->notes.push_back(std::to_string(a.other_context_streams) +
+                         " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the "
+                         "context of the call that surfaced it, so they are not candidates");
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
 }
 

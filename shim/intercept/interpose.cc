@@ -69,7 +69,8 @@ enum class Kind {
   GraphDestroy,
   GraphNode,
   StreamDestroy,
-  ProcAddress
+  ProcAddress,
+  StreamInfo
 };
 
 #define CDSA_EXEMPT_NAME(name)
@@ -132,6 +133,23 @@ inline void* slot_real(int id, int slot) {
 }
 
 // ---------------------------------------------------------------- handlers
+// The first CUstream argument of a call, if its prototype has one.
+template <typename... A>
+constexpr bool kTakesStream = (std::is_same_v<A, CUstream> || ...);
+template <typename T>
+inline void pick_stream(CUstream* s, bool* found, T v) {
+  if constexpr (std::is_same_v<T, CUstream>) {
+    if (!*found) *s = v, *found = true;
+  }
+}
+template <typename... A>
+inline CUstream first_stream(A... a) {
+  CUstream s = nullptr;
+  bool found = false;
+  (pick_stream(&s, &found, a), ...);
+  return s;
+}
+
 template <int Id>
 inline void check(CUresult r) {
   if (__builtin_expect(is_sticky_fault(r), 0)) {
@@ -186,7 +204,16 @@ CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx,
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
                    void** extra) {
-  LaunchScope launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread);
+  // The config and its attributes go to the driver untouched; cdsa only reads whether the launch is a PDL one.
+  bool programmatic = false;
+  for (unsigned i = 0; cfg && cfg->attrs && i < cfg->numAttrs; ++i) {
+    const CUlaunchAttribute& a = cfg->attrs[i];
+    if ((a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && a.value.programmaticStreamSerializationAllowed) ||
+        (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT && a.value.programmaticEvent.event))
+      programmatic = true;
+  }
+  LaunchScope launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread,
+                     !cfg ? MarkBefore::Leave : programmatic ? MarkBefore::Fold : MarkBefore::Settle);
   CUresult r = real(cfg, f, params, extra);
   if (r == CUDA_SUCCESS && cfg) {
     LaunchInfo li;
@@ -197,6 +224,7 @@ CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, C
     li.grid[0] = cfg->gridDimX, li.grid[1] = cfg->gridDimY, li.grid[2] = cfg->gridDimZ;
     li.block[0] = cfg->blockDimX, li.block[1] = cfg->blockDimY, li.block[2] = cfg->blockDimZ;
     li.shared_mem = cfg->sharedMemBytes;
+    li.programmatic = programmatic;
     for (unsigned i = 0; i < cfg->numAttrs && cfg->attrs; ++i)
       if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
         li.kind = LaunchKind::Cooperative;
@@ -340,6 +368,7 @@ CUresult dispatch(F real, A... a) {
   if constexpr (k == Kind::Launch || k == Kind::LaunchCoop || k == Kind::LaunchEx || k == Kind::GraphLaunch) {
     return on_launch<Id>(KindTag<k>{}, real, a...);  // the launch handler of this kind (above)
   } else if constexpr (k == Kind::BeginCapture) {
+    before_stream_operation(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].per_thread);  // not into the graph
     CUresult r = real(a...);
     if (r == CUDA_SUCCESS) note_capture_begin(std::get<0>(std::tuple<A...>(a...)), kCalls[Id].per_thread);
     check<Id>(r);
@@ -372,6 +401,10 @@ CUresult dispatch(F real, A... a) {
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::StreamDestroy) {
+    if constexpr (kTakesStream<A...>)
+      before_stream_operation(first_stream(a...), kCalls[Id].per_thread);
+    else
+      before_context_teardown();
     CUresult r = real(a...);
     note_stream_destroyed();
     check<Id>(r);
@@ -391,6 +424,14 @@ CUresult dispatch(F real, A... a) {
         log_request("cuGetProcAddress", sym, version, flags,
                     select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
     }
+    return r;
+  } else if constexpr (k != Kind::StreamInfo && kTakesStream<A...>) {
+    // Work on, a wait for, or a query of the stream: its deferred breadcrumb goes first (shim/record/breadcrumbs.h).
+    CUstream s = first_stream(a...);
+    before_stream_operation(s, kCalls[Id].per_thread);
+    CUresult r = real(a...);
+    if (__builtin_expect(is_sticky_fault(r), 0)) set_fault_context_hint(stream_context(s, kCalls[Id].per_thread));
+    check<Id>(r);
     return r;
   } else {
     CUresult r = real(a...);

@@ -1,10 +1,13 @@
 #include "shim/record/breadcrumbs.h"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <atomic>
 #include <mutex>
 
 #include "shim/common/config.h"
+#include "shim/record/assert_capture.h"
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
 #include "shim/record/assert_capture.h"
@@ -107,14 +110,60 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
   // device's assert text into this call. Keep it for the report, which the program's next call will trigger.
   if (__builtin_expect(is_sticky_fault(r), 0)) keep_device_text(captured_driver_stderr());
   if (r != CUDA_SUCCESS && !is_sticky_fault(r)) {
-    int expected = kActive;
-    if (g_state.compare_exchange_strong(expected, kDisabled)) {
+    // One failed write loses one mark (its launches join the next mark's group), never the process's breadcrumbs.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
       const char* name = nullptr;
       if (driver().GetErrorName) driver().GetErrorName(r, &name);
-      log_line("a breadcrumb write failed (%s): breadcrumbs are off from here on", name ? name : "unknown error");
+      log_line("a breadcrumb write failed (%s): that launch has no completion mark of its own (later marks still cover it)",
+               name ? name : "unknown error");
     }
   }
   return r;
+}
+
+void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept {
+  if (st) st->deferred.store(stream_seq, std::memory_order_release);
+}
+
+CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool fold) noexcept {
+  StreamState* st = stream_state(slot);
+  if (!st || st->deferred.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
+  uint64_t seq = st->deferred.exchange(0, std::memory_order_acq_rel);
+  if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one
+  CUresult r = enqueue_breadcrumb(guard, stream, slot, seq);
+  // A sticky fault here means the context died before the mark could be queued: no later mark can land either, so
+  // the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into the call).
+  if (r == CUDA_SUCCESS || is_sticky_fault(r)) {
+    uint64_t cur = st->breadcrumb_launched.load(std::memory_order_relaxed);
+    while (cur < seq && !st->breadcrumb_launched.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
+    }
+  }
+  return r;
+}
+
+void flush_all_breadcrumbs(const InCdsa& guard) noexcept {
+  if (!breadcrumbs_active()) return;
+  const Driver& d = driver();
+  CUcontext here = nullptr;
+  bool know_here = d.CtxGetCurrent && d.CtxGetCurrent(&here) == CUDA_SUCCESS;
+  const auto me = static_cast<uint32_t>(syscall(SYS_gettid));
+  for (uint32_t i = 0; i < stream_capacity(); ++i) {
+    StreamState* st = stream_state(static_cast<int>(i));
+    if (!st) break;
+    if (st->id.load(std::memory_order_acquire) == 0 || st->deferred.load(std::memory_order_acquire) == 0) continue;
+    auto h = reinterpret_cast<CUstream>(st->last_handle.load(std::memory_order_relaxed));
+    auto ctx = reinterpret_cast<CUcontext>(st->last_ctx.load(std::memory_order_relaxed));
+    const bool by_ctx = h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+    if (h == CU_STREAM_PER_THREAD && st->last_tid.load(std::memory_order_relaxed) != me) continue;
+    // The NULL / legacy stream is the current context's: place its mark in the context it belongs to.
+    // A thread that cannot name its context (a dead one answers with the sticky error) tries anyway: the write then
+    // fails with that error, and the launch stays a candidate, as its mark can never land.
+    bool switched = by_ctx && know_here && ctx && ctx != here && d.CtxSetCurrent && d.CtxSetCurrent(ctx) == CUDA_SUCCESS;
+    if (by_ctx && know_here && !switched && ctx != here) continue;
+    settle_breadcrumb(guard, h, static_cast<int>(i), false);
+    if (switched) d.CtxSetCurrent(here);
+  }
 }
 
 uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept {

@@ -9,6 +9,18 @@
 // after a fault the slot names the last launch that finished on that stream; the next one is the first unfinished
 // launch. Reading a slot is a plain load: no CUDA call, so it works on a dead context.
 //
+// Deferred marks, for programmatic dependent launch (PDL): a launch with programmatic stream serialization may start
+// while the kernel before it on its stream is finishing, only if nothing sits between the two. So a launch's mark is
+// not enqueued right after it: it waits for the stream's next operation (`settle_breadcrumb`, called by the
+// interposition wrappers before it). Before any operation but a PDL launch the deferred mark is enqueued, where it
+// would have landed anyway (after the kernel, before the operation); before a PDL launch it is dropped: that launch's
+// own mark covers both (its record has kFlagSharesMark). A stream is then a prefix of launches each with its own mark,
+// groups of launches sharing one (a PDL chain), and a tail whose mark is still deferred; attribution
+// (shim/fault/attribution.h) treats a group as its candidates. Things that must not see a mark pending flush it first:
+// stream capture (the mark would become a node of the user's graph), stream and context destruction, the exit
+// probe, and every synchronize, query, event record, wait, copy or memop on the stream. A mark that fails to enqueue
+// loses only itself: its launch joins the next mark's group.
+//
 // Contract: `breadcrumbs_init` maps and registers the slots (needs a current
 // context; call on the launch path, it runs its body once and retries after a
 // failure caused by stream capture). `enqueue_breadcrumb` is lock-free and
@@ -20,6 +32,7 @@
 #include <cstdint>
 
 #include "shim/common/reentrancy.h"
+#include "shim/record/recorder.h"
 
 namespace cdsa {
 
@@ -27,6 +40,15 @@ bool breadcrumbs_init(const InCdsa&) noexcept;
 bool breadcrumbs_active() noexcept;
 // Enqueues the mark; returns the driver's result (CUDA_SUCCESS when disabled).
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
+// After a launch that got stream number `stream_seq`: its mark waits for the stream's next operation.
+void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept;
+// Before an operation on `stream` (as it will be passed to the driver; its state is `slot`): the stream's deferred
+// mark is enqueued, or with `fold` (the operation is a PDL launch) dropped. Returns the enqueue's result
+// (CUDA_SUCCESS when nothing was deferred). Lock-free, allocation-free.
+CUresult settle_breadcrumb(const InCdsa&, CUstream stream, int slot, bool fold) noexcept;
+// Every deferred mark this thread can place: those of created streams, and of the NULL / legacy streams (in their own
+// context); a per-thread default stream only from its own thread. For the exit probe and context teardown.
+void flush_all_breadcrumbs(const InCdsa&) noexcept;
 // The number that landed in the slot; `launched` is the stream's last enqueued number (its breadcrumb_launched),
 // which 32-bit marks are widened against.
 uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept;

@@ -77,9 +77,12 @@ void note_probe_target(const StreamCacheEntry& e) {
   if (!st) return;
   st->last_handle.store(e.handle, std::memory_order_relaxed);
   st->last_ctx.store(e.ctx, std::memory_order_relaxed);
+  st->last_tid.store(this_tid(), std::memory_order_relaxed);  // a per-thread stream's own thread
 }
 
-const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s) {
+// The stream's cache entry; `create`: a stream not seen before gets a StreamTable entry (a launch), else (another
+// operation on it) null, and nothing is cached, so a later launch still creates it.
+const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool create = true) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
   auto h = reinterpret_cast<uintptr_t>(s);
   const bool by_ctx = context_dependent(s);
@@ -97,13 +100,16 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s) {
   const Driver& d = driver();
   unsigned long long id = 0, cid = 0;
   if (!d.StreamGetId || d.StreamGetId(s, &id) != CUDA_SUCCESS) {
+    if (!create) return nullptr;
     // The driver cannot name the stream (typically: the context died during this very launch). Key it by
     // handle, in a range the driver's ids do not use, so the launch still gets a stream and a slot.
     id = (1ull << 63) | reinterpret_cast<uintptr_t>(s);
   }
+  int slot = create ? stream_slot(id) : find_stream_slot(id);
+  if (!create && slot < 0) return nullptr;
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
   note_context_device(guard, static_cast<uint32_t>(cid));  // the GPU's name and bus id, while the context lives
-  StreamCacheEntry fresh{h, c, gen, id, stream_slot(id), static_cast<uint32_t>(cid)};
+  StreamCacheEntry fresh{h, c, gen, id, slot, static_cast<uint32_t>(cid)};
   note_probe_target(fresh);
   if (!cache) {
     tl_one_stream = fresh;
@@ -149,16 +155,54 @@ uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
   return name == kNameUnknown ? kNoString : name;
 }
 
+// A mark is never enqueued on a capturing stream (it would become a node of the user's graph): a mark deferred
+// when the capture began (a launch recorded on another thread just then) is dropped instead.
+bool capturing(CUstream s) {
+  if (!captures_active() || !driver().StreamIsCapturing) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver().StreamIsCapturing(s, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool has_deferred(const StreamCacheEntry* sc) {
+  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  return st && st->deferred.load(std::memory_order_relaxed) != 0;
+}
+
 }  // namespace
 
 uint32_t kernel_name_id(const InCdsa& guard, CUfunction func) noexcept { return kernel_name_of(guard, func); }
 
-void prepare_launch(CUfunction func, CUstream stream, bool per_thread) noexcept {
+void prepare_launch(CUfunction func, CUstream stream, bool per_thread, MarkBefore mark) noexcept {
   if (!started() || InCdsa::active()) return;
   InCdsa guard;
   if (!breadcrumbs_active()) breadcrumbs_init(guard);
   kernel_name_of(guard, func);
-  resolve_stream(guard, effective_stream(stream, per_thread));  // into this thread's cache, named by the driver
+  CUstream eff = effective_stream(stream, per_thread);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff);  // into this thread's cache, named by the driver
+  if (mark != MarkBefore::Leave && breadcrumbs_active() && has_deferred(sc))
+    settle_breadcrumb(guard, eff, sc->slot, mark == MarkBefore::Fold || capturing(eff));
+}
+
+void before_stream_operation(CUstream stream, bool per_thread) noexcept {
+  if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
+  InCdsa guard;
+  CUstream eff = effective_stream(stream, per_thread);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
+  if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->slot, capturing(eff));
+}
+
+void before_context_teardown() noexcept {
+  if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
+  InCdsa guard;
+  flush_all_breadcrumbs(guard);
+}
+
+uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
+  if (!started() || InCdsa::active()) return 0;
+  InCdsa guard;
+  const StreamCacheEntry* sc = resolve_stream(guard, effective_stream(stream, per_thread), false);
+  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  return st ? st->last_ctx.load(std::memory_order_relaxed) : 0;
 }
 
 void note_kernel_name(CUfunction func, const char* name) noexcept {
@@ -219,13 +263,11 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   StreamState* st = stream_state(sc->slot);
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
-    if (breadcrumbs_init(guard)) {
-      CUresult crumb = enqueue_breadcrumb(guard, eff, sc->slot, r.stream_seq);
-      // A sticky fault here means the context died before the mark could be queued: no later mark can land
-      // either, so the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into it).
-      if (crumb == CUDA_SUCCESS || is_sticky_fault(crumb))
-        st->breadcrumb_launched.store(r.stream_seq, std::memory_order_release);
-    }
+    if (info.programmatic) r.flags |= kFlagProgrammatic;
+    // prepare_launch enqueued the previous launch's mark, or folded it (a PDL launch), or it failed: then this
+    // launch's mark is the first that covers the previous launch.
+    if (st->breadcrumb_launched.load(std::memory_order_acquire) + 1 < r.stream_seq) r.flags |= kFlagSharesMark;
+    if (breadcrumbs_init(guard)) defer_breadcrumb(st, r.stream_seq);  // placed before the stream's next operation
   }
   ring_publish(r);
 }

@@ -42,8 +42,15 @@ struct LaunchInfo {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned shared_mem = 0;
+  bool programmatic = false;  // programmatic stream serialization or a programmatic event (PDL)
 };
 
+// Before any other call that puts work on, waits for, queries or captures `stream`: its deferred mark is enqueued.
+void before_stream_operation(CUstream stream, bool per_thread) noexcept;
+// Before a context (or every context) is destroyed or reset: every deferred mark this thread can place.
+void before_context_teardown() noexcept;
+// The context cdsa knows for the stream (0 when cdsa has not seen a launch on it).
+uintptr_t stream_context(CUstream stream, bool per_thread) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.
 enum class LaunchSource : uint8_t { Interposer, Cupti };
 
@@ -53,14 +60,21 @@ enum class LaunchSource : uint8_t { Interposer, Cupti };
 // call returns would make the driver refuse to name its stream afterwards, so the record keeps the id the stream
 // had at launch. The protocol's calls below are inline over them, so a launch's stack, which the record captures,
 // holds no frame more than the wrapper's.
-void prepare_launch(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept;
+// `mark`: what becomes of the stream's deferred breadcrumb (shim/record/breadcrumbs.h) before this launch: enqueued
+// (Settle), or folded into this launch's own (Fold: a programmatic dependent launch, so that nothing of cdsa's sits
+// between the two kernels), or left (Leave: a front end that sees the launch only in a callback inside the driver,
+// CUPTI's; the driver wrappers settle it for every launch that passes them).
+enum class MarkBefore : uint8_t { Leave, Settle, Fold };
+void prepare_launch(CUfunction func, CUstream stream = nullptr, bool per_thread = false,
+                    MarkBefore mark = MarkBefore::Leave) noexcept;
 void record_launch(const LaunchInfo& info, LaunchSource source = LaunchSource::Interposer) noexcept;
 
 // ---- the launch protocol (above) ----
 // `stream` and `per_thread` as the launch call names its stream (the CUPTI callback may pass none: its record
 // then resolves the stream after the call).
-inline void launch_begin(CUfunction func, CUstream stream = nullptr, bool per_thread = false) noexcept {
-  prepare_launch(func, stream, per_thread);
+inline void launch_begin(CUfunction func, CUstream stream = nullptr, bool per_thread = false,
+                         MarkBefore mark = MarkBefore::Leave) noexcept {
+  prepare_launch(func, stream, per_thread, mark);
   LaunchInFlight::launch_submitting();
 }
 inline void launch_succeeded(const LaunchInfo* infos, int n, LaunchSource source) noexcept {
@@ -73,7 +87,9 @@ inline void launch_failed() noexcept { LaunchInFlight::launch_retired(); }
 // records and retires; a scope left without it retires at its end (after the caller checked the result).
 class LaunchScope {
  public:
-  LaunchScope(CUfunction func, CUstream stream, bool per_thread) noexcept { launch_begin(func, stream, per_thread); }
+  LaunchScope(CUfunction func, CUstream stream, bool per_thread, MarkBefore mark = MarkBefore::Settle) noexcept {
+    launch_begin(func, stream, per_thread, mark);
+  }
   ~LaunchScope() {
     if (!ended_) launch_failed();
   }

@@ -974,6 +974,18 @@ int stream_slot(uint64_t stream_id) noexcept {
   return -1;
 }
 
+int find_stream_slot(uint64_t stream_id) noexcept {
+  if (!g_streams) return -1;
+  uint64_t key = stream_id + 1;
+  uint32_t start = static_cast<uint32_t>(mix(0, key)) & (kStreamCapacity - 1);
+  for (uint32_t i = start, probes = 0; probes < kStreamCapacity; i = (i + 1) & (kStreamCapacity - 1), ++probes) {
+    uint64_t v = g_streams[i].id.load(std::memory_order_acquire);
+    if (v == key) return static_cast<int>(i);
+    if (v == 0) return -1;
+  }
+  return -1;
+}
+
 StreamState* stream_state(int slot) noexcept { return (slot < 0 || !g_streams) ? nullptr : &g_streams[slot]; }
 int stream_slots_used() noexcept { return g_streams_used.load(std::memory_order_relaxed); }
 uint32_t stream_capacity() noexcept { return kStreamCapacity; }

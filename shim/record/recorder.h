@@ -32,6 +32,10 @@ enum class LaunchKind : uint8_t { Kernel = 0, KernelEx = 1, Cooperative = 2, Gra
 enum LaunchFlags : uint8_t {
   kFlagCaptured = 1,         // recorded into a graph under stream capture, not run
   kFlagPerThreadStream = 2,  // launched on the per-thread default stream
+  // Programmatic dependent launch (shim/record/breadcrumbs.h, deferred marks): the launch carried programmatic stream
+  // serialization (or a programmatic event), so the mark of the launch before it on its stream was folded into its own.
+  kFlagProgrammatic = 8,
+  kFlagSharesMark = 16,  // the launch before it on its stream has no mark of its own: this launch's mark covers both
 };
 
 struct LaunchRecord {
@@ -199,13 +203,17 @@ struct StreamState {
   std::atomic<uint64_t> id{0};                   // 0 = free entry; stored +1 so id 0 is usable
   std::atomic<uint64_t> launched{0};             // stream launches so far (last stream_seq handed out)
   std::atomic<uint64_t> breadcrumb_launched{0};  // last stream_seq whose mark was enqueued
+  std::atomic<uint64_t> deferred{0};             // stream_seq whose mark waits for the stream's next operation; 0: none
   // For the exit probe (shim/fault/fault.cc): a handle and context that name the stream, written when a thread
   // first meets it (shim/record/launch.cc's stream cache).
   std::atomic<uintptr_t> last_handle{0};
   std::atomic<uintptr_t> last_ctx{0};
+  std::atomic<uint32_t> last_tid{0};  // the thread that first met it (a per-thread default stream's own)
 };
 // Finds or creates the state for a stream id; returns its index or -1 when full.
 int stream_slot(uint64_t stream_id) noexcept;
+// The state's index for a stream id that has one, else -1 (creates nothing).
+int find_stream_slot(uint64_t stream_id) noexcept;
 StreamState* stream_state(int slot) noexcept;
 int stream_slots_used() noexcept;
 uint32_t stream_capacity() noexcept;
