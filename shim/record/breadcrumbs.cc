@@ -10,7 +10,6 @@
 #include "shim/record/assert_capture.h"
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
-#include "shim/record/assert_capture.h"
 #include "shim/record/recorder.h"
 
 namespace cdsa {

@@ -162,7 +162,11 @@ TEST_F(Launch, ASuccessfulLaunchIsRecordedWithItsStreamNumbersAndBreadcrumb) {
   StreamState* st = state_of(1);
   ASSERT_NE(st, nullptr);
   EXPECT_EQ(st->launched.load(), b.stream_seq);
-  EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);  // each launch got its mark
+  // The second launch placed the first one's mark before itself; its own waits for the stream's next operation
+  // (shim/record/breadcrumbs.h: deferred marks).
+  EXPECT_EQ(st->breadcrumb_launched.load(), a.stream_seq);
+  EXPECT_EQ(st->deferred.load(), b.stream_seq);
+  EXPECT_FALSE(b.flags & kFlagSharesMark);
   // The exit probe's handle and context for the stream.
   EXPECT_EQ(st->last_handle.load(), 1u);
   EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(fake_ctx()));
@@ -197,7 +201,31 @@ TEST_F(Launch, AMarkThatMeetsTheFaultKeepsTheDevicesTextAndTheStreamsMarksExact)
   fputc('\n', stderr);
   StreamState* st = state_of(3);
   ASSERT_NE(st, nullptr);
-  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());  // no later mark can land either
+  // The second launch placed the first one's mark, which met the fault: no later mark can land either, so the first
+  // launch counts as marked (pending) and the second one's mark waits, deferred.
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load() - 1);
+  EXPECT_EQ(st->deferred.load(), st->launched.load());
+}
+
+TEST_F(Launch, APdlLaunchFoldsTheMarkBeforeItAndSaysSo) {
+  launch(kernel_on(6));
+  const int writes = g_fake.writes;
+  LaunchInfo li = kernel_on(6);
+  li.kind = LaunchKind::KernelEx;
+  li.programmatic = true;
+  {
+    LaunchScope scope(li.func, li.stream, li.per_thread, MarkBefore::Fold);
+    scope.succeeded(li);
+  }
+  EXPECT_EQ(g_fake.writes, writes);  // nothing of cdsa's between the two kernels
+  LaunchRecord r = ring().back();
+  EXPECT_TRUE(r.flags & kFlagProgrammatic);
+  EXPECT_TRUE(r.flags & kFlagSharesMark);
+  launch(kernel_on(6));  // a plain launch after it places the PDL launch's mark, which covers both
+  EXPECT_EQ(g_fake.writes, writes + 1);
+  StreamState* st = state_of(6);
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load() - 1);
+  EXPECT_FALSE(ring().back().flags & kFlagSharesMark);
 }
 
 TEST_F(Launch, TheFilterDropsOnlyTheInterposersLaunches) {
