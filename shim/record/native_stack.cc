@@ -273,8 +273,21 @@ inline uint32_t key_hash(uintptr_t sp0, uint32_t off, uintptr_t v) {
 }
 inline uint32_t set_of(uint32_t tag) { return tag & (kSets - 1); }
 
+// The probe and the checks read words of this thread's stack that belong to other frames (a return-address slot
+// found by the fill, read again from another call chain, may lie in what AddressSanitizer marks as a local's
+// redzone now): legal reads of mapped memory of our own stack, so not instrumented in sanitizer builds.
+#if defined(__SANITIZE_ADDRESS__)
+#define CDSA_READS_OWN_STACK __attribute__((no_sanitize_address, noinline))
+#else
+#define CDSA_READS_OWN_STACK
+#endif
+
+CDSA_READS_OWN_STACK inline uintptr_t stack_word_xor(const char* base, uint32_t off, uintptr_t val) {
+  return *reinterpret_cast<const volatile uintptr_t*>(base + off) ^ val;
+}
+
 // The probe value: the word `off` above the SP, if that lies in this thread's stack.
-inline bool probe_value(const ThreadCache* tc, uintptr_t sp0, uint32_t off, uintptr_t* v) {
+CDSA_READS_OWN_STACK inline bool probe_value(const ThreadCache* tc, uintptr_t sp0, uint32_t off, uintptr_t* v) {
   if (off == kNoProbe) {
     *v = 0;
     return true;
@@ -297,12 +310,12 @@ inline uint32_t matching_ways(const ThreadCache* tc, uint32_t set, uint32_t tag)
 }
 
 // True if every checked slot still holds what the unwinder read.
-inline bool checks_hold(const Entry& e, uintptr_t sp0) {
+CDSA_READS_OWN_STACK inline bool checks_hold(const Entry& e, uintptr_t sp0) {
   const uint32_t* off = e.off;
   const uintptr_t* val = e.val;
   const int n = e.n_checks;
   const char* base = reinterpret_cast<const char*>(sp0);
-  auto at = [&](int i) { return *reinterpret_cast<const volatile uintptr_t*>(base + off[i]) ^ val[i]; };
+  auto at = [&](int i) { return stack_word_xor(base, off[i], val[i]); };
   int i = 0;
   for (; i + 8 <= n; i += 8)
     if ((at(i) | at(i + 1) | at(i + 2) | at(i + 3) | at(i + 4) | at(i + 5) | at(i + 6) | at(i + 7)) != 0) return false;
