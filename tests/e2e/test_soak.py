@@ -19,4 +19,6 @@ def test_soak_names_the_failing_launch(tmp_path):
     assert "the failing launch (the first launch on its stream" in part, part
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in part, part
     assert "soak_fault(" in part and "launch_bad_loss(" in part, part
-    assert "surfaced at cuStreamSynchronize" in run.report
+    # Whichever thread's call first returns the sticky error surfaces it: the faulting thread's synchronize, or
+    # another thread's next launch on its own stream (both are real orders; the verdict must not depend on it).
+    assert "surfaced at cuStreamSynchronize" in run.report or "surfaced at cuLaunchKernel" in run.report, run.report
