@@ -142,8 +142,8 @@ void exit_probe() {
   }
   if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {
     FaultSnapshot snapshot = take_fault_snapshot(guard);
-    ReportBuilder build(guard);
-    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
+    ReportBuilder build(guard, snapshot);
+    report::TraceData t = build.trace(g_start_unix_ns);
     t.reason = "exit";
     std::string written;
     write_trace(t, &written);
@@ -269,30 +269,29 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     wait_for_device_text(start + kDeviceTextWait);
   if (in_flight > 0) in_flight = other_threads_launches_in_flight();  // the text wait may have let them finish
 
-  FaultSnapshot snapshot = take_fault_snapshot(guard);
+  FaultSnapshot snapshot = take_fault_snapshot(guard, here, static_cast<uint32_t>(in_flight));
   seal_ring();  // the snapshot is taken: later launches cannot change the report, so they are not recorded
-  snapshot.launches_in_flight = static_cast<uint32_t>(in_flight);
   snapshot.fault_ctx = fault_ctx ? fault_ctx : last_launch_context(snapshot, rep.surfaced_tid);
   AttributionResult attribution = attribute(snapshot);
   {
     // The verdict, rendered before the slow part (symbolizing native frames, the trace file): Python frames and
     // native frames as module+offset.
     report::FaultReport early = rep;
-    ReportBuilder quick(guard, ReportBuilder::Native::Unsymbolized);
-    early.surfaced_stack = quick.stack(here);
-    quick.add_attribution(snapshot, attribution, &early);
+    ReportBuilder quick(guard, snapshot, ReportBuilder::Native::Unsymbolized);
+    early.surfaced_stack = quick.surfaced_stack();
+    quick.add_attribution(attribution, &early);
     quick.add_origin(early.candidates.empty() ? 0 : early.candidates.front().launch.ctx_id, &early);
-    quick.annotate(snapshot, &early);
+    quick.annotate(&early);
     prepare(early, true);
   }
-  ReportBuilder build(guard);
-  rep.surfaced_stack = build.stack(here);
-  build.add_attribution(snapshot, attribution, &rep);
+  ReportBuilder build(guard, snapshot);
+  rep.surfaced_stack = build.surfaced_stack();
+  build.add_attribution(attribution, &rep);
   build.add_origin(rep.candidates.empty() ? 0 : rep.candidates.front().launch.ctx_id, &rep);
-  build.annotate(snapshot, &rep);
+  build.annotate(&rep);
 
   if (config().trace != TraceMode::Off) {
-    report::TraceData t = build.trace(snapshot, g_start_unix_ns);
+    report::TraceData t = build.trace(g_start_unix_ns);
     t.reason = "fault";
     t.has_fault = true;
     t.report = rep;  // trace_path stays empty in the file: `cdsa report FILE` knows where it is

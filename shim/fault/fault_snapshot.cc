@@ -28,30 +28,58 @@ std::vector<StreamView> stream_views() {
   return out;
 }
 
-FaultSnapshot take_fault_snapshot(const InCdsa&) {
+namespace {
+
+// Copies what `id` stands for in the recorder's tables (nothing for an unknown or unreadable id).
+void copy_stack(uint32_t id, FaultSnapshot* s) {
+  if (id == kUnknownStack || s->stacks.count(id)) return;
+  Stack live;
+  if (!stack_at(id, &live)) return;
+  SnapshotStack& out = s->stacks[id];
+  out.native = std::move(live.native);
+  for (const auto& f : live.python) out.python.push_back({string_at(f.file), string_at(f.function), f.line});
+}
+
+void copy_name(uint32_t id, FaultSnapshot* s) {
+  if (id != kNoString) s->kernel_names.emplace(id, string_at(id));
+}
+
+}  // namespace
+
+FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32_t launches_in_flight) {
   FaultSnapshot s;
   // From here on no stack or string is reclaimed: the ids copied below, and those the report reads later
   // (surfaced stack, profile), keep naming what they named now.
   recorder_hold_reclaim();
+  s.surfaced_stack = surfaced_stack;
+  s.launches_in_flight = launches_in_flight;
   ring_snapshot(&s.ring);
   s.streams = stream_views();
   s.breadcrumbs_active = breadcrumbs_active();
   s.asserts = base::parse_device_asserts(kept_device_text() + captured_driver_stderr());
   std::set<uint64_t> graphs;
-  for (const auto& r : s.ring) {
-    if (r.kernel_name != kNoString) s.kernel_names.emplace(r.kernel_name, string_at(r.kernel_name));
+  for (const auto& r : s.ring)
     if (r.kind == LaunchKind::Graph && r.graph_id != 0) graphs.insert(r.graph_id);
-  }
   for (uint64_t g : graphs) {
     GraphTableInfo info;
     for (auto& node : graph_nodes(g, &info)) {
       s.graph_nodes.push_back(node.launch);
-      if (node.launch.kernel_name != kNoString)
-        s.kernel_names.emplace(node.launch.kernel_name, string_at(node.launch.kernel_name));
       s.graph_node_records.push_back(node);
+      if (node.call != kNoString) s.call_names.emplace(node.call, string_at(node.call));
     }
     s.graph_tables[g] = info;
   }
+  s.has_profile = profile_snapshot(&s.profile);
+  for (const auto* records : {&s.ring, &s.graph_nodes})
+    for (const auto& r : *records) {
+      copy_name(r.kernel_name, &s);
+      copy_stack(r.stack_id, &s);
+    }
+  for (const auto& row : s.profile.rows) {
+    copy_name(row.kernel_name, &s);
+    copy_stack(row.stack_id, &s);
+  }
+  copy_stack(surfaced_stack, &s);
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;
   return s;

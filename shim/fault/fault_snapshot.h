@@ -1,6 +1,8 @@
-// The plain copy of everything the fault's attribution reads: taken once, when
-// the fault surfaces, so that `attribute()` (shim/fault/attribution.h) is a pure
-// function of values and can be tested on snapshots written by hand.
+// The plain copy of everything the fault's attribution and its report read: taken once, when the fault surfaces
+// (or at exit, for the CDSA_TRACE=always file), so that `attribute()` (shim/fault/attribution.h) is a pure
+// function of values, the report builder (shim/fault/report_builder.h) reads no live table, and both can be
+// tested on snapshots written by hand. Launches, graph nodes and profile rows keep the recorder's ids; the names
+// and stacks those ids stand for are copied beside them.
 //
 // Contract: plain values, no pointers into cdsa's tables. `take_fault_snapshot`
 // runs on the report path (allocates, takes the graph-capture mutex) under the
@@ -22,6 +24,7 @@
 
 #include "base/device_assert.h"
 #include "shim/record/graph_capture.h"
+#include "shim/record/profile.h"
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
 
@@ -43,9 +46,23 @@ struct StreamView {
   uintptr_t ctx = 0;  // the CUcontext of its last launch (0: unknown)
 };
 
+// An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report
+// builder) and the Python frames with their strings.
+struct SnapshotPyFrame {
+  std::string file, function;
+  int line = 0;
+};
+struct SnapshotStack {
+  std::vector<uintptr_t> native;          // innermost first
+  std::vector<SnapshotPyFrame> python;    // innermost first
+};
+
 struct FaultSnapshot {
   std::vector<LaunchRecord> ring;                // the launch ring, oldest first
-  std::map<uint32_t, std::string> kernel_names;  // StringTable id -> kernel name, for the records above
+  // StringTable id -> kernel name, for the ring's records, the graph nodes and the profile rows.
+  std::map<uint32_t, std::string> kernel_names;
+  // Stack id -> the stack, for every id the ring, the graph nodes, the profile rows and surfaced_stack name.
+  std::map<uint32_t, SnapshotStack> stacks;
   std::vector<StreamView> streams;               // streams with at least one launch
   bool breadcrumbs_active = false;
   std::vector<DeviceAssert> asserts;      // the device's assert lines the driver printed, parsed
@@ -53,16 +70,23 @@ struct FaultSnapshot {
   // Beside graph_nodes, index for index: how each node was made or last changed (empty in hand-made snapshots).
   std::vector<GraphNodeRecord> graph_node_records;
   std::map<uint64_t, GraphTableInfo> graph_tables;  // what limits each launched node table
+  std::map<uint32_t, std::string> call_names;  // StringTable id -> name, for graph_node_records' calls
   // Launches another thread has submitted to the driver but not recorded yet: the failing one may be among
-  // them, outside the ring. (0 until the launch path counts them.)
+  // them, outside the ring (what the fault path counted before the snapshot).
   uint32_t launches_in_flight = 0;
   std::string recorder_overflow;  // what filled up in the recorder's tables, or empty
   // The context whose sticky error this is (the surfacing call's): streams of other contexts are not candidates.
   // 0: unknown (then no stream is left out).
   uintptr_t fault_ctx = 0;
+  uint32_t surfaced_stack = kUnknownStack;  // the stack of the call that surfaced the fault
+  bool has_profile = false;                 // CDSA_PROFILE was on: `profile` holds its rows
+  ProfileRows profile;
 };
 
-FaultSnapshot take_fault_snapshot(const InCdsa&);
+// `surfaced_stack`: the interned stack of the call that surfaced the fault (kUnknownStack at exit);
+// `launches_in_flight`: what the fault path counted (shim/common/thread_slots.h).
+FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack = kUnknownStack,
+                                  uint32_t launches_in_flight = 0);
 
 // The streams with launches, as the breadcrumbs see them now (the exit probe polls them).
 std::vector<StreamView> stream_views();

@@ -170,7 +170,7 @@ std::string SourceLines::line(const std::string& file, int n) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-report::Launch report_launch(const LaunchRecord& r) {
+report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names) {
   report::Launch l;
   l.seq = r.seq;
   l.stream_seq = r.stream_seq;
@@ -180,7 +180,8 @@ report::Launch report_launch(const LaunchRecord& r) {
   l.ctx_id = r.ctx_id;
   l.tid = r.tid;
   l.stack_id = r.stack_id;
-  l.kernel = symbolizer::demangle(string_at(r.kernel_name));  // cuFuncGetName gives the mangled name
+  auto name = names.find(r.kernel_name);
+  if (name != names.end()) l.kernel = symbolizer::demangle(name->second.c_str());  // cuFuncGetName gives the mangled name
   l.kind = kind_name(r.kind);
   for (int i = 0; i < 3; ++i) {
     l.grid[i] = r.grid[i];
@@ -195,6 +196,12 @@ report::Launch report_launch(const LaunchRecord& r) {
 std::string trace_path_for_process(uint64_t start_unix_ns) {
   return report::expand_trace_pattern(config().trace_pattern, hostname(), getpid(), process_rank(),
                                       start_unix_ns / 1000000000ull);
+}
+
+ReportBuilder::ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Native native)
+    : s_(snapshot), native_(native) {
+  ring_.reserve(s_.ring.size());
+  for (const auto& r : s_.ring) ring_.push_back(report_launch(r, s_.kernel_names));
 }
 
 void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
@@ -212,13 +219,15 @@ void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
 }
 
 report::CallStack ReportBuilder::stack(uint32_t id) {
+  auto cached = stacks_.find(id);
+  if (cached != stacks_.end()) return cached->second;
   report::CallStack st;
-  Stack s;
-  if (!stack_at(id, &s)) return st;
-  for (const auto& f : s.python) {
+  auto it = s_.stacks.find(id);
+  if (it == s_.stacks.end()) return st;
+  for (const auto& f : it->second.python) {
     report::PyFrame t;
-    t.file = string_at(f.file);
-    t.function = string_at(f.function);
+    t.file = f.file;
+    t.function = f.function;
     t.line = f.line;
     std::string display, text;
     if (registered_source(t.file, &display, &text)) {  // a notebook cell: "Cell In[2]" and its own source
@@ -230,9 +239,10 @@ report::CallStack ReportBuilder::stack(uint32_t id) {
     st.python.push_back(std::move(t));
   }
   if (native_ == Native::Symbolized)
-    st.native = sym_.symbolize(s.native);
+    st.native = sym_.symbolize(it->second.native);
   else if (st.python.empty())
-    st.native = unsymbolized(s.native);
+    st.native = unsymbolized(it->second.native);
+  stacks_.emplace(id, st);
   return st;
 }
 
@@ -251,21 +261,21 @@ std::vector<report::ResolvedFrame> ReportBuilder::unsymbolized(const std::vector
   return out;
 }
 
-void ReportBuilder::annotate(const FaultSnapshot& s, report::FaultReport* rep) {
+void ReportBuilder::annotate(report::FaultReport* rep) {
   report::HintContext ctx;
-  for (const auto& r : s.ring) ctx.launches.push_back(report_launch(r));
-  ctx.launches_complete = s.ring.empty() || s.ring.front().seq == 1;
+  ctx.launches = ring_;
+  ctx.launches_complete = s_.ring.empty() || s_.ring.front().seq == 1;
   ctx.argv = process_argv();
-  std::map<uint32_t, report::CallStack> stacks;
   report::add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const report::CallStack* {
-    auto it = stacks.find(id);
-    if (it == stacks.end()) it = stacks.emplace(id, stack(id)).first;
-    return &it->second;
+    stack(id);  // resolved once, kept in stacks_
+    auto it = stacks_.find(id);
+    return it == stacks_.end() ? nullptr : &it->second;
   });
   report::add_hints(*rep, ctx);
 }
 
-void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionResult& a, report::FaultReport* rep) {
+void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultReport* rep) {
+  const FaultSnapshot& s = s_;
   rep->device_asserts = s.asserts;
   rep->attribution = attribution_of(a.verdict);
   if (a.unmarked_streams_pending)
@@ -274,9 +284,8 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
     report::Candidate out;
     out.pending = c.pending;
     if (c.ring_index >= 0) {
-      const LaunchRecord& r = s.ring[static_cast<size_t>(c.ring_index)];
-      out.launch = report_launch(r);
-      out.stack = stack(r.stack_id);
+      out.launch = ring_[static_cast<size_t>(c.ring_index)];
+      out.stack = stack(s.ring[static_cast<size_t>(c.ring_index)].stack_id);
     } else {
       // Only the stream and the launch's number on it are known: no kernel, grid or stack to show
       // (report::Launch's empty kind says so), and one line says why.
@@ -286,11 +295,12 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
     out.why = c.ring_index >= 0 ? why_text(s, c) : lost_record_text(c, config().ring_size);
     for (size_t i : c.graph_nodes) {
       report::LaunchWithStack g;
-      g.launch = report_launch(s.graph_nodes[i]);
+      g.launch = report_launch(s.graph_nodes[i], s.kernel_names);
       g.stack = stack(s.graph_nodes[i].stack_id);
       if (i < s.graph_node_records.size()) {
         const GraphNodeRecord& n = s.graph_node_records[i];
-        const char* call = n.call == kNoString ? "" : string_at(n.call);
+        auto named = s.call_names.find(n.call);
+        const std::string call = named == s.call_names.end() ? std::string() : named->second;
         g.node_origin = n.origin == NodeOrigin::Captured ? std::string("captured")
                         : std::string(n.origin == NodeOrigin::Added ? "added by " : "changed by ") + call;
         g.node_uncertain = n.uncertain;
@@ -337,7 +347,8 @@ void ReportBuilder::add_attribution(const FaultSnapshot& s, const AttributionRes
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
 }
 
-report::TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_unix_ns) {
+report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {
+  const FaultSnapshot& s = s_;
   report::TraceData t;
   t.cdsa_version = CDSA_VERSION;
   t.config = config_text();
@@ -346,17 +357,18 @@ report::TraceData ReportBuilder::trace(const FaultSnapshot& s, uint64_t start_un
   std::vector<uint32_t> ids;
   for (const auto& r : s.ring)
     if (r.stack_id != kUnknownStack) ids.push_back(r.stack_id);
-  ProfileRows profile;
-  t.has_profile = profile_snapshot(&profile);
-  t.profile.capacity = profile.capacity;
-  t.profile.dropped = profile.dropped;
-  for (const ProfileRow& row : profile.rows) t.profile.sites.push_back({row.stack_id, string_at(row.kernel_name), row.count});
-  for (const auto& site : t.profile.sites)
-    if (site.stack_id != kUnknownStack) ids.push_back(site.stack_id);
+  t.has_profile = s.has_profile;
+  t.profile.capacity = s.profile.capacity;
+  t.profile.dropped = s.profile.dropped;
+  for (const ProfileRow& row : s.profile.rows) {
+    auto name = s.kernel_names.find(row.kernel_name);
+    t.profile.sites.push_back({row.stack_id, name == s.kernel_names.end() ? std::string() : name->second, row.count});
+    if (row.stack_id != kUnknownStack) ids.push_back(row.stack_id);
+  }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   for (uint32_t id : ids) t.stacks.emplace_back(id, stack(id));
-  for (const auto& r : s.ring) t.launches.push_back(report_launch(r));
+  t.launches = ring_;
   for (const auto& v : s.streams) t.streams.push_back({v.id, v.launched, v.landed, v.marks});
   return t;
 }

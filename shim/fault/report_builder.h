@@ -1,18 +1,21 @@
 // The report model from records: turns a FaultSnapshot and its attribution
 // into the report::FaultReport's candidates, reasons and notes (worded here, and only
 // here), and into the trace file's report::TraceData (process facts, configuration,
-// symbolized stacks, launches, streams).
+// symbolized stacks, launches, streams). The snapshot is its only input about launches: it reads no live
+// recorder table (names, stacks and profile rows are copied into the snapshot), and converts the ring to the
+// report model once.
 //
 // Contract: report path only: allocates, reads source files and /proc,
 // symbolizes (loads libdw on first use), and asks the driver for its version
 // and the device's name, so it runs under the reentrancy guard. One
-// ReportBuilder per report: it caches source lines and symbolized PCs.
+// ReportBuilder per report: it caches source lines and symbolized PCs, and holds a reference to the snapshot,
+// which must outlive it.
 //
 //   InCdsa guard;
-//   FaultSnapshot snap = take_fault_snapshot(guard);
-//   ReportBuilder build(guard);
-//   build.add_attribution(snap, attribute(snap), &report);
-//   report::TraceData trace = build.trace(snap, start_unix_ns);
+//   FaultSnapshot snap = take_fault_snapshot(guard, surfaced_stack, in_flight);
+//   ReportBuilder build(guard, snap);
+//   build.add_attribution(attribute(snap), &report);
+//   report::TraceData trace = build.trace(start_unix_ns);
 #pragma once
 
 #include <cstdint>
@@ -45,30 +48,37 @@ class ReportBuilder {
   // left out where Python frames are there; for the text prepared before the slow symbolization
   // (shim/fault/fault_signals.h).
   enum class Native { Symbolized, Unsymbolized };
-  explicit ReportBuilder(const InCdsa&, Native native = Native::Symbolized) : native_(native) {}
-  // An interned stack: Python frames with their source lines, native frames symbolized.
+  ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Native native = Native::Symbolized);
+  // A stack of the snapshot: Python frames with their source lines, native frames symbolized (empty for an id
+  // the snapshot does not hold).
   report::CallStack stack(uint32_t stack_id);
+  // The stack of the call that surfaced the fault.
+  report::CallStack surfaced_stack() { return stack(s_.surfaced_stack); }
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
-  void add_attribution(const FaultSnapshot& snapshot, const AttributionResult& result, report::FaultReport* rep);
+  void add_attribution(const AttributionResult& result, report::FaultReport* rep);
   // Who reports: the rank (read now), pid, host, and the GPU of context `ctx_id` (0: the first one noted).
   void add_origin(uint32_t ctx_id, report::FaultReport* rep);
   // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
   // (report/hints.h).
-  void annotate(const FaultSnapshot& snapshot, report::FaultReport* rep);
+  void annotate(report::FaultReport* rep);
   // Everything the trace file holds but the report (the caller sets reason, has_fault and report).
-  report::TraceData trace(const FaultSnapshot& snapshot, uint64_t start_unix_ns);
+  report::TraceData trace(uint64_t start_unix_ns);
 
  private:
   std::vector<report::ResolvedFrame> unsymbolized(const std::vector<uintptr_t>& return_addresses);
 
+  const FaultSnapshot& s_;
   Native native_;
+  std::vector<report::Launch> ring_;  // s_.ring in the report model, converted once
+  std::map<uint32_t, report::CallStack> stacks_;  // resolved stacks, by id
   SourceLines src_;
   ReportSymbolizer sym_;
   std::vector<symbolizer::Module> modules_;  // Unsymbolized: captured on first use
 };
 
-// A ring record as the report and the trace keep it (kernel name demangled, kind spelled out).
-report::Launch report_launch(const LaunchRecord& r);
+// A record as the report and the trace keep it (kernel name demangled, kind spelled out); `names` gives the
+// kernel names (FaultSnapshot::kernel_names).
+report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names);
 // Where this process's trace file goes (CDSA_TRACE_FILE expanded).
 std::string trace_path_for_process(uint64_t start_unix_ns);
 
