@@ -77,8 +77,8 @@ TEST(ReportWording, TheDevicesAssertNamesTheOneKernelAmongPendingStreams) {
   report::FaultReport rep = build(s);
   ASSERT_EQ(rep.candidates.size(), 1u);
   EXPECT_EQ(rep.candidates[0].why,
-            "first unfinished launch on stream 9; 1 launch on it had not completed; other streams had unfinished "
-            "launches too, but only this kernel matches the device's assert in nll_loss_forward_kernel");
+            "first unfinished launch on stream 9; 1 launch on it had not completed; other launches could not be "
+            "ruled out by their marks, but only this kernel matches the device's assert in nll_loss_forward_kernel");
   ASSERT_EQ(rep.device_asserts.size(), 1u);
   EXPECT_EQ(rep.device_asserts[0].condition, "t >= 0");
 }
