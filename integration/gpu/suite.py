@@ -926,6 +926,38 @@ def c_exit_nosync(ctx, key, backend):
     return ok, "; ".join(ev)
 
 
+# ------------------------------------------------------------------------------ 26: torch.distributed watchdog
+# Lines torch, c10d, NCCL or Python print of their own when the job dies: cdsa's report must end before the first.
+JOB_ERROR_LINES = re.compile(r"^(\[rank\d+\]:\[[EW]|.*NCCL WARN|.*NCCL INFO.*[Ee]rror|Traceback \(most recent call last\)|"
+                             r"terminate called|Fatal Python error|RuntimeError|torch\.distributed\.|.*ProcessGroupNCCL)",
+                             re.M)
+
+
+def check_report_first(r, script, marker, kernel):
+    """One report, whole (banner to its closing rule), ending before the first error line of the job's own, and
+    naming the step's line and kernel."""
+    ok, ev = check_named(r, script, marker, kernel)
+    if r.reports != 1:
+        return False, ev
+    b = r.err.find(BANNER)
+    end = r.err.find("\n=====", b + len(BANNER) + 30)
+    own = JOB_ERROR_LINES.search(r.err)
+    if end < 0:
+        return False, ev + "; the report never ended"
+    if own and own.start() < end:
+        first = r.err[own.start():].splitlines()[0]
+        return False, ev + f"; the job's own line came first: {short(first, 80)}"
+    return ok, ev + (f"; report whole before the job's first own line ({short(r.err[own.start():].splitlines()[0], 50)})"
+                     if own else "; no error line of the job's own") + f"; rc {r.rc}"
+
+
+def c_ddp_watchdog(ctx, key, backend):
+    """torch.distributed, NCCL, world size 1: the step asserts before an all-reduce; whichever thread surfaces it
+    (the main thread's .item() or the NCCL watchdog's event query, which aborts), the report comes first."""
+    r = ctx.run(key, ctx.py("c26_ddp_watchdog.py"), backend=backend)
+    return check_report_first(r, "c26_ddp_watchdog.py", "STEP-LINE", "nll_loss")
+
+
 def all_cases():
     cs = [
         Case(1, "1", "CrossEntropyLoss label 10, surfaced at loss.item()", "loss line + source text + NLL kernel named; traceback unchanged", c_ce(10)),
@@ -970,6 +1002,8 @@ def all_cases():
         Case(24, "24d", "case 17's 700: the compute-sanitizer command", "given, and it finds the access", c_sanitizer_hint),
         Case(25, "25a", "graph by cuGraphAddKernelNode, node changed by cuGraphExecKernelNodeSetParams to an assert",
              "asserting kernel, replay line and update line named (~2 s)", c_graph_update, expect_s=2.0),
+        Case(26, "26", "torch.distributed NCCL job, world size 1: the step asserts before an all-reduce (~15 s)",
+             "one report, whole, before torch's and NCCL's own lines; step line named", c_ddp_watchdog, expect_s=15.0),
     ]
     # Cases 1, 11 and 14 again under the CUPTI backend (no fallback line allowed).
     for c in list(cs):
@@ -1021,7 +1055,7 @@ SCRIPT_MARKERS = {
     "c12_graph_replay.py": ["CAPTURE-LINE", "REPLAY-LINE"], "c13_side_stream.py": ["SIDE-LOSS-LINE"],
     "c18_dataloader.py": ["LOSS-LINE"], "native_faults.cu": ["LAUNCH-LINE", "ILLEGAL-LINE"],
     "driver_api.c": ["DRIVER-LAUNCH-LINE"], "c22_sync.py": ["LOSS-LINE", "SYNC-LINE"],
-    "c23_exit_nosync.py": ["LOSS-LINE"], "driver_facts.cu": ["NOSYNC-LINE"],
+    "c23_exit_nosync.py": ["LOSS-LINE"], "driver_facts.cu": ["NOSYNC-LINE"], "c26_ddp_watchdog.py": ["STEP-LINE"],
     "graph_node_update.cu": ["ADD-LINE", "REPLAY-LINE", "UPDATE-LINE"],
 }
 # Cases whose subject is not the synchronize wrapper: they must not surface the fault at torch.cuda.synchronize().
@@ -1053,8 +1087,8 @@ def self_check():
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 26)):
-        problems.append(f"case numbers {nums} do not cover 1..25")
+    if nums != list(range(1, 27)):
+        problems.append(f"case numbers {nums} do not cover 1..26")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")

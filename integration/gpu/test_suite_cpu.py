@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 26))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 27))
     keys = [r[1] for r in rows]
-    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "21b", "21c"):
+    for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "26", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("25 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("26 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -137,6 +137,37 @@ def test_report_checks_accept_the_real_format_and_reject_a_wrong_line():
     ok, ev = suite.check_no_report(fake_run(suite, "", out="loss 0.5 finite\n", rc=0), r"loss \S+ finite")
     assert ok, ev
     assert not suite.check_no_report(good)[0]
+
+
+def test_ddp_judge_wants_the_whole_report_before_the_jobs_own_lines():
+    # Case 26: the report must end before torch's, c10d's and NCCL's own error lines, and name the step's line.
+    suite = load_suite()
+    script, marker = "c26_ddp_watchdog.py", "STEP-LINE"
+    good = report_text(suite, script, marker)
+    report, rest = good.split("Traceback", 1)
+    watchdog = ("[rank0]:[E1201 10:00:00.000000000 ProcessGroupNCCL.cpp:1900] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+                "Process group watchdog thread terminated with exception: CUDA error: device-side assert triggered\n"
+                "vm:1234:1240 [0] NCCL WARN Cuda failure 'device-side assert triggered'\n")
+    ok, ev = suite.check_report_first(fake_run(suite, report + watchdog + "Traceback" + rest, rc=-6), script, marker,
+                                      "nll_loss")
+    assert ok, ev
+    assert "report whole before the job's first own line" in ev and "rc -6" in ev, ev
+    # the watchdog's line before the report's end (the report cut short by the abort, or printed after it)
+    cut = report.index("  Launched from")
+    late = report[:cut] + watchdog + report[cut:] + "Traceback" + rest
+    ok, ev = suite.check_report_first(fake_run(suite, late, rc=-6), script, marker, "nll_loss")
+    assert not ok and "the job's own line came first: [rank0]:[E1201" in ev, ev
+    nccl_first = "vm:1234:1240 [0] NCCL WARN Cuda failure 'device-side assert triggered'\n" + good
+    ok, ev = suite.check_report_first(fake_run(suite, nccl_first, rc=-6), script, marker, "nll_loss")
+    assert not ok and "NCCL WARN" in ev, ev
+    # no closing rule: the process died mid-report
+    ok, ev = suite.check_report_first(fake_run(suite, report.rsplit("=====", 1)[0].rstrip("=") , rc=-6), script, marker,
+                                      "nll_loss")
+    assert not ok, ev
+    # the wrong line named
+    ok, _ = suite.check_report_first(fake_run(suite, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE")), script,
+                                     marker, "nll_loss")
+    assert not ok
 
 
 def test_traceback_block_ignores_what_cdsa_adds():
