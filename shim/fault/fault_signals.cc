@@ -54,6 +54,8 @@ std::atomic<bool> g_handler_ran{false};
 std::atomic<bool> g_installed[NSIG];
 struct sigaction g_prev[NSIG];  // what was installed before cdsa's handler (read by the handler)
 struct sigaction g_ours;
+// Held while g_prev and the installed handlers change (recheck on several waiting threads, the restore at the end).
+std::atomic<bool> g_changing{false};
 
 long this_tid() { return syscall(SYS_gettid); }
 
@@ -110,9 +112,9 @@ void on_fatal_signal(int sig, siginfo_t* info, void* uc) {
     // The reporting thread runs on while this one waits: let it finish, bounded.
     if (!reporter) wait_while(kSignalWaitMs, [](int s) { return s == kNone || s == kReporterWriting; });
     int expected = kNone;
-    if (g_out.compare_exchange_strong(expected, kHandlerWriting, std::memory_order_acq_rel)) {
-      const PreparedText* t = g_prepared.load(std::memory_order_acquire);
-      if (t) write_stderr_bounded(t->data, t->len, kWriteWaitMs);
+    const PreparedText* t = g_prepared.load(std::memory_order_acquire);  // none under CDSA_QUIET=1
+    if (t && g_out.compare_exchange_strong(expected, kHandlerWriting, std::memory_order_acq_rel)) {
+      write_stderr_bounded(t->data, t->len, kWriteWaitMs);
       char line[256];
       size_t n = append(line, 0, sizeof line, "cdsa: ");
       n = append(line, n, sizeof line, signal_name(sig));
@@ -170,7 +172,9 @@ void arm_fault_signals() noexcept {
 
 void recheck_fault_signals() noexcept {
   if (!g_armed.load(std::memory_order_acquire) || g_out.load(std::memory_order_acquire) == kFinished) return;
+  if (g_changing.exchange(true, std::memory_order_acquire)) return;  // another waiting thread is at it
   for (int sig : kSignals) {
+    if (g_out.load(std::memory_order_acquire) == kFinished) break;
     if (!g_installed[sig].load(std::memory_order_acquire)) continue;
     struct sigaction cur;
     if (sigaction(sig, nullptr, &cur) != 0 || ours(cur)) continue;
@@ -178,6 +182,7 @@ void recheck_fault_signals() noexcept {
     g_prev[sig] = cur;  // the program's new handler: chained after cdsa's part
     sigaction(sig, &g_ours, nullptr);
   }
+  g_changing.store(false, std::memory_order_release);
 }
 
 bool begin_full_report_output() noexcept {
@@ -197,11 +202,13 @@ void fault_report_finished() noexcept {
     while (g_handlers_running.load(std::memory_order_acquire) > 0 && now_ms() < until) sleep_ms(1);
     sleep_ms(50);
   }
+  while (g_changing.exchange(true, std::memory_order_acquire)) sleep_ms(1);  // a recheck ends within microseconds
   for (int sig : kSignals) {
     if (!g_installed[sig].exchange(false)) continue;
     struct sigaction cur;
     if (sigaction(sig, nullptr, &cur) == 0 && ours(cur)) sigaction(sig, &g_prev[sig], nullptr);
   }
+  g_changing.store(false, std::memory_order_release);
 }
 
 }  // namespace cdsa

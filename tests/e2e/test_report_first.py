@@ -98,6 +98,16 @@ def test_sigterm_mid_report(tmp_path, where):
         assert "launch_bad_loss(" in report, report  # symbolized: the full report
 
 
+def test_sigterm_mid_report_chains_to_the_programs_handler(tmp_path):
+    # The program's SIGTERM handler, installed before the fault, runs after cdsa's part and sets the exit status.
+    run = run_program([PROGRAM, "term", "handler"], cwd=tmp_path)
+    assert run.rc == 7, (run.rc, run.err, run.out)
+    assert "program: my SIGTERM handler ran" in run.out
+    assert run.reports == 1, run.err
+    assert "SIGTERM arrived before the report was finished" in run.err
+    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in run.report
+
+
 # ---- hostile outputs: the 700 case (the driver prints nothing; the program's own lines go to stdout) ----
 
 def run_hostile(tmp_path, stderr, env=None, timeout=60, preexec=None):

@@ -98,8 +98,17 @@ void* other_thread(void*) {
   return nullptr;
 }
 
+// "handler": the program's own SIGTERM handler, installed before the fault, runs after cdsa's part and decides the
+// exit status.
+void program_term_handler(int) {
+  const char msg[] = "program: my SIGTERM handler ran\n";
+  (void)!write(1, msg, sizeof msg - 1);
+  _exit(7);
+}
+
 int case_term(const char* mode) {
   g_term_mode = mode;
+  if (g_term_mode == "handler") signal(SIGTERM, program_term_handler);
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -209,7 +218,7 @@ int case_child() {
 // Found by the report with dlsym(RTLD_DEFAULT) (the program is linked with -rdynamic); see case_term.
 extern "C" __attribute__((visibility("default"))) int cudaRuntimeGetVersion(int* v) {
   if (!g_term_mode.empty() && !g_term_sent.exchange(true)) {
-    if (g_term_mode == "self")
+    if (g_term_mode == "self" || g_term_mode == "handler")
       raise(SIGTERM);
     else
       pthread_kill(g_other, SIGTERM);
@@ -225,6 +234,6 @@ int main(int argc, char** argv) {
   if (c == "soak" && argc > 3) return case_soak(atoi(argv[2]), atol(argv[3]), argv[0]);
   if (c == "child") return case_child();
   if (c == "lost-record") return case_lost_record();
-  fprintf(stderr, "usage: %s illegal-address | term self|other | soak THREADS LAUNCHES | child | lost-record\n", argv[0]);
+  fprintf(stderr, "usage: %s illegal-address | term self|other|handler | soak THREADS LAUNCHES | child | lost-record\n", argv[0]);
   return 2;
 }
