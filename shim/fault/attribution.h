@@ -51,8 +51,8 @@ enum AttributionReason : uint32_t {
   kReasonPdlUnproven = 1u << 7,          // before a PDL launch whose mark landed: its own end is not proven
 };
 
-// Whether a landed mark after a PDL secondary proves that its primary finished. Not known (integration/gpu case
-// pdl_pairs asks the hardware); until it is, no.
+// Whether a landed mark after a PDL secondary proves that its primary finished. Not known (issue 16's GPU case (b),
+// still to be written, is to ask the hardware); until it is, no.
 inline constexpr bool kLandedPdlMarkProvesPrimary = false;
 
 struct AttributedLaunch {

@@ -73,7 +73,7 @@ def test_fault_in_a_pdl_primary_is_named(tmp_path):
     seqs = [c["launch"]["stream_seq"] for c in t["report"]["candidates"]]
     # The failing pair is launches 9 and 10; the assert text names nll, the primary (9). The clean pair before it
     # (7, 8) had its mark land: its primary 7 is also nll and stays listed only because a landed mark after a PDL
-    # secondary is not taken as proof that the primary finished (integration/gpu case pdl_pairs asks the hardware).
+    # secondary is not taken as proof that the primary finished (issue 16's GPU case (b), still to be written, is to ask the hardware).
     assert 9 in seqs, run.report
     assert set(seqs) <= {7, 9}, run.report
     part = run.launch_part()
