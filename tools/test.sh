@@ -48,7 +48,7 @@ build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=addr
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
 export TSAN_OPTIONS="halt_on_error=1"
-BUILD_TARGETS="recorder_test sim_test assert_capture_test busy_slots_test" \
+BUILD_TARGETS="recorder_test reclaim_test sim_test sim_graphs_test sim_pdl_test assert_capture_test busy_slots_test" \
   build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim|assert_capture"
 
 tests/fuzz/run.sh "${FUZZ_SECONDS:-60}"
