@@ -26,29 +26,31 @@ void* libc_function(const char* name) noexcept;
 // finds nothing. What cdsa's libc hooks forward to, so a hook loaded after cdsa still sees every call.
 void* next_function(const char* name) noexcept;
 
-// libc's `name` as an `F`, looked up on the first call and kept in `slot`. Two threads racing on the first call
+// `lookup(name)` as an `F`, looked up on the first call and kept in `slot`. Two threads racing on the first call
 // both look it up and store the same pointer. Inlined at every call: libc_symbols.cc (the dlsym path) is built
 // without sanitizers, and no shared out-of-line copy may come from an instrumented file.
 template <typename F>
-[[gnu::always_inline]] inline F real_libc(std::atomic<F>& slot, const char* name) noexcept {
+[[gnu::always_inline]] inline F cached_function(std::atomic<F>& slot, const char* name,
+                                                void* (*lookup)(const char*) noexcept) noexcept {
   F f = slot.load(std::memory_order_acquire);
   if (__builtin_expect(f == nullptr, 0)) {
-    f = reinterpret_cast<F>(libc_function(name));
+    f = reinterpret_cast<F>(lookup(name));
     slot.store(f, std::memory_order_release);
   }
   return f;
 }
 
-// `next_function(name)` as an `F`, looked up on the first call and kept in `slot` (as real_libc). The hooks' slots
-// are filled in libcdsa.so's constructor (prepare_next_functions), so a hook never looks up on a later call.
+// libc's `name` as an `F` (libc_function), kept in `slot`.
+template <typename F>
+[[gnu::always_inline]] inline F real_libc(std::atomic<F>& slot, const char* name) noexcept {
+  return cached_function(slot, name, libc_function);
+}
+
+// `next_function(name)` as an `F`, kept in `slot` (as real_libc). The hooks' slots are filled in libcdsa.so's
+// constructor (prepare_next_functions), so a hook never looks up on a later call.
 template <typename F>
 [[gnu::always_inline]] inline F next_libc(std::atomic<F>& slot, const char* name) noexcept {
-  F f = slot.load(std::memory_order_acquire);
-  if (__builtin_expect(f == nullptr, 0)) {
-    f = reinterpret_cast<F>(next_function(name));
-    slot.store(f, std::memory_order_release);
-  }
-  return f;
+  return cached_function(slot, name, next_function);
 }
 
 }  // namespace cdsa
