@@ -6,6 +6,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "base/check.h"
 #include "shim/common/config.h"
 #include "shim/common/log.h"
 #include "shim/record/native_stack.h"
@@ -85,6 +86,8 @@ struct FreeRing {
   }
   void put(uint64_t x) {  // reclaimer only
     uint64_t t = tail.load(std::memory_order_relaxed);
+    // Sized for every slot (or cell) of its table: a put past a full ring means something was freed twice.
+    CDSA_DCHECK(t - head.load(std::memory_order_relaxed) <= mask);
     v[t & mask].store(x, std::memory_order_relaxed);
     tail.store(t + 1, std::memory_order_release);
   }
@@ -196,6 +199,8 @@ template <class Fill>
 uint32_t publish_entry(Table& t, uint32_t slot, uint64_t hash, uint64_t loc, Fill fill) {
   EntryMeta& e = t.entries[slot];
   uint64_t tag = e.state.load(std::memory_order_relaxed) & kTagMask;
+  // The slot came from alloc_slot: free (neither live nor being written) and unpinned, or two owners share it.
+  CDSA_DCHECK((e.state.load(std::memory_order_relaxed) & (kLive | kBusy | kPinMask)) == 0);
   e.state.store(tag | kBusy, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   e.hash.store(hash, std::memory_order_relaxed);
@@ -213,6 +218,7 @@ void index_insert(Table& t, std::atomic<uint32_t>* buckets, uint64_t hash, uint3
     uint32_t expected = 0;
     if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) return;
   }
+  CDSA_DCHECK(!"index full: it has more buckets than its table has slots");
 }
 
 // A stable read of one entry: its state before and after the caller's reads must match.
@@ -368,6 +374,8 @@ void unpin(Table& t, uint32_t id) {
   if (!g_ready.load(std::memory_order_acquire) || !t.decode(id, &slot, &tag)) return;
   EntryMeta& e = t.entries[slot];
   uint64_t s = e.state.load(std::memory_order_relaxed);
+  // One earlier successful pin: a pinned entry is never swept, so it is still live under its tag with a pin.
+  CDSA_DCHECK((s & kTagMask) == tag && (s & kPinMask) != 0);
   if ((s & kTagMask) == tag && (s & kPinMask) != 0) e.state.fetch_sub(kPinOne, std::memory_order_acq_rel);
 }
 
@@ -816,6 +824,7 @@ uint64_t sweep(Table& t, uint64_t epoch) {
       continue;
     }
     uint64_t loc = e.loc.load(std::memory_order_relaxed);
+    CDSA_DCHECK(loc_class(loc) == 0 || loc_off(loc) + (1ull << loc_class(loc)) <= t.arena_words);
     if (loc_class(loc) != 0) t.free_cells[loc_class(loc)].put(loc_off(loc));
     t.free_slots.put(slot);
     ++freed;
@@ -885,6 +894,8 @@ uint64_t launches_recorded() noexcept { return g_ring.seq.load(std::memory_order
 
 void ring_publish(const LaunchRecord& r) noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
+  // A number from next_launch_seq: 1-based (the slot is seq - 1), below the busy bit, and already handed out.
+  CDSA_DCHECK(r.seq != 0 && r.seq < (1ull << 63) && r.seq <= g_ring.seq.load(std::memory_order_relaxed));
   RingSlot& s = g_ring.slots[(r.seq - 1) & g_ring.mask];
   // Claim the slot. Two writers meet here only when one lags a whole ring behind the other: then the newer
   // record wins, and a writer finding another mid-write waits for it rather than interleaving fields.
