@@ -19,32 +19,43 @@
 namespace cdsa::cli {
 namespace {
 
-// Every native frame the report shows.
-void for_each_native(report::FaultReport& r, const std::function<void(report::ResolvedFrame&)>& fn) {
-  for (auto& f : r.surfaced_stack.native) fn(f);
+// Every native frame the report shows, each stack once: the entries of `stacks` the report names by id (not the
+// other launches' stacks), and a stack of the report that has no id.
+void for_each_native(report::TraceData& t, const std::function<void(report::ResolvedFrame&)>& fn) {
+  std::set<uint32_t> ids;
+  auto note = [&](uint32_t id, report::CallStack& st) {
+    if (id != 0xffffffffu)
+      ids.insert(id);
+    else
+      for (auto& f : st.native) fn(f);
+  };
+  report::FaultReport& r = t.report;
+  note(r.surfaced_stack_id, r.surfaced_stack);
   for (auto& c : r.candidates) {
-    for (auto& f : c.stack.native) fn(f);
-    for (auto& g : c.graph_nodes)
-      for (auto& f : g.stack.native) fn(f);
-    for (auto& g : c.forward_candidates)
-      for (auto& f : g.stack.native) fn(f);
+    note(c.launch.stack_id, c.stack);
+    for (auto& g : c.graph_nodes) note(g.launch.stack_id, g.stack);
+    for (auto& g : c.forward_candidates) note(g.launch.stack_id, g.stack);
   }
+  for (auto& e : t.stacks)
+    if (ids.count(e.id))
+      for (auto& f : e.stack.native) fn(f);
 }
 
-// Re-symbolizes the report's native frames from the files now on disk, checked against the recorded
-// build-ids. The names recorded at the fault were resolved in the live process against the right
-// binaries, so they stay; the offline pass fills in what the live pass could not find (e.g. no libdw
-// in the process). A module that changed or vanished since the run is named in a note.
-void resymbolize(report::FaultReport& r, const std::vector<report::ModuleRecord>& modules) {
+// Re-symbolizes the trace's native frames from the files now on disk, checked against the recorded
+// build-ids, once per stack; the report's stacks are then taken from them again. The names recorded at the fault
+// were resolved in the live process against the right binaries, so they stay; the offline pass fills in what the
+// live pass could not find (e.g. no libdw in the process). A module that changed or vanished since the run is
+// named in a note.
+void resymbolize(report::TraceData& t) {
   std::vector<symbolizer::Module> map;
-  for (const auto& m : modules) map.push_back(report::module_from_record(m));
+  for (const auto& m : t.modules) map.push_back(report::module_from_record(m));
   symbolizer::OfflineSymbolizer sym(std::move(map));
   std::set<std::string> module_paths;
-  for_each_native(r, [&](report::ResolvedFrame& f) { module_paths.insert(f.module); });
+  for_each_native(t, [&](report::ResolvedFrame& f) { module_paths.insert(f.module); });
   std::set<std::string> done_modules;
   Progress progress("symbolizing modules", module_paths.size());
   std::map<std::string, std::string> problems;  // module path -> what is wrong with it now
-  for_each_native(r, [&](report::ResolvedFrame& f) {
+  for_each_native(t, [&](report::ResolvedFrame& f) {
     // Shown before the work: the first frame of a big library is the slow one (libdw reads its DWARF).
     if (done_modules.insert(f.module).second) progress.step(done_modules.size());
     symbolizer::NativeFrame o = sym.symbolize_pc(f.pc, /*is_return_address=*/true);
@@ -66,9 +77,10 @@ void resymbolize(report::FaultReport& r, const std::vector<report::ModuleRecord>
     }
   });
   progress.finish();
+  report::fill_report_stacks(&t);
   for (const auto& [path, what] : problems)
-    r.notes.push_back(fmt::format("{}: {}; its frames show the names recorded at the time of the fault",
-                                  base::basename_of(path), what));
+    t.report.notes.push_back(fmt::format("{}: {}; its frames show the names recorded at the time of the fault",
+                                         base::basename_of(path), what));
 }
 
 }  // namespace
@@ -82,7 +94,7 @@ int cmd_report(int argc, char** argv) {
                  "checked against the recorded build-ids and re-symbolized offline where the run lacked names.\n"
                  "--native-all shows every native frame (interpreter and call-machinery frames are folded\n"
                  "unless the run had CDSA_NATIVE_ALL=1).\n"
-                 "--json prints the report object instead (null when the run had no fault).\n",
+                 "--json prints the report object instead, its stacks in place (null when the run had no fault).\n",
                  {{"--json", false, store(as_json, true)},
                   {"--no-resymbolize", false, store(resym, false)},
                   {"--native-all", false, store(native_all, true)}},
@@ -107,11 +119,11 @@ int cmd_report(int argc, char** argv) {
     return print_stdout(out) ? 0 : 1;
   }
   report::FaultReport& r = t.report;
-  if (resym) resymbolize(r, t.modules);
+  if (resym) resymbolize(t);
   r.trace_path = path;
   report::TextOptions opt;
   // The live report's view: folded unless the run asked for every frame.
-  for (const auto& [key, value] : t.config)
+  for (const auto& [key, value] : t.cdsa.config)
     if (key == "native_all" && value == "1") opt.native_all = true;
   if (native_all) opt.native_all = true;
   std::string out = as_json ? report::report_to_json(r) + "\n" : report::format_report_text(r, opt);

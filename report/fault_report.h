@@ -106,6 +106,7 @@ struct FaultReport {
   std::string error_string;  // device-side assert triggered
   std::string surfaced_call; // the driver entry point that returned it, or "exit probe"
   uint32_t surfaced_tid = 0;
+  uint32_t surfaced_stack_id = 0xffffffffu;  // the interned stack surfaced_stack is (0xffffffff: none)
   CallStack surfaced_stack;
   Attribution attribution = Attribution::Unknown;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first

@@ -1,6 +1,8 @@
 // The post-mortem trace file: everything the report needs, without the process.
 //
-// Format: JSON, "format": "cdsa-trace", "version": 1 (docs/trace-format.md).
+// Format: JSON, "format": "cdsa-trace", "version": 2 (docs/trace-format.md); its fields are listed once, in
+// report/trace_fields.def, from which the writer, the reader and docs/trace-schema.json are made. Every stack is
+// stored once, under "stacks"; launches, profile sites and the report name stacks by id.
 // Contract: `trace_to_json` is pure; `write_trace_file` creates the file with
 // mode 0600 through O_CREAT|O_EXCL|O_NOFOLLOW on a temporary name and links it
 // into place, so it never writes through an existing file or symbolic link and
@@ -17,7 +19,9 @@
 
 namespace cdsa::report {
 
-constexpr int kTraceVersion = 1;
+constexpr int kTraceVersion = 2;
+// The oldest version the reader takes: version 1 stored the report's stacks in place (and again under "stacks").
+constexpr int kOldestTraceVersion = 1;
 
 // A module loaded in the process, as the trace records it for offline symbolization.
 struct ModuleRecord {
@@ -60,12 +64,25 @@ struct Profile {
   std::vector<ProfileSite> sites;
 };
 
-struct TraceData {
-  std::string cdsa_version;
+// An interned stack and its id.
+struct StackEntry {
+  uint32_t id = 0;
+  CallStack stack;
+};
+
+// The writer of the file: cdsa's version and its effective configuration (key, value as text).
+struct WriterInfo {
+  std::string version;
   std::vector<std::pair<std::string, std::string>> config;
+};
+
+struct TraceData {
+  WriterInfo cdsa;
   Process process;
   std::vector<ModuleRecord> modules;
-  std::vector<std::pair<uint32_t, CallStack>> stacks;  // interned stacks by id
+  // Interned stacks by id. The writer adds every stack the report names (each once); the reader fills the
+  // report's stacks from here.
+  std::vector<StackEntry> stacks;
   std::vector<Launch> launches;                        // oldest first
   std::vector<Stream> streams;
   bool has_fault = false;
@@ -76,13 +93,14 @@ struct TraceData {
 };
 
 std::string trace_to_json(const TraceData& t);
-// The "report" object of a trace file (one line, no trailing newline).
+// The report as one self-contained object (one line, no trailing newline): the trace file's "report" object with
+// each stack also in place ("stack" beside each launch, "surfaced_stack"), for `cdsa report --json` and the Python
+// API, which have no "stacks" to look ids up in.
 std::string report_to_json(const FaultReport& r);
+// Sets each stack of t->report (the surfaced stack, the candidates', their graph nodes' and forward candidates')
+// to the entry of t->stacks its id names; a stack whose id is null or not there is left as it is.
+void fill_report_stacks(TraceData* t);
 std::string json_escape(const std::string& s);
-
-// Expands %h %p %r %R %t (and %%) in `pattern`: %r is the rank or "norank", %R is "-rank<N>" or nothing.
-std::string expand_trace_pattern(const std::string& pattern, const std::string& host, int pid, int rank,
-                                 uint64_t start_unix_s);
 
 // Writes `contents` to `path` (or path-N when taken). On success sets *written.
 bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,

@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/io.h"
+#include "report/trace_fields.h"
 
 namespace cdsa::report {
 namespace {
@@ -66,11 +69,82 @@ const char* type_name(const json& j) {
   }
 }
 
-// Walks the document; the first problem found is kept in err_ with the path to it.
-class TraceWalker {
+// Reads the document through the table (report/trace_fields.h): each visited field is looked up in the current
+// JSON object and checked before it is stored; the first problem found is kept in `err` with the path to it, and
+// every later visit does nothing.
+class TraceReader {
  public:
   std::string err;
 
+  bool ok() const { return err.empty(); }
+
+  bool read(const json& doc, TraceData* t) {
+    if (!expect(doc, json::value_t::object, "", "a JSON object at the top level")) return false;
+    obj_ = &doc;
+    visit_trace(*t, *this);
+    if (!ok()) return false;
+    if (t->reason == "fault" && !t->has_fault) return fail("report", "reason is \"fault\" but the report is null");
+    if (t->has_fault && !report_stacks(t)) return false;
+    return true;
+  }
+
+  // ---- the visitor (report/trace_fields.h) ----
+  template <class T, class K>
+  void field(const char* key, T& m, K kind, Presence p) {
+    if (const json* j = find(key, p)) value(*j, at(where_, key), m, kind);
+  }
+  template <class T, class F>
+  void nested(const char* key, T& m, trace_kind::Obj, Presence p, F&& visit) {
+    const json* j = find(key, p);
+    if (!j) return;
+    const std::string w = at(where_, key);
+    if (expect(*j, json::value_t::object, w, "an object")) inside(*j, w, m, visit);
+  }
+  template <class T, class F>
+  void nested(const char* key, std::vector<T>& m, trace_kind::Objects, Presence p, F&& visit) {
+    const json* j = find(key, p);
+    if (!j) return;
+    const std::string wl = at(where_, key);
+    if (!expect(*j, json::value_t::array, wl, "an array")) return;
+    for (size_t i = 0; i < j->size() && ok(); ++i) {
+      const json& e = (*j)[i];
+      const std::string wi = at(wl, i);
+      T x{};
+      if (!expect(e, json::value_t::object, wi, "an object")) return;
+      inside(e, wi, x, visit);
+      if (ok() && check(x, wi)) m.push_back(std::move(x));
+    }
+  }
+  template <class T, class F>
+  void nullable(const char* key, T& m, bool& present, Presence p, F&& visit) {
+    present = false;
+    const json* j = find(key, p);
+    if (!j || j->is_null()) return;
+    const std::string w = at(where_, key);
+    if (!expect(*j, json::value_t::object, w, "an object or null")) return;
+    present = true;
+    inside(*j, w, m, visit);
+  }
+  void constant(const char* key, trace_kind::Format) {
+    const json* j = find(key, Presence::Required);
+    if (!j) return;
+    if (!expect(*j, json::value_t::string, at(where_, key), "a string")) return;
+    const std::string& format = j->get_ref<const std::string&>();
+    if (format != "cdsa-trace")
+      fail("", fmt::format("not a cdsa trace file (format is \"{}\", expected \"cdsa-trace\")", format.substr(0, 40)));
+  }
+  void constant(const char* key, trace_kind::Version) {
+    const json* j = find(key, Presence::Required);
+    if (!j) return;
+    if (!j->is_number_integer() || j->get<int64_t>() < kOldestTraceVersion || j->get<int64_t>() > kTraceVersion) {
+      fail("", fmt::format("unsupported trace version {} (this cdsa reads versions {} to {})", j->dump().substr(0, 40),
+                           kOldestTraceVersion, kTraceVersion));
+      return;
+    }
+    version_ = static_cast<int>(j->get<int64_t>());
+  }
+
+ private:
   bool fail(const std::string& where, const std::string& what) {
     if (err.empty()) err = where.empty() ? what : fmt::format("{}: {}", where, what);
     return false;
@@ -84,28 +158,84 @@ class TraceWalker {
   }
   static std::string at(const std::string& where, size_t i) { return fmt::format("{}[{}]", where, i); }
 
-  // A required member of an object.
-  const json* member(const json& obj, const std::string& where, const char* key) {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      fail(where.empty() ? std::string("the top-level object") : where, fmt::format("missing field \"{}\"", key));
-      return nullptr;
-    }
-    return &*it;
+  // The member `key` of the current object, or null: absent and allowed to be (by its presence and this file's
+  // version), or after a problem.
+  const json* find(const char* key, Presence p) {
+    if (!ok()) return nullptr;
+    if (p == Presence::Inline && version_ >= 2) return nullptr;  // stored once, under "stacks"
+    if (p == Presence::Since2 && version_ < 2) return nullptr;
+    auto it = obj_->find(key);
+    if (it != obj_->end()) return &*it;
+    if (p != Presence::Optional)
+      fail(where_.empty() ? std::string("the top-level object") : where_, fmt::format("missing field \"{}\"", key));
+    return nullptr;
+  }
+  template <class T, class F>
+  void inside(const json& j, const std::string& w, T& m, F& visit) {
+    const json* obj = obj_;
+    std::string where = std::move(where_);
+    obj_ = &j;
+    where_ = w;
+    visit(m);
+    obj_ = obj;
+    where_ = std::move(where);
   }
 
-  bool str(const json& obj, const std::string& where, const char* key, std::string* out) {
-    const json* j = member(obj, where, key);
-    if (!j || !expect(*j, json::value_t::string, at(where, key), "a string")) return false;
-    *out = j->get_ref<const std::string&>();
+  // Checks that span fields, after an element was read.
+  template <class T>
+  bool check(const T&, const std::string&) {
     return true;
   }
-  bool boolean(const json& obj, const std::string& where, const char* key, bool* out) {
-    const json* j = member(obj, where, key);
-    if (!j || !expect(*j, json::value_t::boolean, at(where, key), "true or false")) return false;
-    *out = j->get<bool>();
+  bool check(const Candidate& c, const std::string& w) {
+    if (c.graph_node_pick < -1 || c.graph_node_pick >= static_cast<int>(c.graph_nodes.size()))
+      return fail(at(w, "graph_node_pick"), "expected -1 or an index into graph_nodes");
     return true;
   }
+  bool check(const StackEntry& e, const std::string& w) {
+    if (!stack_ids_.insert(e.id).second) return fail(at(w, "id"), fmt::format("stack {} is listed twice", e.id));
+    return true;
+  }
+
+  // Version 2 stores the report's stacks under "stacks" only: each id the report names must be there. Version 1
+  // stored them in place: those not under "stacks" join it, so that every stack is in one table either way.
+  bool report_stacks(TraceData* t) {
+    if (version_ < 2) {
+      for_each_report_stack(t->report, [&](uint32_t id, const CallStack& st) {
+        if (id != 0xffffffffu && stack_ids_.insert(id).second) t->stacks.push_back({id, st});
+      });
+      // Version 1 gave the surfaced stack no id: it gets the first one free, so that it is kept when written again.
+      FaultReport& r = t->report;
+      if (!r.surfaced_stack.python.empty() || !r.surfaced_stack.native.empty()) {
+        uint32_t id = 0;
+        while (stack_ids_.count(id)) ++id;
+        stack_ids_.insert(id);
+        r.surfaced_stack_id = id;
+        t->stacks.push_back({id, r.surfaced_stack});
+      }
+      std::sort(t->stacks.begin(), t->stacks.end(),
+                [](const StackEntry& a, const StackEntry& b) { return a.id < b.id; });
+      return true;
+    }
+    std::vector<std::pair<std::string, uint32_t>> refs;  // where, id
+    const FaultReport& r = t->report;
+    refs.emplace_back("report.surfaced_stack_id", r.surfaced_stack_id);
+    for (size_t i = 0; i < r.candidates.size(); ++i) {
+      const Candidate& c = r.candidates[i];
+      const std::string wc = at(at("report", "candidates"), i);
+      refs.emplace_back(at(at(wc, "launch"), "stack_id"), c.launch.stack_id);
+      for (size_t k = 0; k < c.graph_nodes.size(); ++k)
+        refs.emplace_back(at(at(at(at(wc, "graph_nodes"), k), "launch"), "stack_id"), c.graph_nodes[k].launch.stack_id);
+      for (size_t k = 0; k < c.forward_candidates.size(); ++k)
+        refs.emplace_back(at(at(at(at(wc, "forward_candidates"), k), "launch"), "stack_id"),
+                          c.forward_candidates[k].launch.stack_id);
+    }
+    for (const auto& [w, id] : refs)
+      if (id != 0xffffffffu && !stack_ids_.count(id)) return fail(w, fmt::format("stack {} is not in stacks", id));
+    fill_report_stacks(t);
+    return true;
+  }
+
+  // ---- values, by kind ----
   bool u64_value(const json& j, const std::string& where, uint64_t max, uint64_t* out) {
     if (!j.is_number_unsigned() || j.get<uint64_t>() > max)
       return fail(where, fmt::format("expected an integer in 0..{}, found {}", max,
@@ -113,25 +243,13 @@ class TraceWalker {
     *out = j.get<uint64_t>();
     return true;
   }
-  bool u64(const json& obj, const std::string& where, const char* key, uint64_t* out, uint64_t max = UINT64_MAX) {
-    const json* j = member(obj, where, key);
-    return j && u64_value(*j, at(where, key), max, out);
-  }
-  bool u32(const json& obj, const std::string& where, const char* key, uint32_t* out) {
-    uint64_t v = 0;
-    if (!u64(obj, where, key, &v, UINT32_MAX)) return false;
-    *out = static_cast<uint32_t>(v);
-    return true;
-  }
-  bool i32(const json& obj, const std::string& where, const char* key, int* out, int64_t lo = INT32_MIN,
-           int64_t hi = INT32_MAX) {
-    const json* j = member(obj, where, key);
-    if (!j) return false;
-    if (!j->is_number_integer() || (j->is_number_unsigned() && j->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
-        (!j->is_number_unsigned() && (j->get<int64_t>() < lo || j->get<int64_t>() > hi)))
-      return fail(at(where, key), fmt::format("expected an integer in {}..{}, found {}", lo, hi,
-                                              j->is_number_integer() ? j->dump() : std::string(type_name(*j))));
-    *out = static_cast<int>(j->get<int64_t>());
+  bool i32_value(const json& j, const std::string& where, int64_t lo, int* out) {
+    const int64_t hi = INT32_MAX;
+    if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+        (!j.is_number_unsigned() && (j.get<int64_t>() < lo || j.get<int64_t>() > hi)))
+      return fail(where, fmt::format("expected an integer in {}..{}, found {}", lo, hi,
+                                     j.is_number_integer() ? j.dump() : std::string(type_name(j))));
+    *out = static_cast<int>(j.get<int64_t>());
     return true;
   }
   // Addresses are written as "0x..." strings (JSON numbers lose precision above 2^53 in many readers).
@@ -155,300 +273,116 @@ class TraceWalker {
     *out = v;
     return true;
   }
-  bool hex(const json& obj, const std::string& where, const char* key, uint64_t* out) {
-    const json* j = member(obj, where, key);
-    return j && hex_value(*j, at(where, key), out);
+  bool string_value(const json& j, const std::string& w, std::string* out) {
+    if (!expect(j, json::value_t::string, w, "a string")) return false;
+    *out = j.get_ref<const std::string&>();
+    return true;
   }
-  const json* object(const json& obj, const std::string& where, const char* key) {
-    const json* j = member(obj, where, key);
-    if (!j || !expect(*j, json::value_t::object, at(where, key), "an object")) return nullptr;
-    return j;
-  }
-  const json* array(const json& obj, const std::string& where, const char* key) {
-    const json* j = member(obj, where, key);
-    if (!j || !expect(*j, json::value_t::array, at(where, key), "an array")) return nullptr;
-    return j;
-  }
-  bool strings(const json& obj, const std::string& where, const char* key, std::vector<std::string>* out) {
-    const json* a = array(obj, where, key);
-    if (!a) return false;
-    std::string w = at(where, key);
-    for (size_t i = 0; i < a->size(); ++i) {
-      if (!expect((*a)[i], json::value_t::string, at(w, i), "a string")) return false;
-      out->push_back((*a)[i].get<std::string>());
+  bool strings_value(const json& j, const std::string& w, std::vector<std::string>* out) {
+    if (!expect(j, json::value_t::array, w, "an array")) return false;
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (!expect(j[i], json::value_t::string, at(w, i), "a string")) return false;
+      out->push_back(j[i].get<std::string>());
     }
     return true;
   }
-  bool dim3(const json& obj, const std::string& where, const char* key, uint32_t out[3]) {
-    const json* j = member(obj, where, key);
-    if (!j) return false;
-    std::string w = at(where, key);
-    if (!j->is_array() || j->size() != 3)
-      return fail(w, fmt::format("expected an array of 3 unsigned 32-bit integers, found {}", type_name(*j)));
+
+  void value(const json& j, const std::string& w, uint64_t& m, trace_kind::U64) { u64_value(j, w, UINT64_MAX, &m); }
+  void value(const json& j, const std::string& w, uint32_t& m, trace_kind::U32) {
+    uint64_t v = 0;
+    if (u64_value(j, w, UINT32_MAX, &v)) m = static_cast<uint32_t>(v);
+  }
+  void value(const json& j, const std::string& w, int& m, trace_kind::I32) { i32_value(j, w, INT32_MIN, &m); }
+  void value(const json& j, const std::string& w, int& m, trace_kind::Rank) { i32_value(j, w, -1, &m); }
+  void value(const json& j, const std::string& w, std::string& m, trace_kind::Str) { string_value(j, w, &m); }
+  void value(const json& j, const std::string& w, bool& m, trace_kind::Bool) {
+    if (expect(j, json::value_t::boolean, w, "true or false")) m = j.get<bool>();
+  }
+  void value(const json& j, const std::string& w, std::vector<std::string>& m, trace_kind::Strings) {
+    strings_value(j, w, &m);
+  }
+  void value(const json& j, const std::string& w, uint64_t& m, trace_kind::Hex) { hex_value(j, w, &m); }
+  void value(const json& j, const std::string& w, uint32_t (&m)[3], trace_kind::Dim3) {
+    if (!j.is_array() || j.size() != 3) {
+      fail(w, fmt::format("expected an array of 3 unsigned 32-bit integers, found {}", type_name(j)));
+      return;
+    }
     for (size_t i = 0; i < 3; ++i) {
       uint64_t v = 0;
-      if (!u64_value((*j)[i], at(w, i), UINT32_MAX, &v)) return false;
-      out[i] = static_cast<uint32_t>(v);
+      if (!u64_value(j[i], at(w, i), UINT32_MAX, &v)) return;
+      m[i] = static_cast<uint32_t>(v);
     }
-    return true;
   }
-
-  // KEY: an array of objects. Calls read(element, its path) on each in turn; false at the first that is
-  // not an object or that read refuses.
-  template <class Read>
-  bool objects(const json& obj, const std::string& where, const char* key, Read&& read) {
-    const json* list = array(obj, where, key);
-    if (!list) return false;
-    const std::string wl = at(where, key);
-    for (size_t i = 0; i < list->size(); ++i) {
-      const json& e = (*list)[i];
-      const std::string wi = at(wl, i);
-      if (!expect(e, json::value_t::object, wi, "an object") || !read(e, wi)) return false;
+  void value(const json& j, const std::string& w, uint32_t& m, trace_kind::StackId) {
+    if (j.is_null()) {
+      m = 0xffffffffu;
+      return;
     }
-    return true;
+    uint64_t v = 0;
+    if (u64_value(j, w, UINT32_MAX - 1, &v)) m = static_cast<uint32_t>(v);
   }
-
-  bool stack(const json& obj, const std::string& where, const char* key, CallStack* out) {
-    const json* s = object(obj, where, key);
-    if (!s) return false;
-    std::string w = at(where, key);
-    if (!array(*s, w, "python") || !array(*s, w, "native")) return false;  // both present before either is read
-    return objects(*s, w, "python",
-                   [&](const json& f, const std::string& wf) {
-                     PyFrame t;
-                     if (!str(f, wf, "file", &t.file) || !str(f, wf, "function", &t.function) ||
-                         !i32(f, wf, "line", &t.line) || !str(f, wf, "source", &t.source))
-                       return false;
-                     out->python.push_back(std::move(t));
-                     return true;
-                   }) &&
-           objects(*s, w, "native", [&](const json& f, const std::string& wf) {
-             ResolvedFrame t;
-             if (!hex(f, wf, "pc", &t.pc) || !str(f, wf, "module", &t.module) ||
-                 !hex(f, wf, "module_offset", &t.module_offset) || !str(f, wf, "function", &t.function) ||
-                 !str(f, wf, "file", &t.file) || !i32(f, wf, "line", &t.line))
-               return false;
-             out->native.push_back(std::move(t));
-             return true;
-           });
-  }
-
-  bool launch(const json& l, const std::string& w, Launch* out) {
-    if (!expect(l, json::value_t::object, w, "an object")) return false;
-    if (!u64(l, w, "seq", &out->seq) || !u64(l, w, "stream_seq", &out->stream_seq) ||
-        !u64(l, w, "stream_id", &out->stream_id) || !u64(l, w, "graph_id", &out->graph_id) ||
-        !u64(l, w, "time_ns", &out->time_ns) || !u32(l, w, "ctx_id", &out->ctx_id) || !u32(l, w, "tid", &out->tid))
-      return false;
-    const json* sid = member(l, w, "stack_id");
-    if (!sid) return false;
-    if (sid->is_null()) {
-      out->stack_id = 0xffffffffu;
-    } else {
-      uint64_t v = 0;
-      if (!u64_value(*sid, at(w, "stack_id"), UINT32_MAX - 1, &v)) return false;
-      out->stack_id = static_cast<uint32_t>(v);
-    }
-    if (!str(l, w, "kernel", &out->kernel) || !str(l, w, "kind", &out->kind)) return false;
+  void value(const json& j, const std::string& w, std::string& m, trace_kind::LaunchKind) {
+    if (!string_value(j, w, &m)) return;
     // "": a candidate whose launch record was overwritten in the ring (only its stream and number are known).
-    if (!out->kind.empty() && out->kind != "kernel" && out->kind != "kernel_ex" && out->kind != "cooperative" &&
-        out->kind != "graph")
-      return fail(at(w, "kind"), fmt::format("expected kernel, kernel_ex, cooperative, graph or \"\", found \"{}\"",
-                                             out->kind.substr(0, 40)));
-    return dim3(l, w, "grid", out->grid) && dim3(l, w, "block", out->block) &&
-           u32(l, w, "shared_mem", &out->shared_mem) && boolean(l, w, "captured", &out->captured) &&
-           boolean(l, w, "per_thread_stream", &out->per_thread_stream);
+    if (!m.empty() && m != "kernel" && m != "kernel_ex" && m != "cooperative" && m != "graph")
+      fail(w, fmt::format("expected kernel, kernel_ex, cooperative, graph or \"\", found \"{}\"", m.substr(0, 40)));
   }
-
-  // KEY: an array of {launch, stack} objects (a candidate's graph nodes or autograd forward candidates).
-  bool nodes(const json& obj, const std::string& where, const char* key, std::vector<LaunchWithStack>* out) {
-    return objects(obj, where, key, [&](const json& g, const std::string& wk) {
-      LaunchWithStack node;
-      const json* gl = member(g, wk, "launch");
-      if (!gl || !launch(*gl, at(wk, "launch"), &node.launch) || !stack(g, wk, "stack", &node.stack)) return false;
-      // Written since graph nodes say how they were made; absent in older files.
-      if (g.contains("origin") && !str(g, wk, "origin", &node.node_origin)) return false;
-      if (g.contains("uncertain") && !boolean(g, wk, "uncertain", &node.node_uncertain)) return false;
-      out->push_back(std::move(node));
-      return true;
-    });
+  void value(const json& j, const std::string& w, std::string& m, trace_kind::Reason) {
+    if (string_value(j, w, &m) && m != "fault" && m != "exit")
+      fail(w, fmt::format("expected fault or exit, found \"{}\"", m.substr(0, 40)));
   }
-
-  bool report(const json& r, const std::string& w, FaultReport* out) {
-    if (!expect(r, json::value_t::object, w, "an object or null")) return false;
-    if (!i32(r, w, "code", &out->code) || !str(r, w, "error_name", &out->error_name) ||
-        !str(r, w, "error_string", &out->error_string) || !str(r, w, "surfaced_call", &out->surfaced_call) ||
-        !u32(r, w, "surfaced_tid", &out->surfaced_tid) || !stack(r, w, "surfaced_stack", &out->surfaced_stack) ||
-        !u64(r, w, "launches_recorded", &out->launches_recorded))
-      return false;
-    if (r.contains("fault_time_unix_ns") && !u64(r, w, "fault_time_unix_ns", &out->fault_time_unix_ns)) return false;
-    // Written since reports name their rank and GPU; absent in older files.
-    if (r.contains("origin")) {
-      const json* o = member(r, w, "origin");
-      const std::string wo = at(w, "origin");
-      Origin& og = out->origin;
-      if (!o || !expect(*o, json::value_t::object, wo, "an object") || !i32(*o, wo, "rank", &og.rank, -1) ||
-          !i32(*o, wo, "world_size", &og.world_size, -1) || !i32(*o, wo, "pid", &og.pid) ||
-          !str(*o, wo, "host", &og.host) || !i32(*o, wo, "gpu_ordinal", &og.gpu_ordinal, -1) ||
-          !str(*o, wo, "gpu_name", &og.gpu_name) || !str(*o, wo, "gpu_pci_bus_id", &og.gpu_pci_bus_id))
-        return false;
-    }
-    std::string attribution;
-    if (!str(r, w, "attribution", &attribution)) return false;
-    if (attribution == "exact")
-      out->attribution = Attribution::Exact;
-    else if (attribution == "ambiguous")
-      out->attribution = Attribution::Ambiguous;
-    else if (attribution == "unknown")
-      out->attribution = Attribution::Unknown;
+  void value(const json& j, const std::string& w, Attribution& m, trace_kind::Attribution) {
+    std::string a;
+    if (!string_value(j, w, &a)) return;
+    if (a == "exact")
+      m = Attribution::Exact;
+    else if (a == "ambiguous")
+      m = Attribution::Ambiguous;
+    else if (a == "unknown")
+      m = Attribution::Unknown;
     else
-      return fail(at(w, "attribution"),
-                  fmt::format("expected exact, ambiguous or unknown, found \"{}\"", attribution.substr(0, 40)));
-    bool candidates_ok = objects(r, w, "candidates", [&](const json& c, const std::string& wi) {
-      Candidate cand;
-      const json* l = member(c, wi, "launch");
-      if (!l || !launch(*l, at(wi, "launch"), &cand.launch) || !stack(c, wi, "stack", &cand.stack) ||
-          !u64(c, wi, "pending", &cand.pending) || !str(c, wi, "why", &cand.why))
-        return false;
-      if (!nodes(c, wi, "graph_nodes", &cand.graph_nodes)) return false;
-      if (c.contains("graph_node_pick") && !i32(c, wi, "graph_node_pick", &cand.graph_node_pick)) return false;
-      if (cand.graph_node_pick < -1 || cand.graph_node_pick >= static_cast<int>(cand.graph_nodes.size()))
-        return fail(at(wi, "graph_node_pick"), "expected -1 or an index into graph_nodes");
-      if (c.contains("graph_nodes_ambiguous") && !boolean(c, wi, "graph_nodes_ambiguous", &cand.graph_nodes_ambiguous))
-        return false;
-      // Written since the report names autograd nodes; absent in older files.
-      if (c.contains("autograd_node") && !str(c, wi, "autograd_node", &cand.autograd_node)) return false;
-      if (c.contains("forward_candidates") && !nodes(c, wi, "forward_candidates", &cand.forward_candidates))
-        return false;
-      out->candidates.push_back(std::move(cand));
-      return true;
-    });
-    if (!candidates_ok) return false;
-    if (r.contains("hints") && !strings(r, w, "hints", &out->hints)) return false;
-    std::vector<std::string> device_messages;
-    if (!strings(r, w, "device_messages", &device_messages)) return false;
-    for (const auto& m : device_messages) {
+      fail(w, fmt::format("expected exact, ambiguous or unknown, found \"{}\"", a.substr(0, 40)));
+  }
+  void value(const json& j, const std::string& w, std::vector<base::DeviceAssert>& m, trace_kind::DeviceMessages) {
+    std::vector<std::string> lines;
+    if (!strings_value(j, w, &lines)) return;
+    for (const auto& line : lines) {
       base::DeviceAssert a;
-      if (!base::parse_device_assert(m, &a)) a.message = m;  // kept as printed even when it is no assert line
-      out->device_asserts.push_back(std::move(a));
+      if (!base::parse_device_assert(line, &a)) a.message = line;  // kept as printed even when it is no assert line
+      m.push_back(std::move(a));
     }
-    return strings(r, w, "notes", &out->notes) && str(r, w, "trace_path", &out->trace_path);
   }
-
-  bool trace(const json& doc, TraceData* t) {
-    if (!expect(doc, json::value_t::object, "", "a JSON object at the top level")) return false;
-    std::string format;
-    if (!str(doc, "", "format", &format)) return false;
-    if (format != "cdsa-trace")
-      return fail(
-          "", fmt::format("not a cdsa trace file (format is \"{}\", expected \"cdsa-trace\")", format.substr(0, 40)));
-    const json* version = member(doc, "", "version");
-    if (!version) return false;
-    if (!version->is_number_integer() || version->get<int64_t>() != kTraceVersion)
-      return fail("", fmt::format("unsupported trace version {} (this cdsa reads version {})",
-                                  version->dump().substr(0, 40), kTraceVersion));
-    if (!str(doc, "", "reason", &t->reason)) return false;
-    if (t->reason != "fault" && t->reason != "exit")
-      return fail("reason", fmt::format("expected fault or exit, found \"{}\"", t->reason.substr(0, 40)));
-
-    const json* cdsa = object(doc, "", "cdsa");
-    if (!cdsa || !str(*cdsa, "cdsa", "version", &t->cdsa_version)) return false;
-    const json* cfg = object(*cdsa, "cdsa", "config");
-    if (!cfg) return false;
-    for (auto it = cfg->begin(); it != cfg->end(); ++it) {
-      if (!expect(it.value(), json::value_t::string, "cdsa.config." + it.key(), "a string")) return false;
-      t->config.emplace_back(it.key(), it.value().get<std::string>());
+  void value(const json& j, const std::string& w, std::vector<std::pair<std::string, std::string>>& m,
+             trace_kind::Config) {
+    if (!expect(j, json::value_t::object, w, "an object")) return;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!expect(it.value(), json::value_t::string, at(w, it.key().c_str()), "a string")) return;
+      m.emplace_back(it.key(), it.value().get<std::string>());
     }
-
-    const json* p = object(doc, "", "process");
-    if (!p) return false;
-    Process& pr = t->process;
-    if (!i32(*p, "process", "pid", &pr.pid) || !str(*p, "process", "host", &pr.host) ||
-        !strings(*p, "process", "argv", &pr.argv) ||
-        !u64(*p, "process", "start_time_unix_ns", &pr.start_time_unix_ns) ||
-        !i32(*p, "process", "rank", &pr.rank, -1) || !i32(*p, "process", "world_size", &pr.world_size, -1) ||
-        !i32(*p, "process", "local_rank", &pr.local_rank, -1) ||
-        !i32(*p, "process", "driver_version", &pr.driver_version) || !str(*p, "process", "gpu", &pr.gpu))
-      return false;
-    if (p->contains("runtime_version") && !i32(*p, "process", "runtime_version", &pr.runtime_version)) return false;
-
-    bool modules_ok = objects(doc, "", "modules", [&](const json& m, const std::string& w) {
-      ModuleRecord mt;
-      if (!str(m, w, "path", &mt.path) || !str(m, w, "build_id", &mt.build_id) || !hex(m, w, "bias", &mt.bias))
-        return false;
-      const json* ranges = array(m, w, "ranges");
-      if (!ranges) return false;
-      for (size_t k = 0; k < ranges->size(); ++k) {
-        const json& r = (*ranges)[k];
-        std::string wr = at(at(w, "ranges"), k);
-        uint64_t a = 0, b = 0;
-        if (!r.is_array() || r.size() != 2)
-          return fail(wr, fmt::format("expected [start, end], found {}", type_name(r)));
-        if (!hex_value(r[0], at(wr, size_t{0}), &a) || !hex_value(r[1], at(wr, size_t{1}), &b)) return false;
-        if (b < a) return fail(wr, "range ends before it starts");
-        mt.ranges.emplace_back(a, b);
+  }
+  void value(const json& j, const std::string& w, std::vector<std::pair<uint64_t, uint64_t>>& m, trace_kind::Ranges) {
+    if (!expect(j, json::value_t::array, w, "an array")) return;
+    for (size_t k = 0; k < j.size(); ++k) {
+      const json& r = j[k];
+      const std::string wr = at(w, k);
+      uint64_t a = 0, b = 0;
+      if (!r.is_array() || r.size() != 2) {
+        fail(wr, fmt::format("expected [start, end], found {}", type_name(r)));
+        return;
       }
-      t->modules.push_back(std::move(mt));
-      return true;
-    });
-    if (!modules_ok) return false;
-
-    bool stacks_ok = objects(doc, "", "stacks", [&](const json& s, const std::string& w) {
-      uint32_t id = 0;
-      CallStack st;
-      if (!u32(s, w, "id", &id) || !stack(s, w, "stack", &st)) return false;
-      t->stacks.emplace_back(id, std::move(st));
-      return true;
-    });
-    if (!stacks_ok) return false;
-
-    bool streams_ok = objects(doc, "", "streams", [&](const json& s, const std::string& w) {
-      Stream st;
-      if (!u64(s, w, "id", &st.id) || !u64(s, w, "launched", &st.launched) || !u64(s, w, "landed", &st.landed) ||
-          !boolean(s, w, "breadcrumbs", &st.breadcrumbs))
-        return false;
-      t->streams.push_back(st);
-      return true;
-    });
-    if (!streams_ok) return false;
-
-    const json* launches = array(doc, "", "launches");
-    if (!launches) return false;
-    for (size_t i = 0; i < launches->size(); ++i) {
-      Launch l;
-      if (!launch((*launches)[i], at("launches", i), &l)) return false;
-      t->launches.push_back(std::move(l));
+      if (!hex_value(r[0], at(wr, size_t{0}), &a) || !hex_value(r[1], at(wr, size_t{1}), &b)) return;
+      if (b < a) {
+        fail(wr, "range ends before it starts");
+        return;
+      }
+      m.emplace_back(a, b);
     }
-
-    auto prof = doc.find("profile");
-    if (prof != doc.end() && !prof->is_null()) {
-      if (!expect(*prof, json::value_t::object, "profile", "an object or null")) return false;
-      t->has_profile = true;
-      if (!u32(*prof, "profile", "capacity", &t->profile.capacity) ||
-          !u64(*prof, "profile", "dropped", &t->profile.dropped))
-        return false;
-      bool sites_ok = objects(*prof, "profile", "sites", [&](const json& s, const std::string& w) {
-        ProfileSite site;
-        const json* sid = member(s, w, "stack_id");
-        if (!sid) return false;
-        if (!sid->is_null()) {
-          uint64_t v = 0;
-          if (!u64_value(*sid, at(w, "stack_id"), UINT32_MAX - 1, &v)) return false;
-          site.stack_id = static_cast<uint32_t>(v);
-        }
-        if (!str(s, w, "kernel", &site.kernel) || !u64(s, w, "count", &site.count)) return false;
-        t->profile.sites.push_back(std::move(site));
-        return true;
-      });
-      if (!sites_ok) return false;
-    }
-
-    const json* rep = member(doc, "", "report");
-    if (!rep) return false;
-    t->has_fault = !rep->is_null();
-    if (t->has_fault && !report(*rep, "report", &t->report)) return false;
-    if (t->reason == "fault" && !t->has_fault) return fail("report", "reason is \"fault\" but the report is null");
-    return true;
   }
+
+  const json* obj_ = nullptr;  // the object whose fields are being read
+  std::string where_;          // its path ("" at the top level)
+  int version_ = kTraceVersion;
+  std::set<uint32_t> stack_ids_;  // the ids under "stacks"
 };
 
 // Error messages quote pieces of the file: keep them one printable ASCII line.
@@ -498,8 +432,8 @@ bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
           fmt::format("not valid JSON (truncated or corrupted): {}", p == std::string::npos ? what : what.substr(p));
       return false;
     }
-    TraceWalker w;
-    if (!w.trace(doc, &out->data)) {
+    TraceReader w;
+    if (!w.read(doc, &out->data)) {
       *error = w.err;
       *out = TraceFile{};
       return false;

@@ -4,8 +4,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "base/io.h"
 #include "report/trace.h"
+#include "report/trace_fields.h"
 
 namespace cdsa::report {
 
@@ -31,153 +36,164 @@ std::string json_escape(const std::string& s) {
 
 namespace {
 
-std::string hex(uint64_t v) { return fmt::format("\"{:#x}\"", v); }
+// Writes the objects of report/trace_fields.def as JSON, field by field in the table's order. Trace: the trace
+// file (stacks by id only); SelfContained: the report alone, each stack also in place (Presence::Inline).
+class JsonWriter {
+ public:
+  enum class Mode { Trace, SelfContained };
+  explicit JsonWriter(Mode mode) : mode_(mode) {}
+  std::string out;
 
-std::string stack_json(const CallStack& st) {
-  std::string out = "{\"python\":[";
-  for (size_t i = 0; i < st.python.size(); ++i) {
-    const auto& f = st.python[i];
-    out += fmt::format("{}{{\"file\":{},\"function\":{},\"line\":{},\"source\":{}}}", i ? "," : "",
-                       json_escape(f.file), json_escape(f.function), f.line, json_escape(f.source));
+  template <class T, class K>
+  void field(const char* k, const T& m, K kind, Presence p) {
+    if (skipped(p)) return;
+    key(k);
+    value(m, kind);
   }
-  out += "],\"native\":[";
-  for (size_t i = 0; i < st.native.size(); ++i) {
-    const auto& f = st.native[i];
-    out += fmt::format("{}{{\"pc\":{},\"module\":{},\"module_offset\":{},\"function\":{},\"file\":{},\"line\":{}}}",
-                       i ? "," : "", hex(f.pc), json_escape(f.module), hex(f.module_offset), json_escape(f.function),
-                       json_escape(f.file), f.line);
+  template <class T, class F>
+  void nested(const char* k, const T& m, trace_kind::Obj, Presence p, F&& visit) {
+    if (skipped(p)) return;
+    key(k);
+    object(m, visit);
   }
-  out += "]}";
-  return out;
-}
+  template <class T, class F>
+  void nested(const char* k, const std::vector<T>& m, trace_kind::Objects, Presence p, F&& visit) {
+    if (skipped(p)) return;
+    key(k);
+    // One element a line in the trace file's top-level lists (and the profile's sites): greppable, diffable.
+    const bool lines = mode_ == Mode::Trace && depth_ <= 2;
+    out += '[';
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (i) out += ',';
+      if (lines) out += '\n';
+      object(m[i], visit);
+    }
+    out += ']';
+  }
+  template <class T, class F>
+  void nullable(const char* k, const T& m, bool present, Presence p, F&& visit) {
+    if (!present && p == Presence::Optional) return;  // an optional object is left out rather than null
+    key(k);
+    if (present)
+      object(m, visit);
+    else
+      out += "null";
+  }
+  void constant(const char* k, trace_kind::Format) {
+    key(k);
+    out += "\"cdsa-trace\"";
+  }
+  void constant(const char* k, trace_kind::Version) {
+    key(k);
+    out += std::to_string(kTraceVersion);
+  }
 
-std::string launch_json(const Launch& l) {
-  return fmt::format(
-      "{{\"seq\":{},\"stream_seq\":{},\"stream_id\":{},\"graph_id\":{},\"time_ns\":{},\"ctx_id\":{},\"tid\":{},"
-      "\"stack_id\":{},\"kernel\":{},\"kind\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"shared_mem\":{},"
-      "\"captured\":{},\"per_thread_stream\":{}}}",
-      l.seq, l.stream_seq, l.stream_id, l.graph_id, l.time_ns, l.ctx_id, l.tid,
-      l.stack_id == 0xffffffffu ? std::string("null") : std::to_string(l.stack_id), json_escape(l.kernel),
-      json_escape(l.kind), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_mem,
-      l.captured ? "true" : "false", l.per_thread_stream ? "true" : "false");
-}
+  // The object `m` through `visit` (a visit_<def> of report/trace_fields.h).
+  template <class T, class F>
+  void object(const T& m, F&& visit) {
+    const bool first = first_;
+    out += '{';
+    first_ = true;
+    ++depth_;
+    visit(m);
+    --depth_;
+    out += '}';
+    first_ = first;
+  }
+
+ private:
+  bool skipped(Presence p) const { return p == Presence::Inline && mode_ != Mode::SelfContained; }
+  void key(const char* k) {
+    if (!first_) out += ',';
+    if (!first_ && depth_ == 1 && mode_ == Mode::Trace && ++top_keys_ > 2) out += '\n';  // after format, version
+    first_ = false;
+    out += '"';
+    out += k;
+    out += "\":";
+  }
+  static std::string hex(uint64_t v) { return fmt::format("\"{:#x}\"", v); }
+  void value(uint64_t v, trace_kind::U64) { out += std::to_string(v); }
+  void value(uint32_t v, trace_kind::U32) { out += std::to_string(v); }
+  void value(int v, trace_kind::I32) { out += std::to_string(v); }
+  void value(int v, trace_kind::Rank) { out += std::to_string(v); }
+  void value(const std::string& v, trace_kind::Str) { out += json_escape(v); }
+  void value(const std::string& v, trace_kind::LaunchKind) { out += json_escape(v); }
+  void value(const std::string& v, trace_kind::Reason) { out += json_escape(v); }
+  void value(bool v, trace_kind::Bool) { out += v ? "true" : "false"; }
+  void value(uint64_t v, trace_kind::Hex) { out += hex(v); }
+  void value(uint32_t v, trace_kind::StackId) { out += v == 0xffffffffu ? std::string("null") : std::to_string(v); }
+  void value(Attribution v, trace_kind::Attribution) { out += json_escape(attribution_name(v)); }
+  void value(const uint32_t (&v)[3], trace_kind::Dim3) { out += fmt::format("[{},{},{}]", v[0], v[1], v[2]); }
+  void value(const std::vector<std::string>& v, trace_kind::Strings) {
+    out += '[';
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_escape(v[i]);
+    out += ']';
+  }
+  void value(const std::vector<base::DeviceAssert>& v, trace_kind::DeviceMessages) {
+    out += '[';
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_escape(v[i].message);
+    out += ']';
+  }
+  void value(const std::vector<std::pair<std::string, std::string>>& v, trace_kind::Config) {
+    out += '{';
+    for (size_t i = 0; i < v.size(); ++i)
+      out += fmt::format("{}{}:{}", i ? "," : "", json_escape(v[i].first), json_escape(v[i].second));
+    out += '}';
+  }
+  void value(const std::vector<std::pair<uint64_t, uint64_t>>& v, trace_kind::Ranges) {
+    out += '[';
+    for (size_t i = 0; i < v.size(); ++i)
+      out += fmt::format("{}[{},{}]", i ? "," : "", hex(v[i].first), hex(v[i].second));
+    out += ']';
+  }
+
+  Mode mode_;
+  bool first_ = true;
+  int depth_ = 0;
+  int top_keys_ = 0;
+};
 
 }  // namespace
 
 std::string report_to_json(const FaultReport& r) {
-  const Origin& o = r.origin;
-  std::string out = fmt::format(
-      "{{\"origin\":{{\"rank\":{},\"world_size\":{},\"pid\":{},\"host\":{},\"gpu_ordinal\":{},\"gpu_name\":{},"
-      "\"gpu_pci_bus_id\":{}}},",
-      o.rank, o.world_size, o.pid, json_escape(o.host), o.gpu_ordinal, json_escape(o.gpu_name),
-      json_escape(o.gpu_pci_bus_id));
-  out += fmt::format(
-      "\"code\":{},\"error_name\":{},\"error_string\":{},\"surfaced_call\":{},\"surfaced_tid\":{},"
-      "\"surfaced_stack\":{},\"attribution\":{},\"launches_recorded\":{},\"fault_time_unix_ns\":{},\"candidates\":[",
-      r.code, json_escape(r.error_name), json_escape(r.error_string), json_escape(r.surfaced_call), r.surfaced_tid,
-      stack_json(r.surfaced_stack), json_escape(attribution_name(r.attribution)), r.launches_recorded,
-      r.fault_time_unix_ns);
-  for (size_t i = 0; i < r.candidates.size(); ++i) {
-    const auto& c = r.candidates[i];
-    out += fmt::format("{}{{\"launch\":{},\"stack\":{},\"pending\":{},\"why\":{},\"graph_nodes\":[", i ? "," : "",
-                       launch_json(c.launch), stack_json(c.stack), c.pending, json_escape(c.why));
-    for (size_t j = 0; j < c.graph_nodes.size(); ++j)
-      out += fmt::format("{}{{\"launch\":{},\"stack\":{},\"origin\":{},\"uncertain\":{}}}", j ? "," : "",
-                         launch_json(c.graph_nodes[j].launch), stack_json(c.graph_nodes[j].stack),
-                         json_escape(c.graph_nodes[j].node_origin), c.graph_nodes[j].node_uncertain ? "true" : "false");
-    out += fmt::format("],\"graph_node_pick\":{},\"graph_nodes_ambiguous\":{}", c.graph_node_pick,
-                       c.graph_nodes_ambiguous ? "true" : "false");
-    out += fmt::format(",\"autograd_node\":{},\"forward_candidates\":[", json_escape(c.autograd_node));
-    for (size_t j = 0; j < c.forward_candidates.size(); ++j)
-      out += fmt::format("{}{{\"launch\":{},\"stack\":{}}}", j ? "," : "",
-                         launch_json(c.forward_candidates[j].launch), stack_json(c.forward_candidates[j].stack));
-    out += "]}";
-  }
-  out += "],\"device_messages\":[";
-  for (size_t i = 0; i < r.device_asserts.size(); ++i)
-    out += (i ? "," : "") + json_escape(r.device_asserts[i].message);
-  out += "],\"hints\":[";
-  for (size_t i = 0; i < r.hints.size(); ++i) out += (i ? "," : "") + json_escape(r.hints[i]);
-  out += "],\"notes\":[";
-  for (size_t i = 0; i < r.notes.size(); ++i) out += (i ? "," : "") + json_escape(r.notes[i]);
-  out += fmt::format("],\"trace_path\":{}}}", json_escape(r.trace_path));
-  return out;
+  JsonWriter w(JsonWriter::Mode::SelfContained);
+  w.object(r, [&](const FaultReport& x) { visit_report(x, w); });
+  return std::move(w.out);
+}
+
+void fill_report_stacks(TraceData* t) {
+  std::map<uint32_t, const CallStack*> by_id;
+  for (const auto& e : t->stacks) by_id.emplace(e.id, &e.stack);
+  for_each_report_stack(t->report, [&](uint32_t id, CallStack& st) {
+    auto it = by_id.find(id);
+    if (it != by_id.end()) st = *it->second;
+  });
 }
 
 std::string trace_to_json(const TraceData& t) {
-  std::string out = fmt::format("{{\"format\":\"cdsa-trace\",\"version\":{},\"reason\":{},\n", kTraceVersion,
-                                json_escape(t.reason));
-  out += fmt::format("\"cdsa\":{{\"version\":{},\"config\":{{", json_escape(t.cdsa_version));
-  for (size_t i = 0; i < t.config.size(); ++i)
-    out += fmt::format("{}{}:{}", i ? "," : "", json_escape(t.config[i].first), json_escape(t.config[i].second));
-  out += "}},\n";
-  const auto& p = t.process;
-  out += fmt::format("\"process\":{{\"pid\":{},\"host\":{},\"argv\":[", p.pid, json_escape(p.host));
-  for (size_t i = 0; i < p.argv.size(); ++i) out += (i ? "," : "") + json_escape(p.argv[i]);
-  out += fmt::format(
-      "],\"start_time_unix_ns\":{},\"rank\":{},\"world_size\":{},\"local_rank\":{},\"driver_version\":{},"
-      "\"runtime_version\":{},\"gpu\":{}}},\n",
-      p.start_time_unix_ns, p.rank, p.world_size, p.local_rank, p.driver_version, p.runtime_version,
-      json_escape(p.gpu));
-  out += "\"modules\":[";
-  for (size_t i = 0; i < t.modules.size(); ++i) {
-    const auto& m = t.modules[i];
-    out += fmt::format("{}\n{{\"path\":{},\"build_id\":{},\"bias\":{},\"ranges\":[", i ? "," : "",
-                       json_escape(m.path), json_escape(m.build_id), hex(m.bias));
-    for (size_t j = 0; j < m.ranges.size(); ++j)
-      out += fmt::format("{}[{},{}]", j ? "," : "", hex(m.ranges[j].first), hex(m.ranges[j].second));
-    out += "]}";
+  // Every stack the report names is stored once, under "stacks" (the report keeps only its id).
+  std::map<uint32_t, const CallStack*> missing;
+  {
+    std::set<uint32_t> have;
+    for (const auto& e : t.stacks) have.insert(e.id);
+    if (t.has_fault)
+      for_each_report_stack(t.report, [&](uint32_t id, const CallStack& st) {
+        if (id != 0xffffffffu && !have.count(id)) missing.emplace(id, &st);
+      });
   }
-  out += "],\n\"stacks\":[";
-  for (size_t i = 0; i < t.stacks.size(); ++i)
-    out += fmt::format("{}\n{{\"id\":{},\"stack\":{}}}", i ? "," : "", t.stacks[i].first,
-                       stack_json(t.stacks[i].second));
-  out += "],\n\"streams\":[";
-  for (size_t i = 0; i < t.streams.size(); ++i) {
-    const auto& s = t.streams[i];
-    out += fmt::format("{}{{\"id\":{},\"launched\":{},\"landed\":{},\"breadcrumbs\":{}}}", i ? "," : "", s.id,
-                       s.launched, s.landed, s.breadcrumbs ? "true" : "false");
+  const TraceData* src = &t;
+  TraceData with_all;
+  if (!missing.empty()) {
+    with_all = t;
+    for (const auto& [id, st] : missing) with_all.stacks.push_back({id, *st});
+    std::stable_sort(with_all.stacks.begin(), with_all.stacks.end(),
+                     [](const StackEntry& a, const StackEntry& b) { return a.id < b.id; });
+    src = &with_all;
   }
-  out += "],\n\"launches\":[";
-  for (size_t i = 0; i < t.launches.size(); ++i) out += (i ? ",\n" : "\n") + launch_json(t.launches[i]);
-  out += "]";
-  if (t.has_profile) {
-    out += fmt::format(",\n\"profile\":{{\"capacity\":{},\"dropped\":{},\"sites\":[", t.profile.capacity,
-                       t.profile.dropped);
-    for (size_t i = 0; i < t.profile.sites.size(); ++i) {
-      const auto& s = t.profile.sites[i];
-      out += fmt::format("{}\n{{\"stack_id\":{},\"kernel\":{},\"count\":{}}}", i ? "," : "",
-                         s.stack_id == 0xffffffffu ? std::string("null") : std::to_string(s.stack_id),
-                         json_escape(s.kernel), s.count);
-    }
-    out += "]}";
-  }
-  out += ",\n\"report\":";
-  out += t.has_fault ? report_to_json(t.report) : std::string("null");
-  out += "}\n";
-  return out;
-}
-
-std::string expand_trace_pattern(const std::string& pattern, const std::string& host, int pid, int rank,
-                                 uint64_t start_unix_s) {
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out += pattern[i];
-      continue;
-    }
-    char c = pattern[++i];
-    switch (c) {
-      case 'h': out += host; break;
-      case 'p': out += std::to_string(pid); break;
-      case 'r': out += rank >= 0 ? std::to_string(rank) : std::string("norank"); break;
-      case 'R': out += rank >= 0 ? "-rank" + std::to_string(rank) : std::string(); break;
-      case 't': out += std::to_string(start_unix_s); break;
-      case '%': out += '%'; break;
-      default: out += '%'; out += c;
-    }
-  }
-  return out;
+  JsonWriter w(JsonWriter::Mode::Trace);
+  w.object(*src, [&](const TraceData& x) { visit_trace(x, w); });
+  w.out += '\n';
+  return std::move(w.out);
 }
 
 bool write_trace_file(const std::string& path, const std::string& contents, std::string* written,

@@ -20,7 +20,7 @@ _register = None  # libcdsa.so's register_source(filename, display_name, text)
 _deliver = None  # libcdsa.so's deliver(): hands a reported fault to _on_fault now, if it has not been yet
 _shell = None  # the IPython shell of a Jupyter kernel
 _state = {
-    "report": None,  # the report as data (the trace file's "report" object)
+    "report": None,  # the report as data (report_to_json: the trace file's "report" object with its stacks in place)
     "note": None,  # the one line that ends the traceback of the exception the fault caused
     "pointer": None,  # the one line for later errors on the dead context
     "keys": (),  # texts that tie an exception's message to the fault (the error's name and description)

@@ -31,6 +31,7 @@
 #include "shim/fault/fault_signals.h"
 #include "shim/fault/python_bridge.h"
 #include "shim/record/breadcrumbs.h"
+#include "shim/fault/process_facts.h"
 #include "shim/fault/report_builder.h"
 
 namespace cdsa {
@@ -278,6 +279,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     // native frames as module+offset.
     report::FaultReport early = rep;
     ReportBuilder quick(guard, snapshot, ReportBuilder::Native::Unsymbolized);
+    early.surfaced_stack_id = quick.surfaced_stack_id();
     early.surfaced_stack = quick.surfaced_stack();
     quick.add_attribution(attribution, &early);
     quick.add_origin(early.candidates.empty() ? 0 : early.candidates.front().launch.ctx_id, &early);
@@ -285,6 +287,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
     prepare(early, true);
   }
   ReportBuilder build(guard, snapshot);
+  rep.surfaced_stack_id = build.surfaced_stack_id();
   rep.surfaced_stack = build.surfaced_stack();
   build.add_attribution(attribution, &rep);
   build.add_origin(rep.candidates.empty() ? 0 : rep.candidates.front().launch.ctx_id, &rep);

@@ -1,15 +1,13 @@
 #include "shim/fault/report_builder.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 
 #include "report/autograd.h"
 #include "report/hints.h"
 #include "shim/common/config.h"
-#include "shim/common/driver.h"
+#include "shim/fault/process_facts.h"
 #include "shim/fault/python_bridge.h"
 #include "shim/record/device_info.h"
 #include "shim/record/profile.h"
@@ -32,67 +30,6 @@ const char* kind_name(LaunchKind k) {
     default:
       return "kernel";
   }
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::vector<std::string> process_argv() {
-  std::vector<std::string> argv;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string arg;
-  while (std::getline(in, arg, '\0')) argv.push_back(arg);
-  return argv;
-}
-
-int env_int(const char* name) {
-  const char* v = getenv(name);
-  if (!v || !*v) return -1;
-  char* end = nullptr;
-  long x = strtol(v, &end, 10);
-  return (*end == '\0' && x >= 0 && x < (1 << 30)) ? static_cast<int>(x) : -1;
-}
-
-// Read when asked (the report, the trace name), not at start: launchers and programs set these at run time
-// (os.environ writes call setenv, so a rank the program sets before CUDA starts is seen here).
-int process_rank() {
-  for (const char* n : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK"}) {
-    int r = env_int(n);
-    if (r >= 0) return r;
-  }
-  return -1;
-}
-
-int process_world_size() {
-  for (const char* n : {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    int r = env_int(n);
-    if (r > 0) return r;
-  }
-  return -1;
-}
-
-report::Process process_facts(uint64_t start_unix_ns) {
-  report::Process p;
-  p.pid = getpid();
-  p.host = hostname();
-  p.argv = process_argv();
-  p.start_time_unix_ns = start_unix_ns;
-  p.rank = process_rank();
-  p.world_size = process_world_size();
-  p.local_rank = env_int("LOCAL_RANK");
-  if (p.local_rank < 0) p.local_rank = env_int("SLURM_LOCALID");
-  const Driver& d = driver();
-  if (d.DriverGetVersion) d.DriverGetVersion(&p.driver_version);
-  // A shared cudart (PyTorch's) answers without touching the dead context; a static one is invisible here.
-  using RuntimeVersionFn = int (*)(int*);
-  if (auto rv = reinterpret_cast<RuntimeVersionFn>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")))
-    if (rv(&p.runtime_version) != 0) p.runtime_version = 0;
-  DeviceInfo dev;  // named at a launch, while the context was alive
-  if (context_device(0, &dev)) p.gpu = dev.name;
-  return p;
 }
 
 // Line n (1-based) of `text`, stripped.
@@ -193,11 +130,6 @@ report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std
   return l;
 }
 
-std::string trace_path_for_process(uint64_t start_unix_ns) {
-  return report::expand_trace_pattern(config().trace_pattern, hostname(), getpid(), process_rank(),
-                                      start_unix_ns / 1000000000ull);
-}
-
 ReportBuilder::ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Native native)
     : s_(snapshot), native_(native) {
   ring_.reserve(s_.ring.size());
@@ -209,7 +141,7 @@ void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
   o.rank = process_rank();
   o.world_size = process_world_size();
   o.pid = getpid();
-  o.host = hostname();
+  o.host = host_name();
   DeviceInfo dev;
   if (context_device(ctx_id, &dev)) {
     o.gpu_ordinal = dev.ordinal;
@@ -350,8 +282,8 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
 report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {
   const FaultSnapshot& s = s_;
   report::TraceData t;
-  t.cdsa_version = CDSA_VERSION;
-  t.config = config_text();
+  t.cdsa.version = CDSA_VERSION;
+  t.cdsa.config = config_text();
   t.process = process_facts(start_unix_ns);
   t.modules = sym_.modules();
   std::vector<uint32_t> ids;
@@ -367,7 +299,7 @@ report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  for (uint32_t id : ids) t.stacks.emplace_back(id, stack(id));
+  for (uint32_t id : ids) t.stacks.push_back({id, stack(id)});
   t.launches = ring_;
   for (const auto& v : s.streams) t.streams.push_back({v.id, v.launched, v.landed, v.marks});
   return t;

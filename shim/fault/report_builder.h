@@ -52,8 +52,9 @@ class ReportBuilder {
   // A stack of the snapshot: Python frames with their source lines, native frames symbolized (empty for an id
   // the snapshot does not hold).
   report::CallStack stack(uint32_t stack_id);
-  // The stack of the call that surfaced the fault.
+  // The stack of the call that surfaced the fault, and its id.
   report::CallStack surfaced_stack() { return stack(s_.surfaced_stack); }
+  uint32_t surfaced_stack_id() const { return s_.surfaced_stack; }
   // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
   void add_attribution(const AttributionResult& result, report::FaultReport* rep);
   // Who reports: the rank (read now), pid, host, and the GPU of context `ctx_id` (0: the first one noted).
@@ -79,7 +80,5 @@ class ReportBuilder {
 // A record as the report and the trace keep it (kernel name demangled, kind spelled out); `names` gives the
 // kernel names (FaultSnapshot::kernel_names).
 report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names);
-// Where this process's trace file goes (CDSA_TRACE_FILE expanded).
-std::string trace_path_for_process(uint64_t start_unix_ns);
 
 }  // namespace cdsa

@@ -64,11 +64,14 @@ def blank_native_names(stack):
 
 def stripped_copy(trace):
     """A copy of the trace file, beside it, with the native frames' recorded names removed from the report's
-    stacks (what the offline pass must restore)."""
+    stacks (what the offline pass must restore). The report names its stacks by id; each is stored once, under
+    "stacks"."""
     data = json.loads(trace.read_text())
-    blank_native_names(data["report"]["surfaced_stack"])
-    for c in data["report"]["candidates"]:
-        blank_native_names(c["stack"])
+    ids = {data["report"]["surfaced_stack_id"]} | {c["launch"]["stack_id"] for c in data["report"]["candidates"]}
+    assert None not in ids
+    for s in data["stacks"]:
+        if s["id"] in ids:
+            blank_native_names(s["stack"])
     stripped = trace.parent / "stripped.json"
     stripped.write_text(json.dumps(data))
     return stripped
@@ -113,15 +116,23 @@ def test_rebuilt_binary_is_detected_by_build_id(tmp_path):
 
 
 def test_report_json_is_the_stored_report(tmp_path):
+    """--json prints the stored report object, with each stack it names by id also in place."""
     run = run_python("nll_loss.py", 10, cwd=tmp_path)
     trace = one_trace(run)
     rep = cdsa("report", "--json", trace.name, cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     got = json.loads(rep.stdout)
-    stored = json.loads(trace.read_text())["report"]
+    data = json.loads(trace.read_text())
+    stored = data["report"]
+    stacks = {s["id"]: s["stack"] for s in data["stacks"]}
     assert got["trace_path"] == trace.name
     got["trace_path"] = stored["trace_path"]
+    assert got.pop("surfaced_stack") == stacks[stored["surfaced_stack_id"]]
+    assert stacks[stored["surfaced_stack_id"]]["python"], stacks
+    for c in got["candidates"]:
+        assert c.pop("stack") == stacks[c["launch"]["stack_id"]]
     assert got == stored
+    assert "stack" not in stored["candidates"][0] and "surfaced_stack" not in stored  # stored once, by id
     assert stored["fault_time_unix_ns"] > json.loads(trace.read_text())["process"]["start_time_unix_ns"]
 
 
@@ -144,7 +155,7 @@ def hostile_inputs(good):
         "truncated-at-1": good[:1],
         "array": "[1, 2, 3]",
         "wrong-format": json.dumps(dict(data, format="perfetto")),
-        "wrong-version": json.dumps(dict(data, version=2)),
+        "wrong-version": json.dumps(dict(data, version=3)),
         "deep": "[" * 100000 + "]" * 100000,
         "deep-object": '{"a":' * 5000 + "1" + "}" * 5000,
         "huge-number": good.replace('"code":710', '"code":1e400', 1),
@@ -514,3 +525,35 @@ def test_export_several_ranks_into_one_timeline(tmp_path):
     assert max(e["ts"] for e in by_rank[1]) < min(e["ts"] for e in by_rank[0])
     bad = cdsa("export", "--chrome", files[0].name, "missing.json", cwd=tmp_path)
     assert bad.returncode == 1 and bad.stdout == "" and bad.stderr.startswith("cdsa export: missing.json: ")
+
+
+V1 = pathlib.Path(__file__).resolve().parents[1] / "data" / "trace-v1"
+V1_FILES = ["nll", "graph", "autograd", "native", "profile_exit"]
+
+
+@pytest.mark.parametrize("name", V1_FILES)
+def test_version_1_files_still_read(name):
+    """Real version 1 trace files (tests/data/trace-v1, written by cdsa before stacks were stored once: each report
+    stack in place and again under "stacks"): `cdsa report` prints what that cdsa printed from them
+    (NAME.report.txt, made with --no-resymbolize), with and without the offline pass."""
+    assert json.loads((V1 / f"{name}.json").read_text())["version"] == 1
+    want = (V1 / f"{name}.report.txt").read_text()
+    for args in (["--no-resymbolize"], []):
+        rep = cdsa("report", *args, f"{name}.json", cwd=V1)
+        assert rep.returncode == 0, rep.stderr
+        if args or name not in ("native", "autograd"):  # the offline pass may fill names the run lacked
+            assert rep.stdout == want, args
+    as_json = json.loads(cdsa("report", "--json", f"{name}.json", cwd=V1).stdout)
+    if name != "profile_exit":
+        assert as_json["surfaced_stack"]["python"] or as_json["surfaced_stack"]["native"]
+        assert all(c["stack"]["python"] or c["stack"]["native"] for c in as_json["candidates"])
+
+
+def test_version_1_files_merge_export_and_profile():
+    """The other readers take version 1 files too: merge, export, top, flame."""
+    rep = cdsa("merge", "nll.json", "native.json", "graph.json", cwd=V1)
+    assert rep.returncode == 0 and "3 trace files: 3 faulted" in rep.stdout, rep.stdout + rep.stderr
+    assert cdsa("top", "profile_exit.json", cwd=V1).stdout.startswith("101 launches from 2 launch sites")
+    assert "fill_f32" in cdsa("flame", "profile_exit.json", cwd=V1).stdout
+    chrome = json.loads(cdsa("export", "--chrome", "nll.json", "graph.json", cwd=V1).stdout)
+    assert chrome["otherData"]["sources"] == ["nll.json", "graph.json"]

@@ -63,7 +63,8 @@ def test_schema_rejects_what_the_reader_rejects(tmp_path):
     v = validator()
     assert v.is_valid(good)
     bad = {
-        "version": dict(good, version=2),
+        "version": dict(good, version=3),
+        "old_version": dict(good, version=1),  # version 1 held the report's stacks in place
         "format": dict(good, format="other"),
         "reason": dict(good, reason="crash"),
         "missing": {k: x for k, x in good.items() if k != "modules"},
@@ -73,7 +74,8 @@ def test_schema_rejects_what_the_reader_rejects(tmp_path):
     grid["report"]["candidates"][0]["launch"]["grid"] = [1, 2]
     bad["grid"] = grid
     pc = json.loads(json.dumps(good))
-    pc["report"]["surfaced_stack"]["native"][0]["pc"] = 12345
+    surfaced = next(s for s in pc["stacks"] if s["id"] == pc["report"]["surfaced_stack_id"])
+    surfaced["stack"]["native"][0]["pc"] = 12345
     bad["pc_number"] = pc
     for name, doc in bad.items():
         assert not v.is_valid(doc), name

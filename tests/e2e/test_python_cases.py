@@ -188,12 +188,12 @@ def test_trace_file_is_private_and_matches_the_report(tmp_path):
     st = os.lstat(files[0])
     assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_ISREG(st.st_mode)
     t = run.trace()
-    assert t["format"] == "cdsa-trace" and t["version"] == 1
+    assert t["format"] == "cdsa-trace" and t["version"] == 2
     assert f"trace written to {files[0].name}" in run.report or f"trace written to {files[0]}" in run.report
     rep = t["report"]
     assert rep["code"] == 710 and rep["attribution"] == "exact"
     n, _ = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")
-    frames = rep["candidates"][0]["stack"]["python"]
+    frames = {s["id"]: s["stack"] for s in t["stacks"]}[rep["candidates"][0]["launch"]["stack_id"]]["python"]
     assert frames[0]["function"] == "launch" and frames[0]["file"].endswith("simcuda.py")  # innermost first
     assert {"file": str(SCRIPTS / "nll_loss.py"), "function": "compute_loss", "line": n} in [
         {k: f[k] for k in ("file", "function", "line")} for f in frames]

@@ -132,8 +132,8 @@ TEST(ReportWording, TheTraceHoldsTheSnapshotsLaunchesStacksAndProfile) {
   EXPECT_EQ(t.profile.sites[0].count, 5u);
   EXPECT_EQ(t.profile.sites[1].kernel, "");
   ASSERT_EQ(t.stacks.size(), 2u);  // each stack once, by id
-  EXPECT_EQ(t.stacks[0].first, kStackA);
-  EXPECT_EQ(t.stacks[0].second.python.at(0).function, "step");
+  EXPECT_EQ(t.stacks[0].id, kStackA);
+  EXPECT_EQ(t.stacks[0].stack.python.at(0).function, "step");
 }
 
 }  // namespace

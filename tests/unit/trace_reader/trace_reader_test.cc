@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "report/trace.h"
 #include "report/trace_reader.h"
@@ -48,8 +49,8 @@ Launch sample_launch(uint64_t seq) {
 
 TraceData sample_trace() {
   TraceData t;
-  t.cdsa_version = "0.1.0";
-  t.config = {{"native_depth", "48"}, {"trace_file", "cdsa-%h-%p.json"}};
+  t.cdsa.version = "0.1.0";
+  t.cdsa.config = {{"native_depth", "48"}, {"trace_file", "cdsa-%h-%p.json"}};
   t.process = {4242,  "node-17",    {"python3", "-c", "print(\"\\n\")"}, 1795984067852451555ull, 3, 64, 1,
                13000, "NVIDIA H200", 13000};
   t.modules.push_back({"/usr/bin/python3.11",
@@ -57,8 +58,8 @@ TraceData sample_trace() {
                        0x55d74942f000ull,
                        {{0x55d74942f000ull, 0x55d74942f760ull}, {0x55d749430000ull, 0x55d749430155ull}}});
   t.modules.push_back({"linux-vdso.so.1", "", 0, {}});
-  t.stacks.emplace_back(3, sample_stack(1));
-  t.stacks.emplace_back(9, CallStack{});
+  t.stacks.push_back({3, sample_stack(1)});
+  t.stacks.push_back({9, CallStack{}});
   t.launches = {sample_launch(1), sample_launch(2)};
   t.streams.push_back({1, 10, 9, true});
   t.streams.push_back({(1ull << 63) | 5, 0, 0, false});
@@ -70,14 +71,16 @@ TraceData sample_trace() {
   r.error_string = "device-side assert triggered";
   r.surfaced_call = "cuMemcpyDtoH_v2";
   r.surfaced_tid = 4242;
+  r.surfaced_stack_id = 5;  // not under stacks: the writer adds it
   r.surfaced_stack = sample_stack(2);
   r.attribution = Attribution::Ambiguous;
   Candidate c;
   c.launch = sample_launch(1);
-  c.stack = sample_stack(3);
+  c.stack = sample_stack(1);  // stack 3, as the launch says
   c.pending = 2;
   c.why = "first unfinished launch";
   c.graph_nodes.push_back({sample_launch(2), sample_stack(4)});
+  c.graph_nodes.back().launch.stack_id = 11;  // not under stacks either
   r.candidates.push_back(c);
   r.candidates.push_back(Candidate{});
   r.device_asserts = base::parse_device_asserts(
@@ -113,6 +116,76 @@ TEST(TraceReader, ReadsBackEverythingTheWriterWrites) {
   EXPECT_EQ(tf.data.report.device_asserts[0].condition, "t >= 0");
   EXPECT_EQ(tf.data.report.device_asserts[1].function, "");
   EXPECT_EQ(tf.data.report.device_asserts[1].message, "a line the driver printed that is no assert line");
+}
+
+// Version 2 stores each stack once, under "stacks": the report names them by id, and reading fills them in.
+TEST(TraceReader, EachStackIsStoredOnce) {
+  TraceData t = sample_trace();
+  const std::string text = trace_to_json(t);
+  // sample_stack(1) is stack 3: the launches' stack, the candidate's and the profile's, written once.
+  const std::string line = "\"line\":43,";
+  EXPECT_EQ(text.find(line), text.rfind(line)) << text;
+  EXPECT_EQ(text.find("\"surfaced_stack\""), std::string::npos);
+  EXPECT_EQ(text.find("\"stack\":{\"python\""), text.find("{\"id\":3,\"stack\":") + 8);
+  TraceFile tf;
+  std::string error;
+  ASSERT_TRUE(parse_trace(text, &tf, &error)) << error;
+  std::vector<uint32_t> ids;
+  for (const auto& e : tf.data.stacks) ids.push_back(e.id);
+  EXPECT_EQ(ids, (std::vector<uint32_t>{3, 5, 9, 11}));  // the report's surfaced stack and graph node's joined
+  const FaultReport& r = tf.data.report;
+  EXPECT_EQ(r.surfaced_stack_id, 5u);
+  EXPECT_EQ(r.surfaced_stack.python.at(0).line, 44);
+  EXPECT_EQ(r.candidates[0].stack.python.at(0).line, 43);
+  EXPECT_EQ(r.candidates[0].graph_nodes[0].stack.python.at(0).line, 46);
+  EXPECT_TRUE(r.candidates[1].stack.python.empty());  // a candidate without a stack keeps none
+}
+
+// The report alone (cdsa report --json, the Python API) holds its stacks in place, beside their ids.
+TEST(TraceReader, TheReportAloneHoldsItsStacks) {
+  TraceData t = sample_trace();
+  const std::string json = report_to_json(t.report);
+  EXPECT_NE(json.find("\"surfaced_stack_id\":5,\"surfaced_stack\":{\"python\":[{\"file\":\"/src/train.py\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"stack_id\":3,"), std::string::npos);
+  EXPECT_NE(json.find("\"stack\":{\"python\":[{\"file\":\"/src/train.py\",\"function\":\"Model.forward\",\"line\":43"),
+            std::string::npos);
+  EXPECT_EQ(json.find('\n'), std::string::npos);
+}
+
+// Real files of version 1, written by cdsa before stacks were stored once (tests/data/trace-v1: a Python fault,
+// a graph replay, an autograd backward launch, a native program, an exit trace with a profile): each reads, its
+// report stacks filled, and written again as version 2 it reads back the same.
+TEST(TraceReader, ReadsVersionOneFiles) {
+  for (const char* name : {"nll", "graph", "autograd", "native", "profile_exit"}) {
+    SCOPED_TRACE(name);
+    std::string path = std::string(CDSA_TRACE_V1_DIR) + "/" + name + ".json";
+    TraceFile tf;
+    std::string error;
+    ASSERT_TRUE(read_trace_file(path, &tf, &error)) << error;
+    std::stringstream raw;
+    raw << std::ifstream(path).rdbuf();
+    EXPECT_NE(raw.str().find("\"version\":1,"), std::string::npos);
+    const TraceData& t = tf.data;
+    if (t.has_fault) {
+      EXPECT_FALSE(t.report.surfaced_stack.python.empty() && t.report.surfaced_stack.native.empty());
+      EXPECT_NE(t.report.surfaced_stack_id, 0xffffffffu);  // given the first free id
+      ASSERT_FALSE(t.report.candidates.empty());
+      for (const auto& c : t.report.candidates)
+        EXPECT_FALSE(c.stack.python.empty() && c.stack.native.empty());
+    }
+    const std::string v2 = trace_to_json(t);
+    EXPECT_NE(v2.find("\"version\":2,"), std::string::npos);
+    TraceFile again;
+    ASSERT_TRUE(parse_trace(v2, &again, &error)) << error;
+    EXPECT_EQ(trace_to_json(again.data), v2);
+    EXPECT_EQ(format_report_text(again.data.report), format_report_text(t.report));
+    EXPECT_EQ(again.data.stacks.size(), t.stacks.size());
+    if (std::string(name) == "graph") EXPECT_FALSE(t.report.candidates[0].graph_nodes.at(0).stack.python.empty());
+    if (std::string(name) == "autograd") EXPECT_FALSE(t.report.candidates[0].forward_candidates.empty());
+    if (std::string(name) == "profile_exit") EXPECT_TRUE(t.has_profile && !t.has_fault);
+  }
 }
 
 TEST(TraceReader, ExitTraceWithoutProfileOrFaultTime) {
@@ -181,8 +254,9 @@ TEST(TraceReader, EachBadFieldIsNamed) {
   const std::string good = trace_to_json(sample_trace());
   const BadCase cases[] = {
       {"format", "\"cdsa-trace\"", "\"chrome\"", "not a cdsa trace file"},
-      {"version", "\"version\":1", "\"version\":2", "unsupported trace version 2"},
-      {"version-string", "\"version\":1", "\"version\":\"1\"", "unsupported trace version"},
+      {"version", "\"version\":2", "\"version\":3", "unsupported trace version 3 (this cdsa reads versions 1 to 2)"},
+      {"version-0", "\"version\":2", "\"version\":0", "unsupported trace version 0"},
+      {"version-string", "\"version\":2", "\"version\":\"2\"", "unsupported trace version"},
       {"reason", "\"reason\":\"fault\"", "\"reason\":\"oops\"", "reason: expected fault or exit"},
       {"pid", "\"pid\":4242", "\"pid\":\"4242\"", "process.pid: expected an integer"},
       {"rank", "\"rank\":3", "\"rank\":-2", "process.rank: expected an integer in -1.."},
@@ -207,6 +281,12 @@ TEST(TraceReader, EachBadFieldIsNamed) {
       {"report-type", "\"report\":{", "\"report\":7,\"old\":{", "report: expected an object or null"},
       {"config", "\"native_depth\":\"48\"", "\"native_depth\":48", "cdsa.config.native_depth: expected a string"},
       {"missing", "\"streams\":", "\"streamz\":", "missing field \"streams\""},
+      {"surfaced-id", "\"surfaced_stack_id\":5", "\"surfaced_stack_id\":6",
+       "report.surfaced_stack_id: stack 6 is not in stacks"},
+      {"surfaced-id-missing", "\"surfaced_stack_id\":5,", "", "report: missing field \"surfaced_stack_id\""},
+      {"node-stack", "\"stack_id\":11", "\"stack_id\":12",
+       "report.candidates[0].graph_nodes[0].launch.stack_id: stack 12 is not in stacks"},
+      {"stack-twice", "\"id\":9", "\"id\":3", "stack 3 is listed twice"},
   };
   for (const auto& c : cases) {
     TraceFile tf;
