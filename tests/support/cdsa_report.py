@@ -1,5 +1,5 @@
 """Reading cdsa's report out of a program's output: one module for the end-to-end tests (tests/e2e/conftest.py and
-the test files), the wheel's tests (tests/wheel) and the GPU suite (integration/gpu/suite.py). The GPU machine gets
+the test files), the wheel's tests (tests/wheel) and the GPU suite (integration/gpu/suite*.py). The GPU machine gets
 only the checkout, so this file uses the standard library alone and imports nothing else from tests/.
 
 The report as report/format_text.cc prints it: a blank line, the banner line, the report's lines, the closing rule.
