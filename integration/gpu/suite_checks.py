@@ -3,7 +3,7 @@ through tests/support/cdsa_report.py) and return (verdict, evidence). test_suite
 import re
 
 from suite_procs import CASES  # first: it puts tests/support on sys.path
-from cdsa_report import BANNER, kernel_name, marker_line  # noqa: E402
+from cdsa_report import kernel_name, marker_line, report_span  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -133,11 +133,11 @@ def check_report_first(r, script, marker, kernel):
     ok, ev = check_named(r, script, marker, kernel)
     if r.reports != 1:
         return False, ev
-    b = r.err.find(BANNER)
-    end = r.err.find("\n=====", b + len(BANNER) + 30)
+    span = report_span(r.err)
     own = JOB_ERROR_LINES.search(r.err)
-    if end < 0:
+    if not span.closed:
         return False, ev + "; the report never ended"
+    end = span.close
     if own and own.start() < end:
         first = r.err[own.start():].splitlines()[0]
         return False, ev + f"; the job's own line came first: {short(first, 80)}"

@@ -15,7 +15,8 @@ import subprocess
 
 import pytest
 
-from conftest import BANNER, LIBCDSA, PROGRAMS, SANITIZED, SIMDIR, py_frame, run_program, run_python
+from cdsa_report import report_span
+from conftest import LIBCDSA, PROGRAMS, SANITIZED, SIMDIR, py_frame, run_program, run_python
 
 CASES = PROGRAMS / "e2e_driver_cases"
 SOURCE = pathlib.Path(__file__).resolve().parent / "programs" / "driver_cases.cc"
@@ -205,16 +206,13 @@ NOTE_LINE = re.compile(r"cdsa(\[rank \d+\])?: (the CUDA fault|cdsa could not nam
 
 def without_report(err):
     """stderr with cdsa's report (the blank line it starts with, its banner line to its closing ===== line) cut out."""
-    i = err.find(BANNER)
-    assert i >= 0, err
-    i = err.rfind("\n", 0, i) + 1
-    j = err.find("\n=====", i + len(BANNER))
-    j = err.find("\n", j + 1) + 1
-    before = err[:i]
+    s = report_span(err)
+    assert s is not None and s.closed, err
+    before = err[:s.begin + 1]
     if before.endswith("\n\n"):
         before = before[:-1]
     # The note cdsa adds to the end of the program's traceback (docs/python.md) goes too.
-    after = "".join(l for l in err[j:].splitlines(True) if not NOTE_LINE.match(l))
+    after = "".join(l for l in err[s.end:].splitlines(True) if not NOTE_LINE.match(l))
     return before + after
 
 
