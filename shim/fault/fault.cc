@@ -24,6 +24,7 @@
 #include "shim/fault/attribution.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
+#include "shim/fault/exit_probe.h"
 #include "shim/fault/fault_snapshot.h"
 #include "shim/common/log.h"
 #include "shim/record/recorder.h"
@@ -99,46 +100,34 @@ void exit_probe() {
     const Driver& d = driver();
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
-    // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
-    CUresult torn_down = CUDA_SUCCESS;  // what the last poll heard from a stream with a missing mark
     // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
     // finished stream reads as finished.
     flush_all_breadcrumbs(guard);
-    for (;;) {
-      bool pending = false;
-      torn_down = CUDA_SUCCESS;
-      for (const auto& s : stream_views()) {
-        // A stream whose every enqueued mark landed and whose tail was flushed above is done. One whose tail could
-        // not be flushed from here (another thread's per-thread stream) is queried but not waited for.
-        if (s.marks && s.landed >= s.marked && s.marked >= s.launched) continue;
-        pending = pending || (s.marks && s.landed < s.marked);
-        // The query runs in the stream's context: a sticky error it finds is that context's.
-        StreamState* st = stream_state(s.slot);
-        if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
-        CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
-        if (is_sticky_fault(r)) {
-          on_sticky_fault(r, "exit probe (cuStreamQuery at process exit)");
-          return;
-        }
-        if (s.marks && is_torn_down(r)) torn_down = r;
-      }
-      if (!pending) break;
-      timespec now;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-      if (elapsed_ms >= c.exit_probe_ms) {
-        // A torn-down context runs nothing more: a mark still missing now belongs to a launch that never finished
-        // (a context is torn down only after its work has drained, unless that work faulted).
-        if (torn_down != CUDA_SUCCESS) {
-          on_sticky_fault(torn_down,
-                          "exit probe (the driver was torn down before cdsa's exit probe ran; the "
-                          "breadcrumbs show a launch that never finished)");
-          return;
-        }
-        break;
-      }
-      usleep(200);
+    // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
+    // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
+    ExitProbeResult probe = poll_streams_at_exit(
+        [] { return stream_views(); },
+        [&d](const StreamView& s) {
+          // The query runs in the stream's context: a sticky error it finds is that context's.
+          StreamState* st = stream_state(s.slot);
+          if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+          return d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+        },
+        [&start] {
+          timespec now;
+          clock_gettime(CLOCK_MONOTONIC, &now);
+          return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        },
+        [] { usleep(200); }, c.exit_probe_ms);
+    if (probe.verdict == ExitProbeVerdict::StickyFault) {
+      on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
+      return;
+    }
+    if (probe.verdict == ExitProbeVerdict::TornDown) {
+      on_sticky_fault(probe.result,
+                      "exit probe (the driver was torn down before cdsa's exit probe ran; the "
+                      "breadcrumbs show a launch that never finished)");
+      return;
     }
   }
   if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {

@@ -1,0 +1,59 @@
+// The exit probe's poll (shim/fault/fault.cc's exit_probe): at exit, the streams whose marks have not all landed
+// are queried until they finish, a query answers a sticky fault, or the time runs out. A pure function of what it
+// is handed, so that tests/unit/exit_probe drives it with made-up streams, answers and a clock.
+// Not thread-safe by itself (the caller's callbacks decide); allocates only what `views` returns; no lock.
+#pragma once
+
+#include <cuda.h>
+
+#include "shim/common/driver.h"
+#include "shim/fault/fault_snapshot.h"
+
+namespace cdsa {
+
+enum class ExitProbeVerdict {
+  Finished,    // no stream has a mark missing: nothing to report
+  TimedOut,    // a mark is still missing after the wait, and no query said why: nothing to report
+  StickyFault, // a query answered a sticky fault (`result`): report it
+  TornDown,    // after the wait, a mark is missing and a stream with marks answered that its context is gone
+               // (`result`): the breadcrumbs show a launch that never finished, report it
+};
+
+struct ExitProbeResult {
+  ExitProbeVerdict verdict = ExitProbeVerdict::Finished;
+  CUresult result = CUDA_SUCCESS;
+};
+
+// views() -> the streams as their breadcrumbs see them now (stream_views()); query(view) -> what cuStreamQuery
+// answers for it (in its context); elapsed_ms() -> time since the probe began; pause() between polls.
+//
+// A stream whose every enqueued mark landed and whose tail is flushed (marked >= launched) is done and not queried.
+// Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting:
+// a stream without marks, or whose tail could not be flushed (another thread's per-thread stream), is queried
+// but not waited for. A torn-down answer (driver.h's is_torn_down) counts only from a stream with marks, and only
+// in the last poll.
+template <class Views, class Query, class ElapsedMs, class Pause>
+ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& elapsed_ms, Pause&& pause,
+                                     long timeout_ms) {
+  for (;;) {
+    bool pending = false;
+    CUresult torn_down = CUDA_SUCCESS;  // what this poll heard from a stream with marks
+    for (const StreamView& s : views()) {
+      if (s.marks && s.landed >= s.marked && s.marked >= s.launched) continue;
+      pending = pending || (s.marks && s.landed < s.marked);
+      CUresult r = query(s);
+      if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};
+      if (s.marks && is_torn_down(r)) torn_down = r;
+    }
+    if (!pending) return {ExitProbeVerdict::Finished, CUDA_SUCCESS};
+    if (elapsed_ms() >= timeout_ms) {
+      // A torn-down context runs nothing more: a mark still missing now belongs to a launch that never finished
+      // (a context is torn down only after its work has drained, unless that work faulted).
+      if (torn_down != CUDA_SUCCESS) return {ExitProbeVerdict::TornDown, torn_down};
+      return {ExitProbeVerdict::TimedOut, CUDA_SUCCESS};
+    }
+    pause();
+  }
+}
+
+}  // namespace cdsa

@@ -1,0 +1,184 @@
+// The exit probe's poll (shim/fault/exit_probe.h) over made-up streams: which streams it queries, which it waits
+// for, what ends the wait, and which answers it reports. The clock is a counter (one millisecond per reading), so
+// nothing here depends on time.
+#include "shim/fault/exit_probe.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+namespace cdsa {
+namespace {
+
+StreamView stream(int slot, uint64_t launched, uint64_t marked, uint64_t landed, bool marks = true) {
+  StreamView v;
+  v.slot = slot;
+  v.id = static_cast<uint64_t>(slot) + 1;
+  v.launched = launched;
+  v.marked = marked;
+  v.landed = landed;
+  v.marks = marks;
+  return v;
+}
+
+// One probe over `streams`: `answer(slot, poll)` is what cuStreamQuery says for that stream in that poll (0-based);
+// `land(poll, streams)` may change the streams before each poll (a mark landing).
+struct Probe {
+  std::vector<StreamView> streams;
+  std::function<CUresult(int slot, int poll)> answer = [](int, int) { return CUDA_SUCCESS; };
+  std::function<void(int poll, std::vector<StreamView>&)> land = [](int, std::vector<StreamView>&) {};
+  long timeout_ms = 2000;
+
+  int polls = 0;
+  long now_ms = 0;
+  int pauses = 0;
+  std::vector<int> queried;  // slots, in query order
+
+  ExitProbeResult run() {
+    return poll_streams_at_exit(
+        [this] {
+          land(polls, streams);
+          ++polls;
+          return streams;
+        },
+        [this](const StreamView& s) {
+          queried.push_back(s.slot);
+          return answer(s.slot, polls - 1);
+        },
+        [this] { return now_ms++; }, [this] { ++pauses; }, timeout_ms);
+  }
+};
+
+TEST(ExitProbe, NoStreamsIsFinishedAtOnce) {
+  Probe p;
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(p.polls, 1);
+  EXPECT_TRUE(p.queried.empty());
+}
+
+TEST(ExitProbe, AStreamWhoseMarksAllLandedIsNotQueried) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 5), stream(1, 3, 3, 3)};
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_TRUE(p.queried.empty());
+  EXPECT_EQ(p.pauses, 0);
+}
+
+TEST(ExitProbe, WaitsForAMissingMarkUntilItLands) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 2), stream(1, 4, 4, 4)};
+  p.land = [](int poll, std::vector<StreamView>& s) {
+    if (poll == 3) s[0].landed = 5;
+  };
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(p.polls, 4);
+  EXPECT_EQ(p.pauses, 3);
+  EXPECT_EQ(p.queried, (std::vector<int>{0, 0, 0}));  // stream 1 is done and never queried; poll 3 skips stream 0
+}
+
+TEST(ExitProbe, AStickyAnswerEndsTheProbeAndIsReported) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 2), stream(1, 5, 5, 1), stream(2, 5, 5, 0)};
+  p.answer = [](int slot, int poll) { return slot == 1 && poll == 2 ? CUDA_ERROR_ASSERT : CUDA_SUCCESS; };
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::StickyFault);
+  EXPECT_EQ(r.result, CUDA_ERROR_ASSERT);
+  EXPECT_EQ(p.polls, 3);
+  EXPECT_EQ(p.queried, (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1}));  // stream 2 is not asked after the fault
+}
+
+TEST(ExitProbe, EveryStickyFaultCountsNotOnlyTheAssert) {
+  for (CUresult sticky : {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_CONTAINED}) {
+    Probe p;
+    p.streams = {stream(0, 1, 1, 0)};
+    p.answer = [sticky](int, int) { return sticky; };
+    ExitProbeResult r = p.run();
+    EXPECT_EQ(r.verdict, ExitProbeVerdict::StickyFault) << sticky;
+    EXPECT_EQ(r.result, sticky);
+  }
+}
+
+TEST(ExitProbe, AMarkThatNeverLandsTimesOutWithoutAReport) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 2)};
+  p.timeout_ms = 50;
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::TimedOut);
+  EXPECT_EQ(r.result, CUDA_SUCCESS);
+  EXPECT_EQ(p.polls, 51);  // readings 0..50: the one that reads 50 ends it
+  EXPECT_EQ(p.pauses, 50);
+}
+
+TEST(ExitProbe, ATornDownContextWithAMissingMarkIsReportedAfterTheWait) {
+  for (CUresult gone : {CUDA_ERROR_DEINITIALIZED, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_CONTEXT_IS_DESTROYED}) {
+    Probe p;
+    p.streams = {stream(0, 5, 5, 2)};
+    p.timeout_ms = 10;
+    p.answer = [gone](int, int) { return gone; };
+    ExitProbeResult r = p.run();
+    EXPECT_EQ(r.verdict, ExitProbeVerdict::TornDown) << gone;
+    EXPECT_EQ(r.result, gone);
+    EXPECT_EQ(p.polls, 11) << "not before the wait is over";
+  }
+}
+
+TEST(ExitProbe, OnlyTheLastPollsTornDownAnswerCounts) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 2)};
+  p.timeout_ms = 3;
+  p.answer = [](int, int poll) { return poll < 3 ? CUDA_ERROR_DEINITIALIZED : CUDA_SUCCESS; };
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::TimedOut);
+}
+
+TEST(ExitProbe, AStreamWithoutMarksIsQueriedOnceAndNotWaitedFor) {
+  Probe p;  // breadcrumbs off: `landed` means nothing
+  p.streams = {stream(0, 5, 5, 0, /*marks=*/false)};
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(p.queried, (std::vector<int>{0}));
+
+  Probe torn;  // its torn-down answer says nothing: no breadcrumb says a launch never finished
+  torn.streams = {stream(0, 5, 0, 0, false), stream(1, 5, 5, 4)};
+  torn.timeout_ms = 2;
+  torn.answer = [](int slot, int) { return slot == 0 ? CUDA_ERROR_DEINITIALIZED : CUDA_SUCCESS; };
+  EXPECT_EQ(torn.run().verdict, ExitProbeVerdict::TimedOut);
+
+  Probe fault;  // but a sticky answer is a fault whatever the stream
+  fault.streams = {stream(0, 5, 0, 0, false)};
+  fault.answer = [](int, int) { return CUDA_ERROR_ILLEGAL_ADDRESS; };
+  EXPECT_EQ(fault.run().verdict, ExitProbeVerdict::StickyFault);
+}
+
+TEST(ExitProbe, AnUnflushedTailIsQueriedButNotWaitedFor) {
+  // Another thread's per-thread stream: its last launches share a mark this thread could not enqueue.
+  Probe p;
+  p.streams = {stream(0, 7, 5, 5)};
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(p.queried, (std::vector<int>{0}));
+  EXPECT_EQ(p.pauses, 0);
+
+  Probe fault;
+  fault.streams = {stream(0, 7, 5, 5)};
+  fault.answer = [](int, int) { return CUDA_ERROR_ASSERT; };
+  EXPECT_EQ(fault.run().verdict, ExitProbeVerdict::StickyFault);
+}
+
+TEST(ExitProbe, ATimeoutOfZeroStillPollsOnce) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 2)};
+  p.timeout_ms = 0;
+  p.answer = [](int, int) { return CUDA_ERROR_ASSERT; };
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::StickyFault);
+
+  Probe quiet;
+  quiet.streams = {stream(0, 5, 5, 2)};
+  quiet.timeout_ms = 0;
+  EXPECT_EQ(quiet.run().verdict, ExitProbeVerdict::TimedOut);
+  EXPECT_EQ(quiet.polls, 1);
+  EXPECT_EQ(quiet.pauses, 0);
+}
+
+}  // namespace
+}  // namespace cdsa
