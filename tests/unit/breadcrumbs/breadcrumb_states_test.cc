@@ -1,0 +1,238 @@
+// The breadcrumb state machine (shim/record/breadcrumbs.h) over a registered slot array and a driver table this file
+// defines (record and common stages only): a launch's mark deferred, then enqueued by the stream's next operation
+// (it lands), folded by a PDL launch (the next mark covers both), lost by a failed write (joins the next mark's
+// group), kept by a sticky one (the stream's marks stay exact), and flushed at exit by flush_all_breadcrumbs: created
+// streams, the NULL stream in its own context, a per-thread default stream only from its own thread.
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/common/reentrancy.h"
+#include "shim/record/breadcrumbs.h"
+#include "shim/record/recorder.h"
+
+namespace cdsa {
+namespace {
+
+struct Write {
+  uintptr_t stream;
+  uint64_t value;
+  uintptr_t ctx;  // the current context when it was enqueued
+};
+
+struct FakeDriver {
+  std::mutex mu;
+  std::vector<Write> writes;
+  CUresult write_result = CUDA_SUCCESS;  // what cuStreamWriteValue64 answers (the mark lands only on success)
+  uintptr_t current = 0xc1;              // the calling thread's context (one for the whole test)
+};
+FakeDriver g_fake;
+
+}  // namespace
+
+const Driver& driver() noexcept {
+  static const Driver d = [] {
+    Driver t;
+    // Host memory is device memory here: a mark lands as it is written.
+    t.MemHostRegister = [](void*, size_t, unsigned) { return CUDA_SUCCESS; };
+    t.MemHostGetDevicePointer = [](CUdeviceptr* d, void* p, unsigned) {
+      *d = reinterpret_cast<CUdeviceptr>(p);
+      return CUDA_SUCCESS;
+    };
+    t.CtxGetDevice = [](CUdevice* d) {
+      *d = 0;
+      return CUDA_SUCCESS;
+    };
+    t.DeviceGetAttribute = [](int* v, CUdevice_attribute, CUdevice) {
+      *v = 1;  // 64-bit stream memory operations
+      return CUDA_SUCCESS;
+    };
+    t.CtxGetCurrent = [](CUcontext* c) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      *c = reinterpret_cast<CUcontext>(g_fake.current);
+      return CUDA_SUCCESS;
+    };
+    t.CtxSetCurrent = [](CUcontext c) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      g_fake.current = reinterpret_cast<uintptr_t>(c);
+      return CUDA_SUCCESS;
+    };
+    t.StreamWriteValue64 = [](CUstream s, CUdeviceptr at, cuuint64_t v, unsigned) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      g_fake.writes.push_back({reinterpret_cast<uintptr_t>(s), v, g_fake.current});
+      if (g_fake.write_result == CUDA_SUCCESS) *reinterpret_cast<uint64_t*>(at) = v;
+      return g_fake.write_result;
+    };
+    return t;
+  }();
+  return d;
+}
+
+namespace {
+
+CUstream handle(uintptr_t v) { return reinterpret_cast<CUstream>(v); }
+
+class BreadcrumbStates : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    load_config();
+    ASSERT_TRUE(recorder_init());
+    InCdsa guard;
+    ASSERT_TRUE(breadcrumbs_init(guard));
+    ASSERT_FALSE(breadcrumbs_32bit());
+  }
+  void SetUp() override {
+    std::lock_guard<std::mutex> lock(g_fake.mu);
+    g_fake.writes.clear();
+    g_fake.write_result = CUDA_SUCCESS;
+    g_fake.current = 0xc1;
+  }
+  // A stream of its own for each test (the table keeps its entries): slot and state, its handle and context as
+  // the launch path's stream cache writes them.
+  int new_stream(uintptr_t h, uintptr_t ctx = 0xc1, uint32_t tid = 0) {
+    int slot = stream_slot(next_id_++);
+    StreamState* st = stream_state(slot);
+    st->last_handle.store(h);
+    st->last_ctx.store(ctx);
+    st->last_tid.store(tid ? tid : static_cast<uint32_t>(syscall(SYS_gettid)));
+    return slot;
+  }
+  // A launch recorded on the stream: its number, its mark deferred.
+  static uint64_t launch(int slot) {
+    StreamState* st = stream_state(slot);
+    uint64_t seq = st->launched.fetch_add(1) + 1;
+    defer_breadcrumb(st, seq);
+    return seq;
+  }
+  static uint64_t marked(int slot) { return stream_state(slot)->breadcrumb_launched.load(); }
+  static uint64_t landed(int slot) { return breadcrumb_landed(slot, marked(slot)); }
+  static std::vector<Write> writes() {
+    std::lock_guard<std::mutex> lock(g_fake.mu);
+    return g_fake.writes;
+  }
+  static inline uint64_t next_id_ = 7000;
+};
+
+TEST_F(BreadcrumbStates, ADeferredMarkIsWrittenByTheNextOperationAndLands) {
+  InCdsa guard;
+  int s = new_stream(0x51);
+  uint64_t seq = launch(s);
+  EXPECT_TRUE(writes().empty());  // deferred: nothing between this launch and the stream's next operation
+  EXPECT_EQ(landed(s), 0u);
+  EXPECT_EQ(settle_breadcrumb(guard, handle(0x51), s, /*fold=*/false), CUDA_SUCCESS);
+  ASSERT_EQ(writes().size(), 1u);
+  EXPECT_EQ(writes()[0].stream, 0x51u);
+  EXPECT_EQ(writes()[0].value, seq);
+  EXPECT_EQ(marked(s), seq);
+  EXPECT_EQ(landed(s), seq);
+  EXPECT_EQ(stream_state(s)->deferred.load(), 0u);
+  EXPECT_EQ(settle_breadcrumb(guard, handle(0x51), s, false), CUDA_SUCCESS);  // nothing deferred: no write
+  EXPECT_EQ(writes().size(), 1u);
+}
+
+TEST_F(BreadcrumbStates, APdlLaunchFoldsTheMarkAndItsOwnCoversBoth) {
+  InCdsa guard;
+  int s = new_stream(0x52);
+  uint64_t primary = launch(s);
+  settle_breadcrumb(guard, handle(0x52), s, /*fold=*/true);  // the next launch is a PDL secondary
+  EXPECT_TRUE(writes().empty());
+  EXPECT_EQ(marked(s), 0u);
+  uint64_t secondary = launch(s);
+  settle_breadcrumb(guard, handle(0x52), s, false);
+  ASSERT_EQ(writes().size(), 1u);
+  EXPECT_EQ(writes()[0].value, secondary);
+  EXPECT_EQ(landed(s), secondary);  // one mark for the pair: both finished
+  EXPECT_GT(landed(s), primary);
+}
+
+TEST_F(BreadcrumbStates, AFailedWriteLosesOnlyItsOwnMark) {
+  InCdsa guard;
+  int s = new_stream(0x53);
+  uint64_t first = launch(s);
+  settle_breadcrumb(guard, handle(0x53), s, false);
+  g_fake.write_result = CUDA_ERROR_INVALID_VALUE;
+  uint64_t lost = launch(s);
+  EXPECT_EQ(settle_breadcrumb(guard, handle(0x53), s, false), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(marked(s), first);  // not enqueued: the stream's marks end at the first launch
+  EXPECT_EQ(stream_state(s)->deferred.load(), 0u);
+  g_fake.write_result = CUDA_SUCCESS;
+  uint64_t next = launch(s);
+  settle_breadcrumb(guard, handle(0x53), s, false);
+  EXPECT_EQ(marked(s), next);  // the lost launch joined the next mark's group
+  EXPECT_EQ(landed(s), next);
+  EXPECT_LT(lost, next);
+}
+
+TEST_F(BreadcrumbStates, AStickyWriteCountsAsEnqueuedSoTheLaunchStaysUnfinished) {
+  InCdsa guard;
+  int s = new_stream(0x54);
+  uint64_t done = launch(s);
+  settle_breadcrumb(guard, handle(0x54), s, false);
+  g_fake.write_result = CUDA_ERROR_ASSERT;
+  uint64_t faulted = launch(s);
+  EXPECT_EQ(settle_breadcrumb(guard, handle(0x54), s, false), CUDA_ERROR_ASSERT);
+  EXPECT_EQ(marked(s), faulted);  // its mark can never land: landed < marked names it
+  EXPECT_EQ(landed(s), done);
+}
+
+TEST_F(BreadcrumbStates, FlushPlacesEveryDeferredMarkThisThreadCan) {
+  InCdsa guard;
+  const auto me = static_cast<uint32_t>(syscall(SYS_gettid));
+  int created = new_stream(0x55);
+  int null_other_ctx = new_stream(0, /*ctx=*/0xc2);  // the NULL stream of another context
+  int own_per_thread = new_stream(reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD), 0xc1, me);
+  int others_per_thread = new_stream(reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD), 0xc1, me + 1);
+  int settled = new_stream(0x56);
+  for (int s : {created, null_other_ctx, own_per_thread, others_per_thread, settled}) launch(s);
+  settle_breadcrumb(guard, handle(0x56), settled, false);
+  size_t before = writes().size();
+
+  flush_all_breadcrumbs(guard);
+
+  std::vector<Write> w = writes();
+  w.erase(w.begin(), w.begin() + static_cast<long>(before));
+  auto wrote = [&](uintptr_t h, uintptr_t ctx) {
+    for (const Write& x : w)
+      if (x.stream == h && x.ctx == ctx) return true;
+    return false;
+  };
+  EXPECT_TRUE(wrote(0x55, 0xc1));
+  EXPECT_TRUE(wrote(0, 0xc2)) << "the NULL stream's mark goes out in its own context";
+  EXPECT_EQ(g_fake.current, 0xc1u) << "and the thread's context is put back";
+  EXPECT_TRUE(wrote(reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD), 0xc1));
+  EXPECT_EQ(w.size(), 3u) << "not another thread's per-thread stream, not a settled one";
+  for (int s : {created, null_other_ctx, own_per_thread}) {
+    EXPECT_EQ(stream_state(s)->deferred.load(), 0u);
+    EXPECT_EQ(landed(s), 1u);
+  }
+  EXPECT_EQ(stream_state(others_per_thread)->deferred.load(), 1u);  // still deferred: its own thread places it
+  EXPECT_EQ(marked(others_per_thread), 0u);
+}
+
+TEST_F(BreadcrumbStates, ConcurrentSettlesWriteTheMarkOnce) {
+  InCdsa guard;
+  int s = new_stream(0x57);
+  for (int round = 0; round < 200; ++round) {
+    uint64_t seq = launch(s);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&] {
+        InCdsa g;
+        settle_breadcrumb(g, handle(0x57), s, false);
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(marked(s), seq);
+  }
+  EXPECT_EQ(writes().size(), 200u);  // the exchange hands the deferred number to one of them
+}
+
+}  // namespace
+}  // namespace cdsa
