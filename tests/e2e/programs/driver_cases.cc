@@ -12,60 +12,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim_program.h"
+
+const e2e::Failure e2e::kFailure{1, false};
+
 namespace {
 
-CUmodule g_mod;
+using e2e::check;
+using e2e::fn;
+using e2e::nll_args;
+using e2e::NllArgs;
 
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    cuGetErrorName(r, &name);
-    fprintf(stderr, "program: %s failed: %s\n", what, name ? name : "?");
-    exit(1);
-  }
-}
-
-void init() {
-  check(cuInit(0), "cuInit");
-  CUdevice dev;
-  check(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
-}
-
-CUfunction fn(const char* name) {
-  CUfunction f;
-  check(cuModuleGetFunction(&f, g_mod, name), name);
-  return f;
-}
-
-CUdeviceptr upload_targets(int64_t bad) {
-  int64_t t[4] = {3, 7, bad, 1};
-  CUdeviceptr d;
-  check(cuMemAlloc(&d, sizeof t), "cuMemAlloc");
-  check(cuMemcpyHtoD(d, t, sizeof t), "cuMemcpyHtoD");
-  return d;
-}
-
-struct NllArgs {
-  CUdeviceptr out, target;
-  int32_t n = 4, n_classes = 10;
-  int64_t ignore = -100;
-  void* params[5];
-  void** get() {
-    params[0] = &out, params[1] = &target, params[2] = &n, params[3] = &n_classes, params[4] = &ignore;
-    return params;
-  }
-};
-
-NllArgs nll_args(int64_t bad) {
-  NllArgs a;
-  check(cuMemAlloc(&a.out, 4), "cuMemAlloc");
-  a.target = upload_targets(bad);
-  return a;
-}
+void init() { e2e::init_primary(); }
 
 // ---- case: the seed's loss, native frames only ----
 __attribute__((noinline)) void launch_loss(CUfunction f, NllArgs& a) {

@@ -9,33 +9,20 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sim_program.h"
+
+const e2e::Failure e2e::kFailure{3, false};
+
 namespace {
 
-CUmodule g_mod;
 CUstream g_s;
 CUdeviceptr g_out, g_ids;
 
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    cuGetErrorName(r, &name);
-    fprintf(stderr, "program: %s failed: %s\n", what, name ? name : "?");
-    exit(3);
-  }
-}
-
-CUfunction fn(const char* name) {
-  CUfunction f;
-  check(cuModuleGetFunction(&f, g_mod, name), name);
-  return f;
-}
+using e2e::check;
+using e2e::fn;
 
 void init() {
-  check(cuInit(0), "cuInit");
-  CUcontext ctx;
-  check(cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain");
-  check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
+  e2e::init_primary();
   check(cuStreamCreate(&g_s, 0), "cuStreamCreate");
   check(cuMemAlloc(&g_out, 256), "cuMemAlloc");
   check(cuMemAlloc(&g_ids, 64), "cuMemAlloc");

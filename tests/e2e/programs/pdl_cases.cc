@@ -16,33 +16,18 @@
 #include <cstring>
 #include <string>
 
+#include "sim_program.h"
+
+const e2e::Failure e2e::kFailure{3, false};
+
 namespace {
 
-CUmodule g_mod;
+using e2e::check;
+using e2e::fn;
+using e2e::NllArgs;
+using e2e::upload_targets;
 
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    cuGetErrorName(r, &name);
-    fprintf(stderr, "program: %s failed: %s\n", what, name ? name : "?");
-    exit(3);
-  }
-}
-
-CUcontext init() {
-  check(cuInit(0), "cuInit");
-  CUcontext ctx;
-  check(cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain");
-  check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
-  return ctx;
-}
-
-CUfunction fn(const char* name) {
-  CUfunction f;
-  check(cuModuleGetFunction(&f, g_mod, name), name);
-  return f;
-}
+CUcontext init() { return e2e::init_primary(); }
 
 struct Fill {
   CUdeviceptr p = 0;
@@ -54,25 +39,6 @@ struct Fill {
     return params;
   }
 };
-
-struct Nll {
-  CUdeviceptr out = 0, target = 0;
-  int32_t n = 4, n_classes = 10;
-  int64_t ignore = -100;
-  void* params[5];
-  void** get() {
-    params[0] = &out, params[1] = &target, params[2] = &n, params[3] = &n_classes, params[4] = &ignore;
-    return params;
-  }
-};
-
-CUdeviceptr targets(int64_t third) {
-  int64_t t[4] = {3, 7, third, 1};
-  CUdeviceptr d;
-  check(cuMemAlloc(&d, sizeof t), "cuMemAlloc");
-  check(cuMemcpyHtoD(d, t, sizeof t), "cuMemcpyHtoD");
-  return d;
-}
 
 CUlaunchConfig config(CUstream s, CUlaunchAttribute* attrs, unsigned n) {
   CUlaunchConfig c{};
@@ -163,14 +129,14 @@ int fault(bool in_secondary) {
   Fill f;
   check(cuMemAlloc(&f.p, 64), "cuMemAlloc");
   FillBuffer fbuf{f.p, f.n, f.v};
-  Nll good, bad;
+  NllArgs good, bad;
   check(cuMemAlloc(&good.out, 4), "cuMemAlloc");
   bad.out = good.out;
-  good.target = targets(2);
-  bad.target = targets(10);  // outside [0, 10): the kernel asserts
+  good.target = upload_targets(2);
+  bad.target = upload_targets(10);  // outside [0, 10): the kernel asserts
   // In every pair the asserting kernel's place is taken by nll: the clean pairs run it with good targets.
   for (int i = 0; i < 7; ++i) {
-    Nll& n = i == 4 ? bad : good;
+    NllArgs& n = i == 4 ? bad : good;
     if (in_secondary) {
       launch_primary(fill, f.get(), s, i);
       launch_secondary(nll, n.get(), nullptr, 0, s, 0);

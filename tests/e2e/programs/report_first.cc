@@ -15,53 +15,20 @@
 #include <thread>
 #include <vector>
 
+#include "sim_program.h"
+
+const e2e::Failure e2e::kFailure{1, true};
+
 namespace {
 
-CUmodule g_mod;
 CUcontext g_ctx;
 
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    printf("program: %s failed: %d\n", what, static_cast<int>(r));
-    fflush(stdout);
-    exit(1);
-  }
-}
+using e2e::check;
+using e2e::fn;
+using e2e::nll_args;
+using e2e::NllArgs;
 
-void init() {
-  check(cuInit(0), "cuInit");
-  CUdevice dev;
-  check(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  check(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
-  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
-}
-
-CUfunction fn(const char* name) {
-  CUfunction f;
-  check(cuModuleGetFunction(&f, g_mod, name), name);
-  return f;
-}
-
-struct NllArgs {
-  CUdeviceptr out = 0, target = 0;
-  int32_t n = 4, n_classes = 10;
-  int64_t ignore = -100;
-  void* params[5];
-  void** get() {
-    params[0] = &out, params[1] = &target, params[2] = &n, params[3] = &n_classes, params[4] = &ignore;
-    return params;
-  }
-};
-
-NllArgs nll_args(int64_t bad) {
-  NllArgs a;
-  int64_t t[4] = {3, 7, bad, 1};
-  check(cuMemAlloc(&a.out, 4), "cuMemAlloc");
-  check(cuMemAlloc(&a.target, sizeof t), "cuMemAlloc");
-  check(cuMemcpyHtoD(a.target, t, sizeof t), "cuMemcpyHtoD");
-  return a;
-}
+void init() { g_ctx = e2e::init_primary(); }
 
 __attribute__((noinline)) void launch_bad_loss(CUfunction f, NllArgs& a, CUstream s) {
   check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr), "cuLaunchKernel");  // NLL-SITE
