@@ -52,91 +52,83 @@ std::vector<uint64_t> seqs(const AttributionResult& a) {
   return out;
 }
 
-TEST(AttributionGroups, AFaultingPairIsOneGroupOfCandidates) {
-  // Pairs 1..3 (launches 1..6); pair 3 never finished: the mark of pair 2 (4) landed, pair 3's is the tail.
-  FaultSnapshot s = pdl_pairs(3);
-  s.streams = {view(7, 6, 4, 4)};
-  AttributionResult a = attribute(s);
-  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
-  // The faulting group {5, 6}, and pair 2's primary (3): mark 4 landed after a PDL secondary, not proof of 3.
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{3, 5, 6}));
-  EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonPdlUnproven));
-  EXPECT_EQ(a.candidates[1].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonSharedMark));
-  EXPECT_EQ(a.candidates[2].reasons, static_cast<uint32_t>(kReasonSharedMark));
-  EXPECT_EQ(a.candidates[1].group, 2u);
-  EXPECT_TRUE(a.marks_shared);
-}
-
-TEST(AttributionGroups, TheAssertTextPicksTheSecondaryOfTheGroup) {
-  FaultSnapshot s = pdl_pairs(3);
-  s.streams = {view(7, 6, 4, 4)};
-  s.asserts = {names("epilogue_secondary")};
-  AttributionResult a = attribute(s);
-  EXPECT_EQ(a.verdict, Verdict::Exact);
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{6}));
-  EXPECT_TRUE(a.named_by_device_assert);
-}
-
-TEST(AttributionGroups, APrimaryAssertKeepsTheUnprovenPrimaryBeforeIt) {
-  FaultSnapshot s = pdl_pairs(3);
-  s.streams = {view(7, 6, 4, 4)};
-  s.asserts = {names("gemm_primary")};
-  AttributionResult a = attribute(s);
-  // Both 3 and 5 run gemm_primary; 6 (the secondary) is left out by the text.
-  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{3, 5}));
-  EXPECT_EQ(a.left_out_by_device_assert, 1u);
-  EXPECT_FALSE(a.named_by_device_assert);
-}
-
-TEST(AttributionGroups, AMarkedPrefixFaultIsInsideItsGroupOnly) {
-  // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4}, later pairs are not candidates.
-  FaultSnapshot s = pdl_pairs(5);
-  s.streams = {view(7, 10, 2, 8)};
-  AttributionResult a = attribute(s);
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{1, 3, 4}));  // 1: pair 1's primary, behind landed mark 2
-  for (const auto& c : a.candidates) EXPECT_LE(c.stream_seq, 4u);
-}
-
-TEST(AttributionGroups, PlainLaunchesWithATailOfOneAreExact) {
-  // No PDL: each launch's mark was enqueued before the next; the last one's is deferred (the tail).
+// Stream 7 runs `n` plain launches, each with its own mark, but for those in `shares` (their mark joined the next
+// one's: it failed to enqueue).
+FaultSnapshot plain(uint64_t n, std::vector<uint64_t> shares = {}) {
   FaultSnapshot s;
   s.breadcrumbs_active = true;
-  for (uint64_t i = 1; i <= 4; ++i) {
+  for (uint64_t i = 1; i <= n; ++i) {
     LaunchRecord r;
     r.seq = r.stream_seq = i;
     r.stream_id = 7;
+    for (uint64_t x : shares)
+      if (x == i) r.flags = kFlagSharesMark;
     s.ring.push_back(r);
   }
-  s.streams = {view(7, 4, 3, 3)};
-  AttributionResult a = attribute(s);
-  EXPECT_EQ(a.verdict, Verdict::Exact);
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{4}));
-  EXPECT_FALSE(a.marks_shared);
-  EXPECT_EQ(a.launches_seen, 4u);
-  EXPECT_EQ(a.launches_own_mark, 3u);  // the tail's mark was not placed yet
-
-  s.streams = {view(7, 4, 1, 3)};  // the fault in the middle: launch 2, exactly
-  a = attribute(s);
-  EXPECT_EQ(a.verdict, Verdict::Exact);
-  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{2}));
+  return s;
 }
 
-TEST(AttributionGroups, ALostMarkJoinsTheNextGroupButProvesTheLaunchesBefore) {
-  // Launch 2's mark failed to enqueue (not PDL): 3 shares with 2; mark 3 landed proves 1..3, 4 is the tail.
-  FaultSnapshot s;
-  s.breadcrumbs_active = true;
-  for (uint64_t i = 1; i <= 4; ++i) {
-    LaunchRecord r;
-    r.seq = r.stream_seq = i;
-    r.stream_id = 7;
-    if (i == 3) r.flags = kFlagSharesMark;
-    s.ring.push_back(r);
+// One stream's launches, its marks (launched, landed, marked), the device's assert text, and what attribute() says.
+struct GroupCase {
+  const char* what;
+  FaultSnapshot snapshot;  // stream 7's launches
+  StreamView stream;
+  const char* assert_in;  // the function the device's assert names, or nullptr
+  Verdict verdict;
+  std::vector<uint64_t> candidates;  // their stream_seq, in order
+  void (*more)(const AttributionResult&) = nullptr;
+};
+
+TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
+  const GroupCase cases[] = {
+      // Pairs 1..3 (launches 1..6); pair 3 never finished: the mark of pair 2 (4) landed, pair 3's is the tail.
+      // The faulting group {5, 6}, and pair 2's primary (3): mark 4 landed after a PDL secondary, not proof of 3.
+      {"a faulting pair is one group of candidates", pdl_pairs(3), view(7, 6, 4, 4), nullptr, Verdict::Ambiguous,
+       {3, 5, 6},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonPdlUnproven));
+         EXPECT_EQ(a.candidates[1].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonSharedMark));
+         EXPECT_EQ(a.candidates[2].reasons, static_cast<uint32_t>(kReasonSharedMark));
+         EXPECT_EQ(a.candidates[1].group, 2u);
+         EXPECT_TRUE(a.marks_shared);
+       }},
+      {"the assert text picks the secondary of the group", pdl_pairs(3), view(7, 6, 4, 4), "epilogue_secondary",
+       Verdict::Exact, {6}, [](const AttributionResult& a) { EXPECT_TRUE(a.named_by_device_assert); }},
+      // Both 3 and 5 run gemm_primary; 6 (the secondary) is left out by the text.
+      {"a primary's assert keeps the unproven primary before it", pdl_pairs(3), view(7, 6, 4, 4), "gemm_primary",
+       Verdict::Ambiguous, {3, 5},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.left_out_by_device_assert, 1u);
+         EXPECT_FALSE(a.named_by_device_assert);
+       }},
+      // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4} and 1 (pair 1's primary,
+      // behind landed mark 2); later pairs are not candidates.
+      {"a fault in the marked prefix is inside its group only", pdl_pairs(5), view(7, 10, 2, 8), nullptr,
+       Verdict::Ambiguous, {1, 3, 4}},
+      // No PDL: each launch's mark was enqueued before the next; the last one's is deferred (the tail).
+      {"plain launches with a tail of one are exact", plain(4), view(7, 4, 3, 3), nullptr, Verdict::Exact, {4},
+       [](const AttributionResult& a) {
+         EXPECT_FALSE(a.marks_shared);
+         EXPECT_EQ(a.launches_seen, 4u);
+         EXPECT_EQ(a.launches_own_mark, 3u);  // the tail's mark was not placed yet
+       }},
+      {"plain launches, the fault in the middle: launch 2, exactly", plain(4), view(7, 4, 1, 3), nullptr,
+       Verdict::Exact, {2}},
+      // Launch 2's mark failed to enqueue (not PDL): 3 shares with 2; mark 3 landed proves 1..3, 4 is the tail.
+      {"a lost mark proves the launches before the next one", plain(4, {3}), view(7, 4, 3, 3), nullptr,
+       Verdict::Exact, {4}},
+      {"a lost mark joins the next group", plain(4, {3}), view(7, 4, 1, 3), nullptr, Verdict::Ambiguous, {2, 3}},
+  };
+  for (const GroupCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    FaultSnapshot s = c.snapshot;
+    s.streams = {c.stream};
+    if (c.assert_in) s.asserts = {names(c.assert_in)};
+    AttributionResult a = attribute(s);
+    EXPECT_EQ(a.verdict, c.verdict);
+    EXPECT_EQ(seqs(a), c.candidates);
+    if (c.more && seqs(a) == c.candidates) c.more(a);
   }
-  s.streams = {view(7, 4, 3, 3)};
-  EXPECT_EQ(seqs(attribute(s)), (std::vector<uint64_t>{4}));
-  s.streams = {view(7, 4, 1, 3)};  // mark 1 landed, the mark of 3 did not: 2 and 3 share it
-  EXPECT_EQ(seqs(attribute(s)), (std::vector<uint64_t>{2, 3}));
 }
 
 TEST(AttributionGroups, OnlyTheFaultingContextsStreamsAreCandidates) {
