@@ -3,7 +3,7 @@ through tests/support/cdsa_report.py) and return (verdict, evidence). test_suite
 import re
 
 from suite_procs import CASES  # first: it puts tests/support on sys.path
-from cdsa_report import kernel_name, marker_line, report_span  # noqa: E402
+from cdsa_report import graph_split, kernel_name, marker_line, report_span  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -108,8 +108,7 @@ def check_graph_update(r, backend="driver"):
     src = "graph_node_update.cu"
     replay_site = f"{src}:{marker_line(CASES / src, 'REPLAY-LINE')[0]}"
     update_site = f"{src}:{marker_line(CASES / src, 'UPDATE-LINE')[0]}"
-    i = part.find("The graph holds")
-    launched, nodes = (part[:i], part[i:]) if i >= 0 else (part, "")
+    launched, nodes = graph_split(part)
     ok_replay = "graph launch" in launched and replay_site in launched
     ok_kernel = "checked_index_kernel" in nodes and "fill_kernel" not in nodes
     ok_update = "Changed by cuGraphExecKernelNodeSetParams" in nodes and update_site in nodes

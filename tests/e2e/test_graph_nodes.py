@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from cdsa_report import graph_split
 from conftest import PROGRAMS, SCRIPTS, marker_line, py_frame, run_program, run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -51,7 +52,8 @@ def test_cpp_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
     part = run.launch_part()
     assert part.startswith("cdsa: the failing launch"), part  # exact: the replay, and the node by the assert
     replay_line, _ = marker_line(SOURCE, "REPLAY-SITE")
-    launched = part[: part.index("The graph holds")]
+    launched, nodes = graph_split(part)
+    assert nodes, part
     assert f"graph_nodes.cc:{replay_line}" in launched, part
     marker, origin = MODES[mode]
     node = check_named(part, origin)
@@ -65,7 +67,8 @@ def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
     assert run.reports == 1, run.err
     part = run.launch_part()
     assert part.startswith("cdsa: the failing launch"), part
-    launched = part[: part.index("The graph holds")]
+    launched, nodes = graph_split(part)
+    assert nodes, part
     assert py_frame("graph_nodes.py", "REPLAY-SITE", "replay") in launched, part
     marker, origin = MODES[mode]
     if mode == "exec-set":

@@ -26,6 +26,7 @@ BANNER = "cdsa: asynchronous CUDA fault"
 RULE = "=" * 71  # the report's closing line
 LAUNCH_STARTS = ("cdsa: the failing launch", "cdsa: AMBIGUOUS")
 HINT = "cdsa: hint: "
+GRAPH_NODES = "The graph holds"  # a graph launch's kernel nodes, after the launch and its stack
 TRACE_GLOB = "cdsa-*.json"  # the default trace names (CDSA_TRACE unset), in the run's working directory
 
 
@@ -128,6 +129,13 @@ def kernel_name(report):
     """The failing kernel's name as the report prints it (the whole line for a graph launch)."""
     k = kernel_line(report)
     return k.split("  ")[0][len("kernel "):] if k.startswith("kernel ") else k
+
+
+def graph_split(part):
+    """A graph launch's verdict (launch_part's text) cut in two: the launch with its stack, and the graph's kernel
+    nodes from "The graph holds" on ("" when it lists none)."""
+    i = part.find(GRAPH_NODES)
+    return (part[:i], part[i:]) if i >= 0 else (part, "")
 
 
 def hint_lines(report):

@@ -119,3 +119,16 @@ def test_a_runs_result_reads_its_report(tmp_path):
     assert Fake(no_launch).launch_part() == ""
     with pytest.raises(AssertionError, match="names no launch"):
         Strict(no_launch).launch_part()
+
+
+def test_a_graph_launch_is_cut_before_its_nodes():
+    part = ("cdsa: the failing launch (the first launch on its stream whose completion never landed):\n"
+            "graph launch (graph 4)  stream 1  launch #2\nLaunched from (most recent call last):\n"
+            'File "/x/replay.py", line 8, in <module>\n'
+            "The graph holds 1 captured kernel node:\n- kernel k  grid (1,1,1) block (1,1,1) shared 0 B\n"
+            "Captured at (most recent call last):\n" 'File "/x/replay.py", line 3, in <module>\n')
+    launched, nodes = cr.graph_split(part)
+    assert launched + nodes == part
+    assert launched.endswith('line 8, in <module>\n') and nodes.startswith("The graph holds 1 captured kernel node:")
+    assert "line 3" in nodes and "line 3" not in launched
+    assert cr.graph_split(cr.launch_part(cr.report_block(ERR))) == (cr.launch_part(cr.report_block(ERR)), "")
