@@ -43,7 +43,7 @@ struct StreamView {
   // (shim/record/breadcrumbs.h). Left at kAllMarked (hand-made snapshots): every launch's mark was enqueued.
   static constexpr uint64_t kAllMarked = UINT64_MAX;
   uint64_t marked = kAllMarked;
-  uintptr_t ctx = 0;  // the CUcontext of its last launch (0: unknown)
+  uintptr_t ctx = 0;  // the CUcontext the stream belongs to, as the launch path first met it (0: unknown)
 };
 
 // An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report
@@ -88,7 +88,7 @@ struct FaultSnapshot {
 FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack = kUnknownStack,
                                   uint32_t launches_in_flight = 0);
 
-// The streams with launches, as the breadcrumbs see them now (the exit probe polls them).
+// The streams with launches, as the breadcrumbs see them now (the exit probe polls them: shim/fault/exit_probe.h).
 std::vector<StreamView> stream_views();
 
 }  // namespace cdsa

@@ -6,7 +6,8 @@
 //                resolved to file/function/line), lock-free, reclaimed when full
 //   StringTable  interned strings (kernel names, Python files and functions),
 //                likewise
-//   StreamTable  per-stream state: id, launch counter, breadcrumb slot
+//   StreamTable  per-stream state: id, launch counter, its breadcrumb (slot, last mark enqueued, the mark still
+//                deferred), and a handle, context and thread that name the stream
 //
 // Contract: all tables live in memory mapped once at warm-up (`recorder_init`,
 // called on the first CUDA call, not in the constructor) and are never freed.
@@ -14,7 +15,8 @@
 // never grows: when it runs low, the entries nothing refers to any more are
 // reclaimed (see "Holding ids" below), and only a table full of referenced or
 // recently used entries degrades (stack id kUnknownStack, one notice).
-// Readers (`ring_snapshot`, `stack_at`) are meant for the report path.
+// Readers (`ring_snapshot`, `stack_at`, `string_at`) are for the fault snapshot (shim/fault/fault_snapshot.h):
+// the report and the trace are built from that copy, never from these tables.
 #pragma once
 
 #include <atomic>
@@ -35,7 +37,9 @@ enum LaunchFlags : uint8_t {
   // Programmatic dependent launch (shim/record/breadcrumbs.h, deferred marks): the launch carried programmatic stream
   // serialization (or a programmatic event), so the mark of the launch before it on its stream was folded into its own.
   kFlagProgrammatic = 8,
-  kFlagSharesMark = 16,  // the launch before it on its stream has no mark of its own: this launch's mark covers both
+  // The launch before it on its stream has no mark of its own (folded by this PDL launch, or its write failed):
+  // this launch's mark covers it too.
+  kFlagSharesMark = 16,
 };
 
 struct LaunchRecord {
@@ -74,7 +78,7 @@ bool recorder_init() noexcept;  // idempotent; false if memory could not be mapp
 // Strings longer than kMaxInternedString bytes are interned cut to that length.
 constexpr size_t kMaxInternedString = 65535;
 uint32_t intern_string(const char* s, size_t len) noexcept;  // kNoString when full
-// "" for kNoString and for a reclaimed id. Report path: the text stays valid once reclamation is held
+// "" for kNoString and for a reclaimed id. The fault snapshot's: the text stays valid once reclamation is held
 // (recorder_hold_reclaim), and until then only while the id is pinned.
 const char* string_at(uint32_t id) noexcept;
 // A copy taken under the entry's seqlock, at any time: false (and `out` empty) for kNoString or a dead id.
@@ -190,7 +194,7 @@ void ring_snapshot(std::vector<LaunchRecord>* out);
 uint64_t launches_recorded() noexcept;
 // The fault path seals the ring once its report's snapshot is taken: launches recorded later could not change
 // that report, so the launch path asks `ring_sealed()` (one acquire load) and records nothing more. Launches that
-// finish while a report still waits for them (shim/record/assert_capture.h, launches in flight) come before the
+// finish while a report still waits for them (shim/common/thread_slots.h, launches in flight) come before the
 // seal and are recorded. Nothing unseals it.
 namespace recorder_internal {
 [[gnu::visibility("hidden")]] extern std::atomic<bool> g_ring_sealed;
@@ -204,8 +208,9 @@ struct StreamState {
   std::atomic<uint64_t> launched{0};             // stream launches so far (last stream_seq handed out)
   std::atomic<uint64_t> breadcrumb_launched{0};  // last stream_seq whose mark was enqueued
   std::atomic<uint64_t> deferred{0};             // stream_seq whose mark waits for the stream's next operation; 0: none
-  // For the exit probe (shim/fault/fault.cc): a handle and context that name the stream, written when a thread
-  // first meets it (shim/record/launch.cc's stream cache).
+  // A handle, context and thread that name the stream, written when a thread first meets it (shim/record/launch.cc's
+  // stream cache): the exit probe queries it with them (shim/fault/fault.cc), flush_all_breadcrumbs places its
+  // deferred mark (shim/record/breadcrumbs.h), and the snapshot's StreamView::ctx is the context.
   std::atomic<uintptr_t> last_handle{0};
   std::atomic<uintptr_t> last_ctx{0};
   std::atomic<uint32_t> last_tid{0};  // the thread that first met it (a per-thread default stream's own)
