@@ -28,4 +28,7 @@ std::string run_options_help();
 // doctor (cli/doctor_command.cc): whether cdsa will work here; 0 yes (perhaps with limits), 1 no.
 int doctor_command(int argc, char** argv);
 
+// jupyter (cli/jupyter_command.cc): `install` / `uninstall` a kernelspec whose kernel runs under `cdsa run`.
+int cmd_jupyter(int argc, char** argv);
+
 }  // namespace cdsa::cli

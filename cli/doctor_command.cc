@@ -4,7 +4,8 @@
 // cuDriverGetVersion reports: no cuInit, no context, no GPU memory); the Python that would run (its version
 // against the frame walker's range, by running it with a short probe script); the unwinder (libunwind) and the
 // symbolizer (libdw) that would be loaded, bundled or system; CUPTI for the optional backend; PyTorch and its
-// CUDA version if the Python can import it (importing torch does not initialize CUDA); the CDSA_* variables; other
+// CUDA version if the Python can import it (importing torch does not initialize CUDA); the cdsa kernelspecs on the
+// Jupyter path (`cdsa jupyter install`); the CDSA_* variables; other
 // LD_PRELOAD entries and known conflicts. Then one verdict line:
 //   cdsa doctor: ready ...                 exit 0
 //   cdsa doctor: usable, with limits: ...  exit 0 (the failing launch is named, with fewer frames)
@@ -20,12 +21,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/path.h"
 #include "base/version.h"
 #include "cli/commands.h"
+#include "cli/kernelspec.h"
 #include "cli/locate.h"
+#include "cli/process.h"
 #include "cupti_tracer/discovery.h"
 #include "shim/common/config.h"
 #include "shim/record/python_stack.h"
@@ -48,58 +52,19 @@ struct Doctor {
   }
 };
 
-// Runs argv, returns its stdout (at most 64 KiB) and exit status; -1 if it could not start.
-int capture(const std::vector<std::string>& args, std::string* out) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> av;
-    for (auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-    av.push_back(nullptr);
-    execvp(av[0], av.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  char buf[4096];
-  ssize_t r;
-  while ((r = read(fds[0], buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
-    if (r > 0 && out->size() < 65536) out->append(buf, static_cast<size_t>(r));
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string field(const std::string& text, const std::string& key) {
-  const std::string k = key + "=";
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    if (text.compare(pos, k.size(), k) == 0) return text.substr(pos + k.size(), end - pos - k.size());
-    pos = end + 1;
-  }
-  return "";
-}
-
 // What the Python probe prints: key=value lines. Importing torch is lazy about CUDA: no context is created.
-constexpr const char kProbe[] = R"(import sys, site, sysconfig, importlib.util
+constexpr const char kProbe[] = R"(import os, sys, site, sysconfig, importlib.util
 v = sys.version_info
 print("version=%d.%d.%d" % (v[0], v[1], v[2]))
 print("major=%d" % v[0]); print("minor=%d" % v[1])
 print("impl=" + sys.implementation.name)
 print("gil_disabled=%d" % bool(sysconfig.get_config_var("Py_GIL_DISABLED")))
 print("executable=" + str(sys.executable))
+print("prefix=" + sys.prefix)
+try:
+    from jupyter_core.paths import jupyter_path
+    print("jupyter_kernels=" + os.pathsep.join(jupyter_path("kernels")))
+except Exception: pass
 try: print("site=" + ":".join(site.getsitepackages()))
 except Exception: pass
 if importlib.util.find_spec("torch") is None: print("torch=")
@@ -226,6 +191,57 @@ void check_torch(Doctor& d, const std::string& probe) {
     d.line(Level::Ok, "PyTorch", torch + ", built for CUDA " + field(probe, "torch_cuda"));
 }
 
+// cdsa's kernelspecs (`cdsa jupyter install`) on the Jupyter path of the checked Python (its jupyter_core's
+// jupyter_path, else the same rules without it: cli/kernelspec.h), one line each; they do not change the verdict.
+void check_jupyter(Doctor& d, const std::string& probe) {
+  std::vector<std::string> dirs;
+  const std::string listed = field(probe, "jupyter_kernels");
+  for (size_t pos = 0; !listed.empty() && pos <= listed.size();) {
+    size_t end = listed.find(':', pos);
+    if (end == std::string::npos) end = listed.size();
+    if (end > pos) dirs.push_back(listed.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  if (dirs.empty()) dirs = fallback_kernel_dirs(field(probe, "prefix"));
+  std::vector<std::pair<std::string, std::string>> seen;  // (name, dir) found earlier on the path: Jupyter's pick
+  int found = 0;
+  for (const auto& kernels : dirs) {
+    for (const KernelSpec& k : kernel_specs_in(kernels)) {
+      std::string first;
+      for (const auto& [name, dir] : seen)
+        if (name == k.name) first = dir;
+      if (first.empty()) seen.emplace_back(k.name, k.dir);
+      if (!k.cdsa) continue;
+      ++found;
+      // argv = [cdsa, run, --, PYTHON, ...]
+      const std::string cdsa = k.argv.empty() ? "" : k.argv[0];
+      std::string python;
+      for (size_t i = 0; i + 1 < k.argv.size(); ++i)
+        if (k.argv[i] == "--") {
+          python = k.argv[i + 1];
+          break;
+        }
+      std::string text = k.name + " (\"" + k.display_name + "\") in " + kernels + ": " +
+                         (python.empty() ? "no Python in its argv" : python);
+      Level lv = Level::Ok;
+      if (cdsa.empty() || access(cdsa.c_str(), X_OK) != 0) {
+        text += "; its cdsa " + cdsa + " is gone: run `cdsa jupyter install --name " + k.name + "` again";
+        lv = Level::Warn;
+      } else if (python.empty() || access(python.c_str(), X_OK) != 0) {
+        text += " is gone: `cdsa jupyter uninstall " + k.name + "`, or install it again with another --python";
+        lv = Level::Warn;
+      }
+      if (!first.empty()) {
+        text += "; hidden by " + first + ", earlier on the Jupyter path";
+        lv = Level::Warn;
+      }
+      d.line(lv, "Jupyter", "kernelspec " + text);
+    }
+  }
+  if (!found)
+    d.line(Level::Info, "Jupyter", "no cdsa kernelspec on the Jupyter path (`cdsa jupyter install` adds one)");
+}
+
 void check_environment(Doctor& d) {
   // Bad or unknown CDSA_* values: the same messages a process that uses CUDA would print.
   for (const std::string& problem : config_problems(environ)) d.line(Level::Warn, "CDSA_*", problem);
@@ -264,8 +280,9 @@ void usage(FILE* out) {
           "usage: cdsa doctor [--python PATH]\n"
           "Says whether cdsa will work here and why not: libcdsa.so, the CUDA driver (never initialized), the\n"
           "Python that would run (default: python3 on PATH), unwinder and symbolizer (bundled or system), CUPTI,\n"
-          "PyTorch, CDSA_* variables, other LD_PRELOAD entries. Last line: the verdict; exit 0 when cdsa names\n"
-          "the failing launch here (perhaps with limits), 1 when it cannot.\n");
+          "PyTorch, cdsa's Jupyter kernelspecs on that Python's Jupyter path, CDSA_* variables, other LD_PRELOAD\n"
+          "entries. Last line: the verdict; exit 0 when cdsa names the failing launch here (perhaps with limits), 1\n"
+          "when it cannot.\n");
 }
 
 }  // namespace
@@ -297,6 +314,7 @@ int doctor_command(int argc, char** argv) {
   check_symbolizer(d);
   check_cupti(d, probe);
   check_torch(d, probe);
+  check_jupyter(d, probe);
   fflush(stdout);
   check_environment(d);
   if (!python_frames && !native_frames) d.failures.push_back("no frames of any kind (no Python frames, no libunwind)");

@@ -3,6 +3,7 @@
 //
 //   cdsa run [options] -- CMD...   run CMD with libcdsa.so preloaded (cli/run_command.cc)
 //   cdsa report|export|merge|flame|top ...   read trace files
+//   cdsa doctor, cdsa jupyter install|uninstall   the setup (cli/doctor_command.cc, cli/jupyter_command.cc)
 //   cdsa --help | --version
 #include <fmt/format.h>
 #include <cstdio>
@@ -34,6 +35,7 @@ const Command kCommands[] = {
     {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", cmd_flame},
     {"top", "FILE [-n N]", "the busiest launch sites", cmd_top},
     {"doctor", "[--python PATH]", "will cdsa work here? (exit 0 yes, 1 no)", doctor_command},
+    {"jupyter", "install|uninstall ...", "a Jupyter kernelspec that runs under cdsa", cmd_jupyter},
 };
 
 }  // namespace

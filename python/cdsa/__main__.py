@@ -11,8 +11,10 @@ def main() -> None:
         sys.stderr.write(f"cdsa: the packaged CLI {exe} is missing or not executable; reinstall cdsa\n")
         sys.exit(2)
     args = sys.argv[1:]
-    if args[:1] == ["doctor"] and "--python" not in args:
-        args += ["--python", sys.executable]  # the doctor checks the Python cdsa was installed into
+    # The doctor checks, and `jupyter install` writes a kernel for, the Python cdsa was installed into.
+    wants_python = args[:1] == ["doctor"] or args[:2] in (["jupyter", "install"], ["jupyter", "uninstall"])
+    if wants_python and "--python" not in args and "--" not in args:
+        args += ["--python", sys.executable]
     sys.stdout.flush()
     sys.stderr.flush()
     # exec, not a child: the command's pid, signals and exit status stay its own (as with the CLI itself).
