@@ -2,8 +2,12 @@
 
 This package carries the native tool: ``bin/cdsa`` (the CLI), ``lib/libcdsa.so`` (the preload library) and
 ``lib/vendor/`` (the libunwind and libdw it loads). The ``cdsa`` command and ``python -m cdsa`` run the CLI.
+
+The fault report as data (docs/python.md): ``cdsa.last_report()`` (this process's) and ``cdsa.load_trace(path)``.
 """
 import os
+
+from cdsa._report import Candidate, Frame, NativeFrame, Report, last_report, load_trace  # noqa: F401
 
 try:
     from importlib.metadata import version as _version

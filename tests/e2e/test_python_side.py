@@ -1,11 +1,15 @@
 """What cdsa adds to the program's own Python (python/cdsa/_hook.py, run by libcdsa.so): the note that ends the
 program's traceback, and the rank and GPU in the report's header (docs/python.md, docs/multi-rank.md)."""
+import json
+import os
 import re
 import sys
 
 import pytest
 
-from conftest import SCRIPTS, marker_line, run_python
+from conftest import ROOT, SCRIPTS, marker_line, run_python
+
+PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
 NOTE = re.compile(r"^cdsa(\[rank \d+\])?: the CUDA fault.*$", re.M)
 
@@ -82,3 +86,56 @@ def test_without_a_rank_the_header_names_the_process_and_gpu(tmp_path):
     assert re.fullmatch(r"cdsa: pid \d+ on \S+, GPU 0 cdsa simulated GPU \(PCI 0000:3B:00\.0\)", header), header
     (trace,) = r.traces()
     assert "rank" not in trace.name
+
+
+# --- the Python API: cdsa.last_report(), cdsa.load_trace() (python/cdsa/_report.py) --------------------------------
+
+def api_lines(out):
+    return {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+            if line.split(" ", 1)[0] in ("BEFORE", "LIVE", "LOADED")}
+
+
+def test_python_api_reads_this_processs_report_and_its_trace(tmp_path):
+    r = run_python("python_api.py", cwd=tmp_path, env={"PYTHONPATH": f"{SCRIPTS}{os.pathsep}{PYTHON_PKG}"})
+    assert r.rc == 0 and r.reports == 1, r.err
+    got = api_lines(r.out)
+    assert got["BEFORE"] is True  # no fault yet: no report
+    live, loaded = got["LIVE"], got["LOADED"]
+    (trace,) = r.traces()
+    assert os.path.samefile(tmp_path / live["trace_path"], trace) and loaded["trace_path"] == live["trace_path"]
+    line, source = marker_line(SCRIPTS / "python_api.py", "LAUNCH-SITE")
+    assert live["kernel"] == "nll_loss_forward_reduce_cuda_kernel_2d" and live["attribution"] == "exact", live
+    assert live["error_name"] == "CUDA_ERROR_ASSERT" and live["code"] == 710
+    assert live["surfaced_call"] == "cuMemcpyDtoH_v2", live
+    # The launch's Python frames, innermost first: simcuda's driver call, then the program's line.
+    assert [str(SCRIPTS / "python_api.py"), line, "compute_loss", source] in live["frames"], live["frames"]
+    assert live["frames"][0][0].endswith("simcuda.py") and live["native"] > 0, live
+    assert "Assertion" in live["device_text"], live["device_text"]
+    assert live["rank"] is None and live["gpu"] == "cdsa simulated GPU" and live["candidates"] == 1
+    assert live["repr"].startswith("<cdsa.Report CUDA_ERROR_ASSERT: kernel nll_loss_forward_reduce_cuda_kernel_2d at"), live
+    # The trace's report is the same data (native frames symbolized the same way).
+    assert loaded == live, (loaded, live)
+    # The text report agrees: the launch line it prints is the one the API names.
+    assert f"line {line}, in compute_loss" in r.report
+
+
+def test_python_api_without_cdsa_and_on_other_files(tmp_path):
+    sys.path.insert(0, str(PYTHON_PKG))
+    try:
+        import cdsa
+    finally:
+        sys.path.remove(str(PYTHON_PKG))
+    assert cdsa.last_report() is None  # this test process has no libcdsa.so
+    r = run_python("no_fault.py", cwd=tmp_path, env={"CDSA_TRACE": "always"})
+    (trace,) = r.traces()
+    assert cdsa.load_trace(trace) is None  # written at exit: no report in it
+    bad = tmp_path / "bad.json"
+    for text, message in (("{", "not JSON"), ('{"format": "other"}', "not a cdsa trace file"),
+                          ('{"format": "cdsa-trace", "version": 2}', "cdsa trace version 2")):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            cdsa.load_trace(bad)
+    with pytest.raises(ValueError, match="not a regular file"):
+        cdsa.load_trace(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        cdsa.load_trace(tmp_path / "missing.json")
