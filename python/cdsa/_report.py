@@ -36,8 +36,10 @@ class NativeFrame(NamedTuple):
 
 
 class Candidate(NamedTuple):
-    """A launch the fault may have come from: its `kernel`, its Python `frames` and `native_frames` (innermost
-    first), `why` (one line), and `launch` (the launch object as stored: seq, stream_id, grid, block...)."""
+    """A launch the fault may have come from: its `kernel` (for a graph launch: the kernel node the device's assert
+    names, or the graph's only node; else ""), its Python `frames` and `native_frames` (innermost first: for a graph
+    launch, where the graph was launched), `why` (one line), and `launch` (the launch object as stored: seq,
+    stream_id, kind, grid, block...)."""
 
     kernel: str
     frames: Tuple[Frame, ...]
@@ -119,7 +121,14 @@ class Report:
     def _candidate(c):
         launch = c.get("launch") if isinstance(c.get("launch"), dict) else {}
         py, native = _frames(c.get("stack"))
-        return Candidate(_str(launch.get("kernel")), py, native, _str(c.get("why")), launch)
+        kernel = _str(launch.get("kernel"))
+        nodes = [n for n in c.get("graph_nodes") or () if isinstance(n, dict)]
+        if not kernel and nodes:  # a graph launch: the kernel node the device's assert names, or its only one
+            pick = _int(c.get("graph_node_pick"), -1)
+            node = nodes[pick] if 0 <= pick < len(nodes) else nodes[0] if len(nodes) == 1 else None
+            if node is not None and isinstance(node.get("launch"), dict):
+                kernel = _str(node["launch"].get("kernel"))
+        return Candidate(kernel, py, native, _str(c.get("why")), launch)
 
     @property
     def launch_line(self) -> str:
@@ -158,7 +167,8 @@ _MAX_TRACE_BYTES = 256 << 20  # what `cdsa report` reads at most
 def load_trace(path) -> Optional[Report]:
     """The report in the cdsa trace file PATH, or None when the file holds none (written at exit: reason "exit").
 
-    trace_path is PATH. Raises OSError when it cannot be read, ValueError when it is not a cdsa trace (version 1)."""
+    trace_path is PATH; the report's stacks are in place, as in last_report()'s (a version 2 file names them by id).
+    Raises OSError when it cannot be read, ValueError when it is not a cdsa trace (versions 1 and 2)."""
     path = os.fspath(path)
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
@@ -172,9 +182,50 @@ def load_trace(path) -> Optional[Report]:
             raise ValueError(f"{path}: not JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != "cdsa-trace":
         raise ValueError(f"{path}: not a cdsa trace file (no \"format\": \"cdsa-trace\")")
-    if doc.get("version") != 1:
-        raise ValueError(f"{path}: cdsa trace version {doc.get('version')!r}; this cdsa reads version 1")
+    version = doc.get("version")
+    if version not in (1, 2):
+        raise ValueError(f"{path}: cdsa trace version {version!r}; this cdsa reads versions 1 and 2")
     report = doc.get("report")
     if report is None:
         return None
+    if not isinstance(report, dict):
+        raise ValueError(f"{path}: its \"report\" is not an object")
+    if version >= 2:
+        report = _stacks_in_place(report, doc.get("stacks"), path)
     return Report(report, trace_path=path)
+
+
+def _stacks_in_place(report, stacks, path):
+    """Version 2 names the report's stacks by id (one copy under the file's "stacks"); the report as the live
+    process hands it over (report_to_json) also holds each in place: surfaced_stack, and a "stack" beside each
+    candidate's, graph node's and forward candidate's launch. Returns that shape (a copy)."""
+    table = {}
+    for entry in stacks or ():
+        if isinstance(entry, dict) and isinstance(entry.get("id"), int):
+            table[entry["id"]] = entry.get("stack")
+
+    def stack(stack_id):
+        if stack_id is None:
+            return {"python": [], "native": []}
+        if stack_id not in table:
+            raise ValueError(f"{path}: the report names stack {stack_id!r}, which \"stacks\" does not hold")
+        return table[stack_id]
+
+    def with_stack(entry):
+        if not isinstance(entry, dict):
+            return entry
+        out = dict(entry)
+        launch = out.get("launch") if isinstance(out.get("launch"), dict) else {}
+        if "stack" not in out:
+            out["stack"] = stack(launch.get("stack_id"))
+        for key in ("graph_nodes", "forward_candidates"):
+            if isinstance(out.get(key), list):
+                out[key] = [with_stack(e) for e in out[key]]
+        return out
+
+    out = dict(report)
+    if "surfaced_stack" not in out:
+        out["surfaced_stack"] = stack(out.get("surfaced_stack_id"))
+    if isinstance(out.get("candidates"), list):
+        out["candidates"] = [with_stack(c) for c in out["candidates"]]
+    return out

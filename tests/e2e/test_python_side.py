@@ -110,6 +110,7 @@ def test_python_api_reads_this_processs_report_and_its_trace(tmp_path):
     # The launch's Python frames, innermost first: simcuda's driver call, then the program's line.
     assert [str(SCRIPTS / "python_api.py"), line, "compute_loss", source] in live["frames"], live["frames"]
     assert live["frames"][0][0].endswith("simcuda.py") and live["native"] > 0, live
+    assert r.trace()["version"] == 2 and "surfaced_stack" not in r.trace()["report"]  # stacks by id in the file
     assert "Assertion" in live["device_text"], live["device_text"]
     assert live["rank"] is None and live["gpu"] == "cdsa simulated GPU" and live["candidates"] == 1
     assert live["repr"].startswith("<cdsa.Report CUDA_ERROR_ASSERT: kernel nll_loss_forward_reduce_cuda_kernel_2d at"), live
@@ -131,7 +132,9 @@ def test_python_api_without_cdsa_and_on_other_files(tmp_path):
     assert cdsa.load_trace(trace) is None  # written at exit: no report in it
     bad = tmp_path / "bad.json"
     for text, message in (("{", "not JSON"), ('{"format": "other"}', "not a cdsa trace file"),
-                          ('{"format": "cdsa-trace", "version": 2}', "cdsa trace version 2")):
+                          ('{"format": "cdsa-trace", "version": 3}', "cdsa trace version 3"),
+                          ('{"format": "cdsa-trace", "version": 2, "stacks": [], "report": {"surfaced_stack_id": 4}}',
+                           "names stack 4")):
         bad.write_text(text)
         with pytest.raises(ValueError, match=message):
             cdsa.load_trace(bad)
@@ -139,3 +142,23 @@ def test_python_api_without_cdsa_and_on_other_files(tmp_path):
         cdsa.load_trace(tmp_path)
     with pytest.raises(FileNotFoundError):
         cdsa.load_trace(tmp_path / "missing.json")
+
+
+def test_python_api_reads_version_1_traces():
+    """tests/data/trace-v1: real files of the format before stacks were stored once; cdsa report's JSON of them is
+    the same report the API gives."""
+    sys.path.insert(0, str(PYTHON_PKG))
+    try:
+        import cdsa
+    finally:
+        sys.path.remove(str(PYTHON_PKG))
+    kernels = {"autograd": "illegal_address", "graph": "indexSelectSmallIndex",  # the node the assert names
+               "native": "nll_loss_forward_reduce_cuda_kernel_2d", "nll": "nll_loss_forward_reduce_cuda_kernel_2d",
+               "profile_exit": None}
+    for name, kernel in kernels.items():
+        f = ROOT / "tests" / "data" / "trace-v1" / f"{name}.json"
+        r = cdsa.load_trace(f)
+        if kernel is None:
+            assert r is None  # written at exit
+            continue
+        assert r.kernel == kernel and r.trace_path == str(f) and (r.frames or r.native_frames), (f, r)
