@@ -116,15 +116,22 @@ inline FpOffsets fp_offsets(const PyLayout& L) noexcept {
   return {L.code_filename, L.code_qualname, L.code_linetable, L.code_firstlineno};
 }
 
-inline uint32_t fingerprint(const FpOffsets& o, const char* code) noexcept {
+// The identity words folded into one value; the fingerprint is a function of it (an equal ident, an equal
+// fingerprint), which the chain check compares instead of the fingerprint itself.
+inline uint64_t ident(const FpOffsets& o, const char* code) noexcept {
   const uint64_t a = load<uintptr_t>(code + o.filename);
   const uint64_t b = load<uintptr_t>(code + o.qualname);
   const uint64_t c = load<uintptr_t>(code + o.linetable);  // per-code bytes object
   const uint64_t d = uint32_t(load<int32_t>(code + o.firstlineno));
-  const uint64_t h = (c ^ rotl(b, 32) ^ rotl(a, 16) ^ (d << 3)) * 0x9E3779B97F4A7C15ULL;
-  const uint32_t r = uint32_t(h >> 32);
+  return c ^ rotl(b, 32) ^ rotl(a, 16) ^ (d << 3);
+}
+
+inline uint32_t fingerprint_of(uint64_t ident) noexcept {
+  const uint32_t r = uint32_t((ident * 0x9E3779B97F4A7C15ULL) >> 32);
   return r ? r : 1u;
 }
+
+inline uint32_t fingerprint(const FpOffsets& o, const char* code) noexcept { return fingerprint_of(ident(o, code)); }
 
 void format_version(unsigned long hex, char* out, size_t cap) {
   const unsigned major = (hex >> 24) & 0xff, minor = (hex >> 16) & 0xff, micro = (hex >> 8) & 0xff,
@@ -385,32 +392,66 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
 
 // ---------------------------------------------------------------------------
 // The verified chain cache (see python_stack.h).
+//
+// Why a verified chain is exact: the walk reads, for each frame it visits, the owner byte, the code / executable word
+// and the instruction pointer (3.10: f_lasti), then (for a frame that is not hidden by its owner) the code object's
+// type and, for a code object, its immutable fields (co_firstlineno, co_filename, co_qualname, co_linetable,
+// _co_firsttraceable, co_code_adaptive's offset); and the frame's link to go on. Its result is a function of those
+// words and of where the chain ends. The check reads the same words along the live links (a frame is read only once
+// the link that leads to it is the one the walk read, and every frame on the thread's chain is alive: the thread is
+// in native code, so the chain cannot change under us) and compares them with the walk's; the last link must be null
+// again where the chain ended there. The code objects' fields are guarded by the identity words: the frame holds a
+// strong reference to its code object, so the object at an unchanged address is either the same object (immutable
+// fields) or another object allocated where a freed one was, which is still a code object with the same four words
+// only if CPython put new strings and a new line table at the old ones' addresses too. The same check serves in
+// every version: the words' offsets come from the layout (3.10: frame objects, no owner; 3.11/3.12: built-in;
+// 3.13/3.14: debug offsets; 3.14's tagged f_executable: tag bits cleared before the code object is read, compared
+// with them); nothing in it depends on the version beyond the Reader's offsets.
 namespace {
 
 constexpr int kChainFrames = 48;  // frames visited per cached chain
 constexpr int kChainWays = 16, kChainSets = 32;  // 512 chains
 
 enum : uint8_t { kHidden = 0, kNotCode = 1, kShown = 2, kIncomplete = 3 };
-struct ChainFrame {
-  uintptr_t frame, code_word, instr;  // instr: the pointer (3.11+) or f_lasti (3.10)
-  uint8_t owner;
-  uint8_t kind;       // what the walk made of it
+// What the walk read of one visited frame, in two parts: the words the check compares (in one pass, with no
+// branch but the one on their difference), and what the walk made of them (used again only by a partial re-walk).
+struct ChainWords {
+  uintptr_t next;       // its link (previous / f_back) as the walk read it; 0 at the chain's end
+  uintptr_t code_word;  // f_code / f_executable
+  uintptr_t instr;      // the instruction pointer (3.11+) or f_lasti (3.10)
+  uint64_t owner;       // its owner byte (3.10: 0)
+};
+static_assert(sizeof(ChainWords) == 32 && kChainFrames < 256, "four words per frame");
+struct ChainMeta {
+  uint8_t kind;        // what the walk made of it
   uint8_t guard;       // its code object is checked (not hidden, and not the same code as the frame before)
   uint8_t out_before;  // frames shown before this one
   uint32_t check;      // the code object's fingerprint (kNotCode / kHidden: 0)
 };
-static_assert(sizeof(ChainFrame) == 32 && kChainFrames < 256, "four words per frame");
+// A guarded frame: its code object (tag bits cleared) and the identity words the fingerprint is made of, folded into
+// one 64-bit value (ident(): the fingerprint is a function of it, so an equal ident is an equal fingerprint).
+struct ChainGuard {
+  const char* code;  // kNotCode: the word as read, tag bits cleared (may be null)
+  uint64_t ident;    // kNotCode: 0
+  uint8_t index;     // the frame's index in the chain
+  uint8_t not_code;  // the walk found no code object there
+};
 struct Chain {
   uint64_t token;
   PyMemo memo;
+  uintptr_t head;  // the innermost frame's address
+  uint32_t succ;   // the chain served right after this one the last time (index + 1; 0: none)
   int32_t max;
   uint16_t n_visited, n_out;
-  uint8_t ends_null, truncated;
-  ChainFrame f[kChainFrames];
+  uint8_t ends_null, truncated, n_guards, n_code_guards;  // guards: the n_code_guards code objects first
+  ChainWords w[kChainFrames];
+  ChainMeta m[kChainFrames];
+  ChainGuard g[kChainFrames];
   PyFrameKey keys[kChainFrames];
 };
 struct ChainCache {
   uint64_t tokens;
+  uint32_t last;  // the chain served or filled last (index + 1 in c; 0: none)
   PyChainStats stats;
   alignas(16) uint32_t tags[kChainSets][kChainWays];
   uint16_t used[kChainSets];
@@ -479,36 +520,38 @@ const char* head_frame(const Runtime& R, const char* ts) {
 }
 
 // The walk of capture_python_frames from `frame`, with `n` frames already in out and `v` frames visited, recording
-// every visited frame into c (c->n_visited = 0xffff when the chain does not fit: not to be kept).
+// every visited frame into c (c->n_visited = 0xffff when the chain does not fit: not to be kept). Each frame's link
+// is recorded too, also where the walk stops at that frame (truncated): a live frame's field.
 int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* out, int max, Chain* c,
                bool* truncated) {
   bool fits = true;
-  uintptr_t prev_code = v > 0 ? c->f[v - 1].code_word : 0;
-  uint8_t prev_kind = v > 0 ? c->f[v - 1].kind : uint8_t{kHidden};
+  uintptr_t prev_code = v > 0 ? c->w[v - 1].code_word : 0;
+  uint8_t prev_kind = v > 0 ? c->m[v - 1].kind : uint8_t{kHidden};
   bool ended_null = true;
-  for (int guard = kMaxWalk; frame && guard > 0; frame = load<const char*>(frame + rd.o_previous), --guard) {
-    ChainFrame cf{};
-    cf.frame = reinterpret_cast<uintptr_t>(frame);
+  for (int guard = kMaxWalk; frame && guard > 0; --guard) {
+    ChainWords cf{};
+    ChainMeta cm{};
+    cf.next = load<uintptr_t>(frame + rd.o_previous);
     cf.owner = rd.owner(frame);
     cf.code_word = rd.code_word(frame);
     cf.instr = rd.instr(frame);
-    cf.out_before = static_cast<uint8_t>(n);
+    cm.out_before = static_cast<uint8_t>(n);
     const int owner = static_cast<signed char>(cf.owner);
     bool shown = false;
     const auto* code = reinterpret_cast<const char*>(cf.code_word & rd.tag_mask);
     if (!rd.objects && owner >= rd.owner_skip_min) {
-      cf.kind = kHidden;  // C-stack / interpreter frames
+      cm.kind = kHidden;  // C-stack / interpreter frames
     } else if (!code || load<const void*>(code + rd.o_ob_type) != rd.code_type) {
-      cf.kind = kNotCode;
+      cm.kind = kNotCode;
     } else {
-      cf.check = fingerprint(rd.fo, code);
+      cm.check = fingerprint(rd.fo, code);
       const int32_t off = rd.objects ? static_cast<int32_t>(cf.instr) * 2
                                      : int32_t(reinterpret_cast<const char*>(cf.instr) - (code + rd.o_adaptive));
       if (!rd.objects && owner != rd.owner_generator &&
           off < int32_t(load<int32_t>(code + rd.o_firsttraceable)) * 2) {
-        cf.kind = kIncomplete;
+        cm.kind = kIncomplete;
       } else {
-        cf.kind = kShown;
+        cm.kind = kShown;
         shown = true;
         if (n == max) {
           if (truncated) *truncated = true;
@@ -516,26 +559,28 @@ int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* ou
         } else {
           out[n].code = code;
           out[n].instr_offset = off;
-          out[n].code_check = cf.check;
+          out[n].code_check = cm.check;
         }
       }
     }
     // A frame with the code object of the frame before it (recursion) is guarded there: the same object.
     const bool same_code = v > 0 && cf.code_word == prev_code && (prev_kind == kShown || prev_kind == kIncomplete) &&
-                           (cf.kind == kShown || cf.kind == kIncomplete);
-    cf.guard = cf.kind != kHidden && !same_code;
+                           (cm.kind == kShown || cm.kind == kIncomplete);
+    cm.guard = cm.kind != kHidden && !same_code;
     if (v < kChainFrames) {
-      c->f[v] = cf;
+      c->w[v] = cf;
+      c->m[v] = cm;
     } else {
       fits = false;
     }
     ++v;
     prev_code = cf.code_word;
-    prev_kind = cf.kind;
+    prev_kind = cm.kind;
     if (shown) {
       if (!ended_null) break;
       ++n;
     }
+    frame = reinterpret_cast<const char*>(cf.next);
   }
   if (frame && ended_null) fits = false;  // stopped by the cycle guard
   c->n_visited = fits ? static_cast<uint16_t>(v) : 0xffff;
@@ -546,33 +591,95 @@ int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* ou
   return n;
 }
 
-// How many of c's visited frames still hold what the walk read, from `frame` (its first) on; *stop_at: the frame
-// after them (the link of the last one is read even where the walk stopped there: a live frame's field).
+// The guards of a walked chain (every frame it flags), in frame order: its code object's ident, or none.
+void set_guards(const Reader& rd, Chain* c) {
+  int k = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the code objects first, then the frames without one
+    for (int i = 0; i < c->n_visited; ++i) {
+      if (!c->m[i].guard || (c->m[i].kind == kNotCode) != (pass == 1)) continue;
+      ChainGuard& g = c->g[k++];
+      g.index = static_cast<uint8_t>(i);
+      g.not_code = pass == 1;
+      g.code = reinterpret_cast<const char*>(c->w[i].code_word & rd.tag_mask);
+      g.ident = g.not_code ? 0 : ident(rd.fo, g.code);
+    }
+    if (pass == 0) c->n_code_guards = static_cast<uint8_t>(k);
+  }
+  c->n_guards = static_cast<uint8_t>(k);
+}
+
+// How many of c's visited frames still hold what the walk read, from `frame` (its head) on; *stop_at: the first
+// frame not verified (nullptr past the end of a chain that ended there).
+//
+// First pass, the words: frame i is read only once frame i - 1's link was found equal to what the walk read (so
+// every frame read is on the thread's live chain). Its code word, instruction, owner and link are compared with
+// one branch on their difference. Second pass, the guards (frames whose code object the walk read: not hidden, not
+// the same code word as a guarded frame just before): still a code object with the same identity words, or still
+// no code object. A failed guard at frame g leaves the frames before g verified.
 template <bool kObjects>
 int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
-  const int n = c.n_visited;
   const int32_t o_code = rd.o_code, o_instr = rd.o_instr, o_owner = rd.o_owner, o_previous = rd.o_previous;
-  int i = 0;
-  for (; i < n; ++i) {
-    const ChainFrame& f = c.f[i];
-    if (reinterpret_cast<uintptr_t>(frame) != f.frame) break;
-    const uintptr_t code_word = load<uintptr_t>(frame + o_code);
-    uintptr_t diff = code_word ^ f.code_word;
+  const ChainWords* const first = c.w;
+  const ChainWords* const end = first + c.n_visited;
+  const ChainWords* f = first;
+  const char* at = frame;
+  // Whether frame `at` still holds what f records; *next: its link.
+  const auto differs = [&](const ChainWords* w, const char** next) {
+    const uintptr_t link = load<uintptr_t>(at + o_previous);
+    uintptr_t diff = (load<uintptr_t>(at + o_code) ^ w->code_word) | (link ^ w->next);
     if constexpr (kObjects) {
-      diff |= static_cast<uint32_t>(load<int32_t>(frame + o_instr)) ^ f.instr;
+      diff |= static_cast<uint32_t>(load<int32_t>(at + o_instr)) ^ w->instr;
     } else {
-      diff |= (load<uintptr_t>(frame + o_instr) ^ f.instr) | (static_cast<uint8_t>(frame[o_owner]) ^ f.owner);
+      diff |= (load<uintptr_t>(at + o_instr) ^ w->instr) | (static_cast<uint8_t>(at[o_owner]) ^ w->owner);
     }
-    if (diff != 0) break;
-    if (f.guard) {
-      const auto* code = reinterpret_cast<const char*>(code_word & rd.tag_mask);
-      const bool is_code = code && load<const void*>(code + rd.o_ob_type) == rd.code_type;
-      if (f.kind == kNotCode ? is_code : (!is_code || fingerprint(rd.fo, code) != f.check)) break;
+    *next = reinterpret_cast<const char*>(link);
+    return diff != 0;
+  };
+  const char* next;
+  for (; end - f >= 2; f += 2) {  // two frames a round
+    if (differs(f, &next)) goto words_done;
+    at = next;
+    if (differs(f + 1, &next)) {
+      ++f;
+      goto words_done;
     }
-    frame = load<const char*>(frame + o_previous);
+    at = next;
   }
-  *stop_at = frame;
-  return i;
+  if (f != end && !differs(f, &next)) {
+    ++f;
+    at = next;
+  }
+words_done:
+  int k = static_cast<int>(f - first);
+  const int32_t o_ob_type = rd.o_ob_type;
+  const void* const code_type = rd.code_type;
+  const FpOffsets fo = rd.fo;
+  const auto holds = [&](const ChainGuard* g) {
+    const char* code = g->code;
+    return g->not_code ? !code || load<const void*>(code + o_ob_type) != code_type
+                       : load<const void*>(code + o_ob_type) == code_type && ident(fo, code) == g->ident;
+  };
+  const ChainGuard* g = c.g;
+  const ChainGuard* const g_code_end = g + c.n_code_guards;
+  const ChainGuard* const g_end = g + c.n_guards;
+  if (f == end) {  // every frame's words hold (a hit if the guards do): no index to compare, no kind to test
+    for (; g != g_code_end; ++g)
+      if (load<const void*>(g->code + o_ob_type) != code_type || ident(fo, g->code) != g->ident) goto guards_slow;
+    for (; g != g_end; ++g)
+      if (g->code && load<const void*>(g->code + o_ob_type) == code_type) goto guards_slow;
+    *stop_at = at;
+    return k;
+  }
+guards_slow:
+  // The first failing guard among the frames verified so far ends the prefix there.
+  for (g = c.g; g != g_end; ++g) {
+    if (g->index < k && !holds(g)) {
+      k = g->index;
+      at = k == 0 ? frame : reinterpret_cast<const char*>(c.w[k - 1].next);
+    }
+  }
+  *stop_at = at;
+  return k;
 }
 inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
   return rd.objects ? verified_prefix_t<true>(rd, c, frame, stop_at) : verified_prefix_t<false>(rd, c, frame, stop_at);
@@ -606,30 +713,45 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   const Reader& rd = rd_once;
   const char* head = head_frame(R, ts);
   if (!head) return 0;
+  const auto serve = [&](uint32_t index) {
+    Chain& c = cc->c[index];
+    ++cc->stats.hits;
+    cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
+    if (cc->last) cc->c[cc->last - 1].succ = index + 1;
+    cc->last = index + 1;
+    how->hit = true;
+    how->truncated = c.truncated;
+    how->memo = &c.memo;
+    how->token = c.token;
+    if (how->borrow)
+      how->frames = c.keys;
+    else
+      memcpy(out, c.keys, sizeof(PyFrameKey) * c.n_out);
+    return static_cast<int>(c.n_out);
+  };
+  // First the chain that followed the last one served, the last time it was served: the same stack again (launches
+  // from one C call, a loop), or sites called in a repeating order (an op-by-op forward pass), without the tag and
+  // the set's scan. Any chain verified against the live frames is exact; a cleared cache has no successors.
+  const char* stop_at = nullptr;
+  if (const uint32_t pred = cc->last ? cc->c[cc->last - 1].succ : 0) {
+    const Chain& c = cc->c[pred - 1];
+    if (c.max == max && verified_prefix(rd, c, head, &stop_at) == c.n_visited) {
+      ++cc->stats.predicted;
+      return serve(pred - 1);
+    }
+  }
   const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
   const uint32_t set = tag & (kChainSets - 1);
   const Chain* best = nullptr;
   int best_n = 0;
   const char* best_stop = nullptr;
   for (uint32_t m = chain_ways(cc, set, tag); m; m &= m - 1) {
-    const int way = __builtin_ctz(m);
+    const uint32_t way = static_cast<uint32_t>(__builtin_ctz(m));
     Chain& c = cc->c[set * kChainWays + way];
     if (c.max != max) continue;
-    const char* stop_at = nullptr;
     const int k = verified_prefix(rd, c, head, &stop_at);
-    if (k == c.n_visited && (!c.ends_null || !stop_at)) {
-      ++cc->stats.hits;
-      cc->used[set] = static_cast<uint16_t>(cc->used[set] | (1u << way));
-      how->hit = true;
-      how->truncated = c.truncated;
-      how->memo = &c.memo;
-      how->token = c.token;
-      if (how->borrow)
-        how->frames = c.keys;
-      else
-        memcpy(out, c.keys, sizeof(PyFrameKey) * c.n_out);
-      return c.n_out;
-    }
+    // Every frame and its link verified (the last one's: null where the chain ended).
+    if (k == c.n_visited) return serve(set * kChainWays + way);
     if (k > best_n) {
       best = &c;
       best_n = k;
@@ -642,8 +764,9 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   const char* from = head;
   if (best) {
     ++cc->stats.partial;
-    memcpy(s.f, best->f, sizeof(ChainFrame) * static_cast<size_t>(best_n));
-    n = best->f[best_n - 1].out_before + (best->f[best_n - 1].kind == kShown ? 1 : 0);
+    memcpy(s.w, best->w, sizeof(ChainWords) * static_cast<size_t>(best_n));
+    memcpy(s.m, best->m, sizeof(ChainMeta) * static_cast<size_t>(best_n));
+    n = best->m[best_n - 1].out_before + (best->m[best_n - 1].kind == kShown ? 1 : 0);
     memcpy(out, best->keys, sizeof(PyFrameKey) * static_cast<size_t>(n));
     from = best_stop;
   }
@@ -664,15 +787,21 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   cc->tags[set][way] = 0;
   c.token = ++cc->tokens;
   c.memo = PyMemo{};
+  c.head = reinterpret_cast<uintptr_t>(head);
   c.max = s.max;
   c.n_visited = s.n_visited;
   c.n_out = s.n_out;
   c.ends_null = s.ends_null;
   c.truncated = s.truncated;
-  memcpy(c.f, s.f, sizeof(ChainFrame) * s.n_visited);
+  memcpy(c.w, s.w, sizeof(ChainWords) * s.n_visited);
+  memcpy(c.m, s.m, sizeof(ChainMeta) * s.n_visited);
+  set_guards(rd, &c);
   memcpy(c.keys, out, sizeof(PyFrameKey) * static_cast<size_t>(n));
   cc->tags[set][way] = tag;
   cc->used[set] = static_cast<uint16_t>(cc->used[set] | (1u << way));
+  c.succ = 0;
+  if (cc->last) cc->c[cc->last - 1].succ = static_cast<uint32_t>(set * kChainWays + way) + 1;
+  cc->last = static_cast<uint32_t>(set * kChainWays + way) + 1;
   how->memo = &c.memo;
   how->token = c.token;
   return n;
@@ -683,6 +812,8 @@ void python_chain_cache_clear() noexcept {
   if (!cc) return;
   memset(cc->tags, 0, sizeof cc->tags);
   memset(cc->used, 0, sizeof cc->used);
+  cc->last = 0;
+  for (Chain& c : cc->c) c.succ = 0;
 }
 
 PyChainStats python_chain_stats() noexcept {

@@ -97,13 +97,16 @@ int capture_python_frames(PyFrameKey* out, int max) noexcept;
 int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 
 // The same capture through this thread's cache of verified frame chains. A repeated Python stack is not walked
-// again: the thread remembers its recent chains (every frame the walk visited, shown or hidden: its address, its
-// code / executable word, its instruction pointer, its owner, and the fingerprint of its code object) and the
-// next capture compares those words from the innermost frame out; where a frame differs, the walk goes on from
-// that frame only. A hit is exactly what capture_python_frames returns there: the walk's result is a function of
-// the words compared and of the code objects' immutable fields, which the fingerprint guards (a code object freed
-// and another allocated at the same address: an edited notebook cell). 512 chains of up to 48 visited frames per
-// thread (deeper chains are walked plainly). Same guarantees as capture_python_frames otherwise.
+// again: the thread remembers its recent chains (for every frame the walk visited, shown or hidden: its code /
+// executable word, its instruction pointer, its owner and its link, and for each code object the walk read, the
+// identity words its fingerprint is made of) and the next capture compares those words from the innermost frame
+// out, following the live links; where a frame differs, the walk goes on from that frame only. A hit is exactly
+// what capture_python_frames returns there: the walk's result is a function of the words compared and of the code
+// objects' immutable fields, which the identity words guard (a code object freed and another allocated at the same
+// address: an edited notebook cell). The chain first tried is the one that followed the last chain served, the last
+// time (the same stack again, or sites in a repeating order); then the chains found by the innermost frame's words.
+// 512 chains of up to 48 visited frames per thread (deeper chains are walked plainly). Same guarantees as
+// capture_python_frames otherwise.
 struct PyMemo {  // kept with a cached chain for the caller (see NativeMemo); no initialisers
   uint64_t other;
   uint64_t stack;  // a StackMemo (shim/record/recorder.h); 0: none
@@ -121,6 +124,7 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
 void python_chain_cache_clear() noexcept;
 struct PyChainStats {
   uint64_t hits, partial, fills, plain;
+  uint64_t predicted;  // of the hits: served by the chain that followed the last one served
 };
 PyChainStats python_chain_stats() noexcept;  // this thread's
 

@@ -74,13 +74,30 @@ __attribute__((visibility("default"))) int cdsa_probe_stack_max(char* out, int c
   return format_frames(keys, n, out, cap);
 }
 
-// This thread's chain cache counters: hits, partial re-walks, fills, plain walks.
-__attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long long* out4) {
+// One capture through the verified chain cache (as a launch takes it: borrowed keys), compared with the plain walk
+// taken first (-4 if it differs). *hit: 1 if the cache served it. Then formatted like cdsa_probe_stack_max.
+__attribute__((visibility("default"))) int cdsa_probe_cached_once(char* out, int cap, int max, int* hit) {
+  cdsa::PyFrameKey keys[kMaxFrames], cached[kMaxFrames];
+  if (max > kMaxFrames) max = kMaxFrames;
+  bool tr = false;
+  const int n = cdsa::capture_python_frames(keys, max, &tr);
+  cdsa::PyCapture how;
+  how.borrow = true;
+  const int m = cdsa::capture_python_frames_cached(cached, max, &how);
+  if (m != n || how.truncated != tr || memcmp(how.frames, keys, sizeof(cdsa::PyFrameKey) * size_t(n)) != 0) return -4;
+  if (hit) *hit = how.hit ? 1 : 0;
+  return format_frames(keys, n, out, cap);
+}
+
+// This thread's chain cache counters: hits, partial re-walks, fills, plain walks, and the hits served by the chain
+// that followed the last one served (of the hits).
+__attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long long* out5) {
   const cdsa::PyChainStats s = cdsa::python_chain_stats();
-  out4[0] = s.hits;
-  out4[1] = s.partial;
-  out4[2] = s.fills;
-  out4[3] = s.plain;
+  out5[0] = s.hits;
+  out5[1] = s.partial;
+  out5[2] = s.fills;
+  out5[3] = s.plain;
+  out5[4] = s.predicted;
 }
 
 __attribute__((visibility("default"))) void cdsa_probe_chain_clear(void) { cdsa::python_chain_cache_clear(); }

@@ -59,6 +59,8 @@ def load(path, kind):
     lib.cdsa_probe_bench_ns.argtypes = [ctypes.c_int, ctypes.c_int,
                                         ctypes.POINTER(ctypes.c_int),
                                         ctypes.POINTER(ctypes.c_double)]
+    lib.cdsa_probe_cached_once.restype = ctypes.c_int
+    lib.cdsa_probe_cached_once.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     lib.cdsa_probe_layout.restype = ctypes.c_int
     lib.cdsa_probe_layout.argtypes = [ctypes.c_char_p, ctypes.c_int]
     return lib
@@ -437,9 +439,83 @@ def test_native_thread_and_rejections():
 
 
 def chain_stats():
-    a = (ctypes.c_ulonglong * 4)()
+    a = (ctypes.c_ulonglong * 5)()
     P.cdsa_probe_chain_stats(a)
-    return {"hits": a[0], "partial": a[1], "fills": a[2], "plain": a[3]}
+    return {"hits": a[0], "partial": a[1], "fills": a[2], "plain": a[3], "predicted": a[4]}
+
+
+# Sites for the successor tests: each captures once through the chain cache alone (as a launch takes it; the probe
+# checks it against the walk), on one line.
+def _succ_site(k):
+    src = ("def succ_site_%d(b, hit):\n"
+           "    return (P.cdsa_probe_cached_once(b, CAP, MAX, ctypes.byref(hit)), b, traceback.extract_stack(), chain(),"
+           " hit)\n" % k)
+    exec(compile(src, "<succ sites>", "exec"), globals())
+    return globals()["succ_site_%d" % k]
+
+
+_SUCC_SITES = [_succ_site(k) for k in range(6)]
+
+
+def _via_a(site):
+    return site(newbuf(), ctypes.c_int(-1))
+
+
+def _via_b(site):
+    return site(newbuf(), ctypes.c_int(-1))
+
+
+def _succ_rec(k, site):
+    if k == 0:
+        return site(newbuf(), ctypes.c_int(-1))
+    return _succ_rec(k - 1, site)
+
+
+def test_chain_successors():
+    """The chain cache first tries the chain that followed the last one served: sites called in a repeating order
+    (an op-by-op forward pass) are served by it, and every other order, a changed frame further out, a generator
+    resumed from other callers at the same yield, recursion at other depths, must still give exactly the walk
+    (every capture here goes through the cache once, as at a launch, and the probe compares it with the walk)."""
+    P.cdsa_probe_chain_clear()
+    sites = _SUCC_SITES
+    before = chain_stats()
+    for rnd in range(5):  # one order, five rounds: from the second round on every capture is a hit
+        for k, site in enumerate(sites):
+            r = check(site(newbuf(), ctypes.c_int(-1)), "cycle round %d site %d" % (rnd, k), "succ_site_%d" % k)
+    after = chain_stats()
+    assert after["hits"] - before["hits"] >= 4 * len(sites), (before, after)
+    assert after["predicted"] - before["predicted"] >= 3 * len(sites), (before, after)
+    for rnd in range(3):  # another order: the successors recorded are wrong now, found by the set instead
+        for k in (3, 1, 4, 0, 5, 2):
+            check(sites[k](newbuf(), ctypes.c_int(-1)), "reordered %d" % k, "succ_site_%d" % k)
+    for rnd in range(4):  # the same innermost frames (same code, same instruction) under another caller
+        for k, site in enumerate(sites):
+            r = check((_via_a, _via_b)[(rnd + k) % 2](site), "caller changes %d/%d" % (rnd, k), "succ_site_%d" % k)
+            assert r[1][1] == Q(("_via_a", "_via_b")[(rnd + k) % 2]), r[:2]
+    for rnd in range(3):  # the same site at other recursion depths, in a repeating order
+        for depth in (2, 5, 3, 0):
+            got = check(_succ_rec(depth, sites[0]), "recursion %d" % depth, "succ_site_0")
+            assert sum(1 for g in got if g[1] == Q("_succ_rec")) == depth + 1, (depth, got[:8])
+
+    def gen():
+        while True:  # one yield point: its frame's words are the same whoever resumes it
+            b, h = newbuf(), ctypes.c_int(-1)
+            yield (P.cdsa_probe_cached_once(b, CAP, MAX, ctypes.byref(h)), b, traceback.extract_stack(), chain())
+
+    def resume_1(g):
+        return next(g)
+
+    def resume_2(g):
+        return resume_1(g)
+    g = gen()
+    for rnd in range(4):
+        for how in (resume_1, resume_2, resume_1, next):
+            got = check(how(g), "generator resumed by %s" % how.__name__, "test_chain_successors.<locals>.gen")
+            want = {next: ["test_chain_successors"], resume_1: ["resume_1", "test_chain_successors"],
+                    resume_2: ["resume_1", "resume_2", "test_chain_successors"]}[how]
+            want = [w if w == "test_chain_successors" else "test_chain_successors.<locals>." + w for w in want]
+            assert [g[1] for g in got[1:1 + len(want)]] == [Q(w) for w in want], (how, got[:4])
+    g.close()
 
 
 _EDITED_CELL = """
@@ -576,6 +652,7 @@ def run_ready(path, do_bench):
             test_threads()
             test_native_thread_and_rejections()
             test_verified_chains()
+            test_chain_successors()
             if do_bench:
                 bench()
     print("OK: %s; %d stack comparisons (CDLL and PyDLL)" % (desc, CHECKS))
