@@ -119,12 +119,13 @@ int cmd_export(int argc, char** argv) {
     Progress progress("reading trace files", paths.size());
     for (size_t i = 0; i < paths.size(); ++i) {
       progress.step(i + 1);
-      std::string error;
-      if (!report::read_trace_file(paths[i], &files[i], &error)) {
+      base::StatusOr<report::TraceFile> read = report::read_trace_file(paths[i]);
+      if (!read.ok()) {
         progress.finish();
-        fprintf(stderr, "cdsa export: %s: %s\n", paths[i].c_str(), error.c_str());
+        fail("export", read.status().prefixed(paths[i]));
         return 1;
       }
+      files[i] = std::move(*read);
     }
   }
   // Launch times are CLOCK_MONOTONIC: comparable between processes of one host only.

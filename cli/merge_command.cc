@@ -104,13 +104,12 @@ int cmd_merge(int argc, char** argv) {
   {
     Progress progress("reading trace files", files.size());
     for (size_t i = 0; i < files.size(); ++i) {
-      RankTrace e{files[i], {}};
-      std::string error;
-      if (report::read_trace_file(files[i], &e.tf, &error))
-        ok.push_back(std::move(e));
+      base::StatusOr<report::TraceFile> read = report::read_trace_file(files[i]);
+      if (read.ok())
+        ok.push_back(RankTrace{files[i], std::move(*read)});
       else {
         progress.finish();
-        fprintf(stderr, "cdsa merge: %s: %s (skipped)\n", files[i].c_str(), error.c_str());
+        fprintf(stderr, "cdsa merge: %s: %s (skipped)\n", files[i].c_str(), read.status().message().c_str());
         ++bad;
       }
       progress.step(i + 1);

@@ -11,10 +11,17 @@
 namespace cdsa::cli {
 
 bool load(const char* cmd, const std::string& path, report::TraceFile* tf) {
-  std::string error;
-  if (report::read_trace_file(path, tf, &error)) return true;
-  fprintf(stderr, "cdsa %s: %s: %s\n", cmd, path.c_str(), error.c_str());
+  base::StatusOr<report::TraceFile> read = report::read_trace_file(path);
+  if (read.ok()) {
+    *tf = std::move(*read);
+    return true;
+  }
+  fail(cmd, read.status().prefixed(path));
   return false;
+}
+
+void fail(const char* cmd, const base::Status& status) {
+  fprintf(stderr, "cdsa %s: %s\n", cmd, status.message().c_str());
 }
 
 bool load_profile(const char* cmd, const std::string& path, report::TraceFile* tf) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "base/status.h"
 #include "cli/options.h"
 #include "report/trace.h"
 #include "report/trace_reader.h"
@@ -17,6 +18,8 @@ namespace cdsa::cli {
 
 // Loads FILE or prints "cdsa CMD: FILE: what is wrong".
 bool load(const char* cmd, const std::string& path, report::TraceFile* tf);
+// Prints "cdsa CMD: " and the status's line on stderr.
+void fail(const char* cmd, const base::Status& status);
 // Loads FILE and insists on a launch-site profile (flame, top).
 bool load_profile(const char* cmd, const std::string& path, report::TraceFile* tf);
 

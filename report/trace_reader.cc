@@ -397,29 +397,25 @@ std::string printable(const std::string& s) {
   return out;
 }
 
-bool parse_impl(std::string_view text, TraceFile* out, std::string* error);
+base::Status parse_impl(std::string_view text, TraceFile* out);
 
 }  // namespace
 
-bool parse_trace(std::string_view text, TraceFile* out, std::string* error) {
-  if (parse_impl(text, out, error)) return true;
-  *error = printable(*error);
-  return false;
+base::StatusOr<TraceFile> parse_trace(std::string_view text) {
+  TraceFile out;
+  base::Status s = parse_impl(text, &out);
+  if (!s.ok()) return base::Status::error(printable(s.message()));
+  return out;
 }
 
 namespace {
 
-bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
+base::Status parse_impl(std::string_view text, TraceFile* out) {
   *out = TraceFile{};
-  if (text.empty()) {
-    *error = "empty file";
-    return false;
-  }
-  if (text.size() > kMaxTraceBytes) {
-    *error = fmt::format("larger than {} bytes: not a trace file cdsa wrote", kMaxTraceBytes);
-    return false;
-  }
-  if (!nesting_ok(text, kMaxTraceDepth, error)) return false;
+  if (text.empty()) return base::Status::error("empty file");
+  if (text.size() > kMaxTraceBytes)
+    return base::Status::error(fmt::format("larger than {} bytes: not a trace file cdsa wrote", kMaxTraceBytes));
+  if (std::string error; !nesting_ok(text, kMaxTraceDepth, &error)) return base::Status::error(error);
   // No exceptions escape: a parse error is caught here, and the walk checks every type before reading.
   try {
     json doc;
@@ -428,24 +424,22 @@ bool parse_impl(std::string_view text, TraceFile* out, std::string* error) {
     } catch (const json::parse_error& e) {
       std::string what = e.what();
       auto p = what.find("parse error");
-      *error =
-          fmt::format("not valid JSON (truncated or corrupted): {}", p == std::string::npos ? what : what.substr(p));
-      return false;
+      return base::Status::error(
+          fmt::format("not valid JSON (truncated or corrupted): {}", p == std::string::npos ? what : what.substr(p)));
     }
     TraceReader w;
     if (!w.read(doc, &out->data)) {
-      *error = w.err;
       *out = TraceFile{};
-      return false;
+      return base::Status::error(w.err);
     }
-    return true;
+    return {};
   } catch (const std::exception& e) {
-    *error = fmt::format("cannot be read: {}", e.what());
+    *out = TraceFile{};
+    return base::Status::error(fmt::format("cannot be read: {}", e.what()));
   } catch (...) {
-    *error = "cannot be read: unexpected error";
+    *out = TraceFile{};
+    return base::Status::error("cannot be read: unexpected error");
   }
-  *out = TraceFile{};
-  return false;
 }
 
 // strerror() may share a buffer between threads; the reader promises to be reentrant.
@@ -456,35 +450,31 @@ std::string errno_text(int e) {
 
 }  // namespace
 
-bool read_trace_file(const std::string& path, TraceFile* out, std::string* error) {
+base::StatusOr<TraceFile> read_trace_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular files are read.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    *error = errno_text(errno);
-    return false;
-  }
+  if (fd < 0) return base::Status::error(errno_text(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *error = S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file";
     close(fd);
-    return false;
+    return base::Status::error(S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > kMaxTraceBytes) {
-    *error = fmt::format("{} bytes: larger than the {} bytes a trace file may have", st.st_size, kMaxTraceBytes);
     close(fd);
-    return false;
+    return base::Status::error(
+        fmt::format("{} bytes: larger than the {} bytes a trace file may have", st.st_size, kMaxTraceBytes));
   }
   std::string text;
   text.resize(static_cast<size_t>(st.st_size));
   const ssize_t done = base::read_full(fd, text.data(), text.size());  // fewer if it shrank while reading
   if (done < 0) {
-    *error = fmt::format("read failed: {}", errno_text(errno));
+    const int e = errno;
     close(fd);
-    return false;
+    return base::Status::error(fmt::format("read failed: {}", errno_text(e)));
   }
   close(fd);
   text.resize(static_cast<size_t>(done));
-  return parse_trace(text, out, error);
+  return parse_trace(text);
 }
 
 }  // namespace cdsa::report

@@ -5,7 +5,7 @@
 //  - Never throws, never crashes, never hangs on any input: a missing,
 //    unreadable, non-regular (FIFO, device, directory), oversized, truncated,
 //    non-JSON, too deeply nested, wrong-format, wrong-version or wrongly typed
-//    file yields false and one line in *error saying what is wrong and where
+//    file yields an error (base/status.h): one line saying what is wrong and where
 //    (e.g. `report.candidates[0].launch.grid: expected an array of 3 unsigned
 //    32-bit integers`). The caller adds the file name.
 //  - Limits: files up to kMaxTraceBytes, JSON nesting up to kMaxTraceDepth.
@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/status.h"
 #include "report/trace.h"
 
 namespace cdsa::report {
@@ -34,9 +35,9 @@ struct TraceFile {
 };
 
 // Parses the text of a trace file.
-bool parse_trace(std::string_view text, TraceFile* out, std::string* error);
+base::StatusOr<TraceFile> parse_trace(std::string_view text);
 
 // Reads and parses the file at `path` (opened without blocking on FIFOs).
-bool read_trace_file(const std::string& path, TraceFile* out, std::string* error);
+base::StatusOr<TraceFile> read_trace_file(const std::string& path);
 
 }  // namespace cdsa::report

@@ -77,26 +77,22 @@ bool ElfReader::read_at(uint64_t offset, void* buf, size_t n) const {
   return base::read_full(fd_, buf, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
 }
 
-bool ElfReader::read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out,
-                         std::string* error) const {
+base::Status ElfReader::read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out) const {
   uint64_t end;
   if (add_overflows(offset, size, &end) || end > file_size_) {
-    *error = "truncated ELF file: data extends past end of file";
-    return false;
+    return base::Status::error("truncated ELF file: data extends past end of file");
   }
   if (size > kMaxTableBytes) {
-    *error = "ELF table too large";
-    return false;
+    return base::Status::error("ELF table too large");
   }
   out->resize(size);
   if (size != 0 && !read_at(offset, out->data(), size)) {
-    *error = "read error";
-    return false;
+    return base::Status::error("read error");
   }
-  return true;
+  return {};
 }
 
-bool ElfReader::open(const std::string& path, std::string* error) {
+base::Status ElfReader::open(const std::string& path) {
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;
@@ -106,39 +102,32 @@ bool ElfReader::open(const std::string& path, std::string* error) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
-    *error = std::strerror(errno);
-    return false;
+    return base::Status::error(std::strerror(errno));
   }
   fd_ = fd;
   struct stat st;
   if (::fstat(fd_, &st) != 0) {
-    *error = std::strerror(errno);
-    return false;
+    return base::Status::error(std::strerror(errno));
   }
   if (!S_ISREG(st.st_mode)) {
-    *error = "not a regular file";
-    return false;
+    return base::Status::error("not a regular file");
   }
   file_size_ = static_cast<uint64_t>(st.st_size);
   if (file_size_ == 0) {
-    *error = "empty file";
-    return false;
+    return base::Status::error("empty file");
   }
 
   unsigned char ident[EI_NIDENT];
   if (file_size_ < EI_NIDENT || !read_at(0, ident, EI_NIDENT) ||
       std::memcmp(ident, ELFMAG, SELFMAG) != 0) {
-    *error = "not an ELF file";
-    return false;
+    return base::Status::error("not an ELF file");
   }
   if (ident[EI_CLASS] != ELFCLASS32 && ident[EI_CLASS] != ELFCLASS64) {
-    *error = "unsupported ELF class";
-    return false;
+    return base::Status::error("unsupported ELF class");
   }
   const unsigned char host_data = host_is_little_endian() ? ELFDATA2LSB : ELFDATA2MSB;
   if (ident[EI_DATA] != host_data) {
-    *error = "unsupported ELF byte order";
-    return false;
+    return base::Status::error("unsupported ELF byte order");
   }
   is64_ = ident[EI_CLASS] == ELFCLASS64;
 
@@ -147,10 +136,7 @@ bool ElfReader::open(const std::string& path, std::string* error) {
   uint16_t phentsize, shentsize;
   // Both ELF classes carry the same header fields, at different widths.
   auto read_header = [&](auto eh) {
-    if (!read_at(0, &eh, sizeof eh)) {
-      *error = "truncated ELF file: incomplete ELF header";
-      return false;
-    }
+    if (!read_at(0, &eh, sizeof eh)) return false;
     e_type_ = eh.e_type;
     phoff = eh.e_phoff;
     shoff = eh.e_shoff;
@@ -160,7 +146,8 @@ bool ElfReader::open(const std::string& path, std::string* error) {
     shentsize = eh.e_shentsize;
     return true;
   };
-  if (!(is64_ ? read_header(Elf64_Ehdr{}) : read_header(Elf32_Ehdr{}))) return false;
+  if (!(is64_ ? read_header(Elf64_Ehdr{}) : read_header(Elf32_Ehdr{})))
+    return base::Status::error("truncated ELF file: incomplete ELF header");
   const size_t want_ph = is64_ ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
   const size_t want_sh = is64_ ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
 
@@ -182,26 +169,22 @@ bool ElfReader::open(const std::string& path, std::string* error) {
   // Extended numbering: real counts live in section header 0.
   if (shoff != 0 && (shnum == 0 || phnum == PN_XNUM)) {
     if (shentsize < want_sh) {
-      *error = "malformed ELF file: bad section header size";
-      return false;
+      return base::Status::error("malformed ELF file: bad section header size");
     }
     Shdr s0;
     if (!read_shdr(shoff, &s0)) {
-      *error = "truncated ELF file: section headers beyond end of file";
-      return false;
+      return base::Status::error("truncated ELF file: section headers beyond end of file");
     }
     if (shnum == 0) shnum = static_cast<uint32_t>(std::min<uint64_t>(s0.size, kMaxHeaders + 1));
     if (phnum == PN_XNUM) phnum = s0.info;
   }
   if (phnum > kMaxHeaders || shnum > kMaxHeaders) {
-    *error = "malformed ELF file: too many headers";
-    return false;
+    return base::Status::error("malformed ELF file: too many headers");
   }
 
   if (phnum != 0) {
     if (phentsize < want_ph) {
-      *error = "malformed ELF file: bad program header size";
-      return false;
+      return base::Status::error("malformed ELF file: bad program header size");
     }
     phdrs_.reserve(phnum);
     for (uint32_t i = 0; i < phnum; ++i) {
@@ -210,15 +193,13 @@ bool ElfReader::open(const std::string& path, std::string* error) {
       if (is64_) {
         Elf64_Phdr h;
         if (!read_at(off, &h, sizeof h)) {
-          *error = "truncated ELF file: program headers beyond end of file";
-          return false;
+          return base::Status::error("truncated ELF file: program headers beyond end of file");
         }
         p = {h.p_type, h.p_flags, h.p_offset, h.p_vaddr, h.p_filesz, h.p_memsz, h.p_align};
       } else {
         Elf32_Phdr h;
         if (!read_at(off, &h, sizeof h)) {
-          *error = "truncated ELF file: program headers beyond end of file";
-          return false;
+          return base::Status::error("truncated ELF file: program headers beyond end of file");
         }
         p = {h.p_type, h.p_flags, h.p_offset, h.p_vaddr, h.p_filesz, h.p_memsz, h.p_align};
       }
@@ -227,8 +208,7 @@ bool ElfReader::open(const std::string& path, std::string* error) {
   }
   if (shoff != 0 && shnum != 0) {
     if (shentsize < want_sh) {
-      *error = "malformed ELF file: bad section header size";
-      return false;
+      return base::Status::error("malformed ELF file: bad section header size");
     }
     shdrs_.reserve(shnum);
     for (uint32_t i = 0; i < shnum; ++i) {
@@ -237,54 +217,50 @@ bool ElfReader::open(const std::string& path, std::string* error) {
         // Section headers are optional at run time; a file cut short after
         // its loadable part is still reported as truncated, since symbols
         // and debug info would be missing.
-        *error = "truncated ELF file: section headers beyond end of file";
-        return false;
+        return base::Status::error("truncated ELF file: section headers beyond end of file");
       }
       shdrs_.push_back(s);
     }
   }
   if (phdrs_.empty() && shdrs_.empty()) {
-    *error = "malformed ELF file: no program or section headers";
-    return false;
+    return base::Status::error("malformed ELF file: no program or section headers");
   }
-  return true;
+  return {};
 }
 
-bool ElfReader::build_id(std::string* hex, std::string* error) {
-  hex->clear();
+base::StatusOr<std::string> ElfReader::build_id() {
   std::vector<unsigned char> buf;
   for (const Phdr& p : phdrs_) {
     if (p.type != PT_NOTE || p.filesz == 0) continue;
-    if (!read_vec(p.offset, p.filesz, &buf, error)) return false;
-    *hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), p.align);
-    if (!hex->empty()) return true;
+    if (base::Status st = read_vec(p.offset, p.filesz, &buf); !st.ok()) return st;
+    std::string hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), p.align);
+    if (!hex.empty()) return hex;
   }
-  for (const Shdr& s : shdrs_) {
-    if (s.type != SHT_NOTE || s.size == 0) continue;
-    if (!read_vec(s.offset, s.size, &buf, error)) return false;
-    *hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), s.addralign);
-    if (!hex->empty()) return true;
+  for (const Shdr& sh : shdrs_) {
+    if (sh.type != SHT_NOTE || sh.size == 0) continue;
+    if (base::Status st = read_vec(sh.offset, sh.size, &buf); !st.ok()) return st;
+    std::string hex = find_gnu_build_id_in_notes(buf.data(), buf.size(), sh.addralign);
+    if (!hex.empty()) return hex;
   }
-  return true;
+  return std::string();
 }
 
-bool ElfReader::function_symbols(std::vector<ElfSymbol>* out, std::string* error) {
-  out->clear();
+base::StatusOr<std::vector<ElfSymbol>> ElfReader::function_symbols() {
+  std::vector<ElfSymbol> out;
   const Shdr* symtab = nullptr;
   for (const Shdr& s : shdrs_)
     if (s.type == SHT_SYMTAB) symtab = &s;
   if (symtab == nullptr)
     for (const Shdr& s : shdrs_)
       if (s.type == SHT_DYNSYM) symtab = &s;
-  if (symtab == nullptr) return true;  // stripped: no symbols, not an error
+  if (symtab == nullptr) return out;  // stripped: no symbols, not an error
   if (symtab->link >= shdrs_.size()) {
-    *error = "malformed ELF file: bad symbol string table link";
-    return false;
+    return base::Status::error("malformed ELF file: bad symbol string table link");
   }
   const Shdr& strtab = shdrs_[symtab->link];
   std::vector<unsigned char> syms, strs;
-  if (!read_vec(symtab->offset, symtab->size, &syms, error)) return false;
-  if (!read_vec(strtab.offset, strtab.size, &strs, error)) return false;
+  if (base::Status st = read_vec(symtab->offset, symtab->size, &syms); !st.ok()) return st;
+  if (base::Status st = read_vec(strtab.offset, strtab.size, &strs); !st.ok()) return st;
   const size_t entsize = is64_ ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
   const size_t count = syms.size() / entsize;
   for (size_t i = 0; i < count; ++i) {
@@ -308,15 +284,15 @@ bool ElfReader::function_symbols(std::vector<ElfSymbol>* out, std::string* error
     const size_t maxlen = strs.size() - name;
     const size_t len = strnlen(begin, maxlen);
     if (len == 0 || len == maxlen) continue;  // empty or unterminated
-    out->push_back(ElfSymbol{value, size, std::string(begin, len)});
+    out.push_back(ElfSymbol{value, size, std::string(begin, len)});
   }
-  std::sort(out->begin(), out->end(), [](const ElfSymbol& a, const ElfSymbol& b) {
+  std::sort(out.begin(), out.end(), [](const ElfSymbol& a, const ElfSymbol& b) {
     return a.value != b.value ? a.value < b.value : a.size > b.size;
   });
-  return true;
+  return out;
 }
 
-bool ElfReader::crc32(uint32_t* out, std::string* error) {
+base::StatusOr<uint32_t> ElfReader::crc32() {
   static uint32_t table[256];
   static bool init = [] {
     for (uint32_t i = 0; i < 256; ++i) {
@@ -333,14 +309,12 @@ bool ElfReader::crc32(uint32_t* out, std::string* error) {
   while (off < file_size_) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), file_size_ - off));
     if (!read_at(off, buf.data(), n)) {
-      *error = "read error";
-      return false;
+      return base::Status::error("read error");
     }
     for (size_t i = 0; i < n; ++i) crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
     off += n;
   }
-  *out = crc ^ 0xffffffffu;
-  return true;
+  return crc ^ 0xffffffffu;
 }
 
 }  // namespace cdsa::symbolizer::internal

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace cdsa::symbolizer::internal {
 
 // Lower-case hex encoding of `n` bytes.
@@ -45,24 +47,24 @@ class ElfReader {
   ElfReader& operator=(const ElfReader&) = delete;
 
   // Opens and validates the ELF header and program/section header tables.
-  // On failure returns false and sets *error to a short human-readable reason
-  // (e.g. "No such file or directory", "not an ELF file", "truncated ELF
-  // file: ...").
-  bool open(const std::string& path, std::string* error);
+  // On failure the status says why in a few words (e.g. "No such file or
+  // directory", "not an ELF file", "truncated ELF file: ...").
+  base::Status open(const std::string& path);
 
   uint16_t elf_type() const { return e_type_; }  // ET_EXEC, ET_DYN, ...
 
-  // Reads the GNU build-id from the file (PT_NOTE segments first, then
-  // SHT_NOTE sections). Sets *hex to "" when the file has none. Returns false
-  // (with *error) only on I/O or structural errors.
-  bool build_id(std::string* hex, std::string* error);
+  // The GNU build-id from the file (PT_NOTE segments first, then SHT_NOTE
+  // sections) as lower-case hex, "" when the file has none; an error only on
+  // I/O or structural problems.
+  base::StatusOr<std::string> build_id();
 
   // Function symbols (STT_FUNC / STT_GNU_IFUNC, defined, st_size > 0) from
-  // .symtab, or from .dynsym when there is no .symtab, sorted by value.
-  bool function_symbols(std::vector<ElfSymbol>* out, std::string* error);
+  // .symtab, or from .dynsym when there is no .symtab, sorted by value (none
+  // for a stripped file).
+  base::StatusOr<std::vector<ElfSymbol>> function_symbols();
 
   // CRC-32 (as used by .gnu_debuglink) of the whole file.
-  bool crc32(uint32_t* out, std::string* error);
+  base::StatusOr<uint32_t> crc32();
 
  private:
   struct Phdr {
@@ -77,8 +79,7 @@ class ElfReader {
   };
 
   bool read_at(uint64_t offset, void* buf, size_t n) const;
-  bool read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out,
-                std::string* error) const;
+  base::Status read_vec(uint64_t offset, uint64_t size, std::vector<unsigned char>* out) const;
 
   int fd_ = -1;
   uint64_t file_size_ = 0;

@@ -97,16 +97,10 @@ const Module* find_module(const std::vector<Module>& map, uint64_t pc) {
   return nullptr;
 }
 
-bool read_build_id_from_file(const std::string& path, std::string* build_id,
-                             std::string* error) {
+base::StatusOr<std::string> read_build_id_from_file(const std::string& path) {
   internal::ElfReader r;
-  std::string err;
-  if (!r.open(path, &err) || !r.build_id(build_id, &err)) {
-    if (error) *error = err;
-    build_id->clear();
-    return false;
-  }
-  return true;
+  if (base::Status s = r.open(path); !s.ok()) return s;
+  return r.build_id();
 }
 
 }  // namespace cdsa::symbolizer

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "base/status.h"
 #include <vector>
 
 namespace cdsa::symbolizer {
@@ -50,11 +52,9 @@ std::vector<Module> capture_module_map();
 const Module* find_module(const std::vector<Module>& map, uint64_t pc);
 
 // Reads the GNU build-id of the ELF file at `path` with cdsa's own ELF note
-// reader (PT_NOTE, then SHT_NOTE). On success returns true and sets *build_id
-// to lower-case hex ("" if the file has no build-id). On failure returns false
-// and sets *error, e.g. "No such file or directory", "not an ELF file",
+// reader (PT_NOTE, then SHT_NOTE): lower-case hex ("" if the file has no
+// build-id), or why not, e.g. "No such file or directory", "not an ELF file",
 // "truncated ELF file: ...", "not a regular file".
-bool read_build_id_from_file(const std::string& path, std::string* build_id,
-                             std::string* error);
+base::StatusOr<std::string> read_build_id_from_file(const std::string& path);
 
 }  // namespace cdsa::symbolizer

@@ -99,15 +99,15 @@ int local_find_debuginfo(Dwfl_Module* mod, void** /*userdata*/, const char* /*mo
     if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
     if (have_self && st.st_dev == self_st.st_dev && st.st_ino == self_st.st_ino) return -1;
     ElfReader r;
-    std::string err;
-    if (!r.open(p, &err)) return -1;
+    if (!r.open(p).ok()) return -1;
     if (check == DebugFileCheck::kBuildIdOrCrc) {
       if (!want.empty()) {
-        std::string got;
-        if (!r.build_id(&got, &err) || got != want) return -1;
+        base::StatusOr<std::string> got = r.build_id();
+        if (!got.ok() || *got != want) return -1;
       } else {
-        uint32_t crc = 0;
-        if (debuglink_crc == 0 || !r.crc32(&crc, &err) || crc != debuglink_crc) return -1;
+        if (debuglink_crc == 0) return -1;
+        base::StatusOr<uint32_t> crc = r.crc32();
+        if (!crc.ok() || *crc != debuglink_crc) return -1;
       }
     }
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -425,17 +425,18 @@ OfflineSymbolizer::ModuleState* OfflineSymbolizer::state_for(size_t index) {
     return st;
   }
   ElfReader reader;
-  std::string err;
-  if (!reader.open(m.path, &err)) {
+  if (base::Status opened = reader.open(m.path); !opened.ok()) {
     s.state = ModuleStatus::State::kUnreadable;
-    s.message = "cannot use " + m.path + ": " + err;
+    s.message = "cannot use " + m.path + ": " + opened.message();
     return st;
   }
-  if (!reader.build_id(&s.file_build_id, &err)) {
+  base::StatusOr<std::string> id = reader.build_id();
+  if (!id.ok()) {
     s.state = ModuleStatus::State::kUnreadable;
-    s.message = "cannot read build-id of " + m.path + ": " + err;
+    s.message = "cannot read build-id of " + m.path + ": " + id.status().message();
     return st;
   }
+  s.file_build_id = std::move(*id);
   if (s.file_build_id != m.build_id) {
     s.state = ModuleStatus::State::kMismatch;
     s.message = "binary changed since the run: build-id " +
@@ -515,10 +516,13 @@ NativeFrame OfflineSymbolizer::symbolize_locked(uintptr_t pc, bool is_return_add
   if (!st->symbols_loaded) {
     st->symbols_loaded = true;
     ElfReader reader;
-    std::string err;
-    if (!reader.open(m->path, &err) || !reader.function_symbols(&st->symbols, &err)) {
+    base::Status opened = reader.open(m->path);
+    base::StatusOr<std::vector<ElfSymbol>> symbols = opened.ok() ? reader.function_symbols() : opened;
+    if (symbols.ok()) {
+      st->symbols = std::move(*symbols);
+    } else {
       st->symbols.clear();
-      if (st->status.message.empty()) st->status.message = "cannot read symbols: " + err;
+      if (st->status.message.empty()) st->status.message = "cannot read symbols: " + symbols.status().message();
     }
   }
   if (const ElfSymbol* sym = lookup_symbol(st->symbols, addr)) {

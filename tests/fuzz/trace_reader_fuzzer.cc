@@ -11,19 +11,19 @@
 #include "report/trace_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  cdsa::report::TraceFile tf;
-  std::string error;
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (!cdsa::report::parse_trace(text, &tf, &error)) {
+  cdsa::base::StatusOr<cdsa::report::TraceFile> tf = cdsa::report::parse_trace(text);
+  if (!tf.ok()) {
+    const std::string& error = tf.status().message();
     if (error.empty()) abort();
     for (unsigned char c : error)
       if (c < 0x20 || c >= 0x7f) abort();  // one printable line
     return 0;
   }
-  std::string report = cdsa::report::format_report_text(tf.data.report);
-  std::string json = cdsa::report::trace_to_json(tf.data);
-  cdsa::report::TraceFile again;
-  if (!cdsa::report::parse_trace(json, &again, &error)) abort();  // the writer's output always reads
-  if (cdsa::report::trace_to_json(again.data) != json) abort();   // and is a fixed point
+  std::string report = cdsa::report::format_report_text(tf->data.report);
+  std::string json = cdsa::report::trace_to_json(tf->data);
+  cdsa::base::StatusOr<cdsa::report::TraceFile> again = cdsa::report::parse_trace(json);
+  if (!again.ok()) abort();                                        // the writer's output always reads
+  if (cdsa::report::trace_to_json(again->data) != json) abort();  // and is a fixed point
   return report.empty() ? 1 : 0;
 }

@@ -128,11 +128,10 @@ TEST(Autograd, ListsTheMostRecentForwardLaunchesBeforeTheFailingOneAsCandidates)
   t.has_fault = true;
   t.reason = "fault";
   t.report = s.report;
-  TraceFile tf;
-  std::string error;
-  ASSERT_TRUE(parse_trace(trace_to_json(t), &tf, &error)) << error;
-  EXPECT_EQ(format_report_text(tf.data.report), text);
-  EXPECT_EQ(tf.data.report.candidates[0].forward_candidates.size(), 2u);
+  base::StatusOr<TraceFile> tf = parse_trace(trace_to_json(t));
+  ASSERT_TRUE(tf.ok()) << tf.status().message();
+  EXPECT_EQ(format_report_text(tf->data.report), text);
+  EXPECT_EQ(tf->data.report.candidates[0].forward_candidates.size(), 2u);
 }
 
 TEST(Autograd, ALaunchWithPythonFramesIsLeftAlone) {

@@ -105,6 +105,14 @@ std::string run_command(const std::string& cmd) {
 }
 
 // Build-id as printed by `readelf -n`, or "" if readelf is unavailable.
+// read_build_id_from_file's answer as (true, id) or (false, the error's line).
+bool read_id(const std::string& path, std::string* id, std::string* err) {
+  base::StatusOr<std::string> r = read_build_id_from_file(path);
+  *id = r.ok() ? *r : std::string();
+  *err = r.status().message();
+  return r.ok();
+}
+
 std::string readelf_build_id(const std::string& path) {
   if (std::strlen(CDSA_READELF) == 0) return {};
   const std::string out = run_command(std::string(CDSA_READELF) + " -n '" + path + "' 2>/dev/null");
@@ -281,7 +289,7 @@ TEST(ModuleMap, FindsTestBinaryAndLibraryWithBuildIds) {
     ASSERT_FALSE(m->build_id.empty());
     EXPECT_EQ(m->build_id.size() % 2, 0u);
     std::string file_id, err;
-    ASSERT_TRUE(read_build_id_from_file(m->path, &file_id, &err)) << err;
+    ASSERT_TRUE(read_id(m->path, &file_id, &err)) << err;
     EXPECT_EQ(m->build_id, file_id);
     const std::string readelf_id = readelf_build_id(path);
     if (!readelf_id.empty()) {
@@ -306,9 +314,9 @@ TEST(ModuleMap, FindsTestBinaryAndLibraryWithBuildIds) {
 
 TEST(ModuleMap, ReadBuildIdMatchesForcedLinkerBuildId) {
   std::string id, err;
-  ASSERT_TRUE(read_build_id_from_file(CDSA_VARIANT_A_PATH, &id, &err)) << err;
+  ASSERT_TRUE(read_id(CDSA_VARIANT_A_PATH, &id, &err)) << err;
   EXPECT_EQ(id, CDSA_VARIANT_A_BUILD_ID);
-  ASSERT_TRUE(read_build_id_from_file(CDSA_VARIANT_B_PATH, &id, &err)) << err;
+  ASSERT_TRUE(read_id(CDSA_VARIANT_B_PATH, &id, &err)) << err;
   EXPECT_EQ(id, CDSA_VARIANT_B_BUILD_ID);
   const std::string r = readelf_build_id(CDSA_VARIANT_A_PATH);
   if (!r.empty()) {
@@ -321,32 +329,32 @@ TEST(ModuleMap, ReadBuildIdErrors) {
   ASSERT_FALSE(dir.path.empty());
   std::string id, err;
 
-  EXPECT_FALSE(read_build_id_from_file(dir.path + "/does-not-exist.so", &id, &err));
+  EXPECT_FALSE(read_id(dir.path + "/does-not-exist.so", &id, &err));
   EXPECT_NE(err.find("No such file"), std::string::npos) << err;
 
-  EXPECT_FALSE(read_build_id_from_file(dir.path, &id, &err));
+  EXPECT_FALSE(read_id(dir.path, &id, &err));
   EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
 
   const std::string garbage = dir.path + "/garbage.so";
   ASSERT_TRUE(write_file(garbage, std::string(4096, '\x5a')));
-  EXPECT_FALSE(read_build_id_from_file(garbage, &id, &err));
+  EXPECT_FALSE(read_id(garbage, &id, &err));
   EXPECT_NE(err.find("not an ELF file"), std::string::npos) << err;
 
   const std::string empty = dir.path + "/empty.so";
   ASSERT_TRUE(write_file(empty, ""));
-  EXPECT_FALSE(read_build_id_from_file(empty, &id, &err));
+  EXPECT_FALSE(read_id(empty, &id, &err));
   EXPECT_FALSE(err.empty());
 
   const std::string truncated = dir.path + "/truncated.so";
   ASSERT_TRUE(write_file(truncated, read_file(CDSA_TESTLIB_PATH).substr(0, 100)));
-  EXPECT_FALSE(read_build_id_from_file(truncated, &id, &err));
+  EXPECT_FALSE(read_id(truncated, &id, &err));
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
 
   // A FIFO must neither block nor be read.
   const std::string fifo = dir.path + "/fifo.so";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(read_build_id_from_file(fifo, &id, &err));
+  EXPECT_FALSE(read_id(fifo, &id, &err));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
 }
@@ -703,7 +711,7 @@ TEST(Offline, SeparateDebugInfoViaDebuglinkIsFoundAndVerified) {
                        (debug_dir + "/libstripped.so.debug").c_str()), 0);
 
     std::string id, err;
-    ASSERT_TRUE(read_build_id_from_file(stripped, &id, &err)) << err;
+    ASSERT_TRUE(read_id(stripped, &id, &err)) << err;
     ASSERT_EQ(id, lib->build_id);  // stripping keeps the build-id note
 
     std::vector<Module> m2 = map;

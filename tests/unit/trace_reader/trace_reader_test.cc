@@ -17,6 +17,20 @@
 namespace cdsa::report {
 namespace {
 
+// parse_trace / read_trace_file's answer as (true, the trace) or (false, the error's line).
+bool parse_trace(std::string_view text, TraceFile* tf, std::string* error) {
+  base::StatusOr<TraceFile> r = cdsa::report::parse_trace(text);
+  *tf = r.ok() ? std::move(*r) : TraceFile{};
+  *error = r.status().message();
+  return r.ok();
+}
+bool read_trace_file(const std::string& path, TraceFile* tf, std::string* error) {
+  base::StatusOr<TraceFile> r = cdsa::report::read_trace_file(path);
+  *tf = r.ok() ? std::move(*r) : TraceFile{};
+  *error = r.status().message();
+  return r.ok();
+}
+
 CallStack sample_stack(int salt) {
   CallStack s;
   s.python.push_back({"/src/train.py", "Model.forward", 42 + salt, "loss = crit(out, \"tgt\")\t# \\ done"});
@@ -182,9 +196,13 @@ TEST(TraceReader, ReadsVersionOneFiles) {
     EXPECT_EQ(trace_to_json(again.data), v2);
     EXPECT_EQ(format_report_text(again.data.report), format_report_text(t.report));
     EXPECT_EQ(again.data.stacks.size(), t.stacks.size());
-    if (std::string(name) == "graph") EXPECT_FALSE(t.report.candidates[0].graph_nodes.at(0).stack.python.empty());
-    if (std::string(name) == "autograd") EXPECT_FALSE(t.report.candidates[0].forward_candidates.empty());
-    if (std::string(name) == "profile_exit") EXPECT_TRUE(t.has_profile && !t.has_fault);
+    if (std::string(name) == "graph") {
+      EXPECT_FALSE(t.report.candidates[0].graph_nodes.at(0).stack.python.empty());
+    } else if (std::string(name) == "autograd") {
+      EXPECT_FALSE(t.report.candidates[0].forward_candidates.empty());
+    } else if (std::string(name) == "profile_exit") {
+      EXPECT_TRUE(t.has_profile && !t.has_fault);
+    }
   }
 }
 
