@@ -47,6 +47,7 @@ struct DriverCallScope {
 extern __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec")));
 // Whether this thread is inside a wrapped driver call: a wrapper reached from inside another (a second driver
 // layer resolving libcuda with dlsym) passes straight through.
+// (A second depth beside InCdsa's on purpose: shim/common/reentrancy.h says why one cannot serve both.)
 inline bool in_driver_call() noexcept { return tl_driver_call_depth > 0; }
 
 std::string captured_driver_stderr();
