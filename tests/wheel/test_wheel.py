@@ -6,6 +6,7 @@ The cases that hide the system's libunwind and libdw run in a private mount name
 user namespaces) where /dev/null is bind-mounted over those files: only the copies inside the wheel remain.
 """
 import glob
+import json
 import os
 import pathlib
 import re
@@ -36,8 +37,9 @@ def wheel(tmp_path_factory):
     return pathlib.Path(res.stdout.strip().splitlines()[-1])
 
 
-def make_venv(wheel, where, python=sys.executable):
-    subprocess.run([python, "-m", "venv", str(where)], check=True)
+def make_venv(wheel, where, python=sys.executable, system_site=False):
+    subprocess.run([python, "-m", "venv", *(["--system-site-packages"] if system_site else []), str(where)],
+                   check=True)
     subprocess.run([str(where / "bin" / "pip"), "install", "-q", "--no-index", "--disable-pip-version-check",
                     str(wheel)], check=True)
     return where
@@ -329,3 +331,47 @@ def test_doctor_lists_other_preloads_and_conflicts(venv, tmp_path):
     # message from the library itself (doctor loads no CUDA).
     assert res.stdout.count("CDSA_NATIVE_DEPTH=lots: expected an integer in 0..256; using the default") == 1, res.stdout
     assert "CDSA_NATIVE_DEPTH=lots" not in res.stderr, res.stderr
+
+
+# --- a notebook: cdsa jupyter install, then a real kernel from that kernelspec ----------------------------------
+
+def test_jupyter_kernelspec_from_the_wheel_runs_cells_under_cdsa(wheel, tmp_path):
+    """The issue-18 check: a fresh venv with the wheel (ipykernel and jupyter_client from this Python's
+    site-packages, tools/setup.sh: no network), `cdsa jupyter install --prefix VENV --name N`, then that
+    kernelspec started by jupyter_client from the venv's data path, cells over the simulated driver."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("jupyter_client")
+        pytest.importorskip("ipykernel")
+    from jupyter_kernel import CELLS, check_fault_cells, run_cells  # tests/support, shared with tests/e2e
+
+    v = make_venv(wheel, tmp_path / "nb", system_site=True)
+    res = run([v / "bin" / "cdsa", "jupyter", "install", "--prefix", v, "--name", "cdsa-wheel"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    kernels = v / "share" / "jupyter" / "kernels"
+    spec = json.loads((kernels / "cdsa-wheel" / "kernel.json").read_text())
+    # The wheel's own CLI under the kernel's Python, which is the venv's (the `cdsa` command passes its Python).
+    assert spec["argv"][:3] == [str(site_package(v) / "bin" / "cdsa"), "run", "--"], spec
+    assert os.path.dirname(spec["argv"][3]) == str(v / "bin") and spec["argv"][4:6] == ["-m", "ipykernel_launcher"]
+    assert "env" not in spec and "cdsa" in spec["metadata"], spec
+    assert "is not on" not in res.stdout, res.stdout  # VENV/share/jupyter is on the venv Python's Jupyter path
+    cells_env = env()
+    cells_env["CDSA_TRACE_FILE"] = str(tmp_path / "cdsa-%p.json")
+    check_fault_cells(run_cells(CELLS, env=cells_env, cwd=tmp_path, kernel_name="cdsa-wheel", kernel_dirs=[kernels]))
+    # doctor (the venv's Python) lists it; uninstall removes it.
+    doc = run([v / "bin" / "cdsa", "doctor"], tmp_path)
+    assert f"kernelspec cdsa-wheel (\"Python 3 (cdsa)\") in {kernels}:" in doc.stdout, doc.stdout
+    res = run([v / "bin" / "cdsa", "jupyter", "uninstall", "cdsa-wheel", "--prefix", v], tmp_path)
+    assert res.returncode == 0 and not (kernels / "cdsa-wheel").exists(), res.stderr
+
+
+def test_python_api_of_the_installed_package(venv, tmp_path):
+    res = run([venv / "bin" / "cdsa", "run", "--", *nll_loss(venv / "bin" / "python")], tmp_path)
+    (trace,) = trace_files(tmp_path)
+    code = ("import cdsa, json, sys; r = cdsa.load_trace(sys.argv[1]); "
+            "print(json.dumps([r.kernel, r.trace_path, [list(f) for f in r.frames], cdsa.last_report()]))")
+    out = run([venv / "bin" / "python", "-c", code, trace], tmp_path)
+    assert out.returncode == 0, out.stderr
+    kernel, path, frames, live = json.loads(out.stdout)
+    line, source = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")
+    assert (kernel, path, live) == ("nll_loss_forward_reduce_cuda_kernel_2d", str(trace), None), out.stdout
+    assert [str(SCRIPTS / "nll_loss.py"), line, "compute_loss", source] in frames, frames
