@@ -13,10 +13,12 @@
 #include "shim/record/recorder.h"
 
 namespace cdsa {
+namespace breadcrumbs_internal {
+std::atomic<int> g_state{kUntried};
+}  // namespace breadcrumbs_internal
 namespace {
 
-enum BreadcrumbsState : int { kUntried = 0, kActive = 1, kDisabled = 2 };
-std::atomic<int> g_state{kUntried};
+using namespace breadcrumbs_internal;
 std::mutex g_init_mutex;  // warm-up only
 uint64_t* g_slots = nullptr;
 CUdeviceptr g_dptr = 0;
@@ -36,11 +38,9 @@ bool can_use_64bit(const Driver& d) {
 
 }  // namespace
 
-bool breadcrumbs_init(const InCdsa&) noexcept {
-  int s = g_state.load(std::memory_order_acquire);
-  if (s != kUntried) return s == kActive;
+bool breadcrumbs_internal::init_slow(const InCdsa&) noexcept {
   std::lock_guard<std::mutex> lock(g_init_mutex);
-  s = g_state.load(std::memory_order_acquire);
+  int s = g_state.load(std::memory_order_acquire);
   if (s != kUntried) return s == kActive;
   const Driver& d = driver();
   if (!config().breadcrumbs) {
@@ -95,7 +95,6 @@ bool breadcrumbs_init(const InCdsa&) noexcept {
 
 bool breadcrumbs_32bit() noexcept { return g_32bit.load(std::memory_order_relaxed); }
 
-bool breadcrumbs_active() noexcept { return g_state.load(std::memory_order_acquire) == kActive; }
 
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept {
   if (slot < 0 || g_state.load(std::memory_order_relaxed) != kActive) return CUDA_SUCCESS;
@@ -126,7 +125,10 @@ void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept {
 }
 
 CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool fold) noexcept {
-  StreamState* st = stream_state(slot);
+  return settle_breadcrumb(guard, stream, stream_state(slot), slot, fold);
+}
+
+CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, StreamState* st, int slot, bool fold) noexcept {
   if (!st || st->deferred.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
   uint64_t seq = st->deferred.exchange(0, std::memory_order_acq_rel);
   if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <atomic>
 #include <cstdint>
 
 #include "shim/common/reentrancy.h"
@@ -36,8 +37,20 @@
 
 namespace cdsa {
 
-bool breadcrumbs_init(const InCdsa&) noexcept;
-bool breadcrumbs_active() noexcept;
+namespace breadcrumbs_internal {
+enum BreadcrumbsState : int { kUntried = 0, kActive = 1, kDisabled = 2 };
+[[gnu::visibility("hidden")]] extern std::atomic<int> g_state;
+bool init_slow(const InCdsa&) noexcept;
+}  // namespace breadcrumbs_internal
+// Inline: the launch path asks both on every launch (one load once settled).
+inline bool breadcrumbs_active() noexcept {
+  return breadcrumbs_internal::g_state.load(std::memory_order_acquire) == breadcrumbs_internal::kActive;
+}
+inline bool breadcrumbs_init(const InCdsa& guard) noexcept {
+  int s = breadcrumbs_internal::g_state.load(std::memory_order_acquire);
+  if (__builtin_expect(s != breadcrumbs_internal::kUntried, 1)) return s == breadcrumbs_internal::kActive;
+  return breadcrumbs_internal::init_slow(guard);
+}
 // Enqueues the mark; returns the driver's result (CUDA_SUCCESS when disabled).
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
 // After a launch that got stream number `stream_seq`: its mark waits for the stream's next operation.
@@ -46,6 +59,8 @@ void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept;
 // mark is enqueued, or with `fold` (the operation is a PDL launch) dropped. Returns the enqueue's result
 // (CUDA_SUCCESS when nothing was deferred). Lock-free, allocation-free.
 CUresult settle_breadcrumb(const InCdsa&, CUstream stream, int slot, bool fold) noexcept;
+// The same with the slot's state at hand (`st` is stream_state(slot)): the launch path's.
+CUresult settle_breadcrumb(const InCdsa&, CUstream stream, StreamState* st, int slot, bool fold) noexcept;
 // Every deferred mark this thread can place: those of created streams, and of the NULL / legacy streams (in their own
 // context); a per-thread default stream only from its own thread. For the exit probe and context teardown.
 void flush_all_breadcrumbs(const InCdsa&) noexcept;

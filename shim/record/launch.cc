@@ -45,6 +45,7 @@ struct StreamCacheEntry {
   uint64_t gen = 0, id = 0;
   int slot = -1;
   uint32_t ctx_id = 0;
+  StreamState* state = nullptr;  // stream_state(slot)
 };
 constexpr int kStreamWays = 4, kStreamSets = 16;
 struct StreamCache {
@@ -53,6 +54,19 @@ struct StreamCache {
 };
 // A thread without a cache: one entry, filled each time.
 [[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_one_stream;
+
+// What prepare_launch looked up for the launch this thread is making: record_launch takes it instead of looking
+// both up again (the stream's id as it was before the launch, and the kernel's name). A copy, not a pointer into
+// the cache (the entry may be replaced in between), valid for one record: `stream` is the handle it was resolved
+// for (record_launch resolves again when its stream differs: the CUPTI front end may prepare without one), `func`
+// the handle the name is for. Cleared by every prepare_launch, taken by the record.
+struct PreparedLaunch {
+  bool valid;
+  CUfunction func;
+  uint32_t name;
+  StreamCacheEntry stream;
+};
+[[gnu::tls_model("initial-exec")]] thread_local PreparedLaunch tl_prepared{};
 
 // The NULL, legacy and per-thread default streams are one per context: only for them does the context matter.
 inline bool context_dependent(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
@@ -109,7 +123,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
   if (!create && slot < 0) return nullptr;
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
   note_context_device(guard, static_cast<uint32_t>(cid));  // the GPU's name and bus id, while the context lives
-  StreamCacheEntry fresh{h, c, gen, id, slot, static_cast<uint32_t>(cid)};
+  StreamCacheEntry fresh{h, c, gen, id, slot, static_cast<uint32_t>(cid), stream_state(slot)};
   note_probe_target(fresh);
   if (!cache) {
     tl_one_stream = fresh;
@@ -164,7 +178,7 @@ bool capturing(CUstream s) {
 }
 
 bool has_deferred(const StreamCacheEntry* sc) {
-  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  StreamState* st = sc ? sc->state : nullptr;
   return st && st->deferred.load(std::memory_order_relaxed) != 0;
 }
 
@@ -173,14 +187,19 @@ bool has_deferred(const StreamCacheEntry* sc) {
 uint32_t kernel_name_id(const InCdsa& guard, CUfunction func) noexcept { return kernel_name_of(guard, func); }
 
 void prepare_launch(CUfunction func, CUstream stream, bool per_thread, MarkBefore mark) noexcept {
+  PreparedLaunch& p = tl_prepared;
+  p.valid = false;
   if (!started() || InCdsa::active()) return;
   InCdsa guard;
-  if (!breadcrumbs_active()) breadcrumbs_init(guard);
-  kernel_name_of(guard, func);
+  const bool marks = breadcrumbs_active() || breadcrumbs_init(guard);
+  p.func = func;
+  p.name = kernel_name_of(guard, func);
   CUstream eff = effective_stream(stream, per_thread);
   const StreamCacheEntry* sc = resolve_stream(guard, eff);  // into this thread's cache, named by the driver
-  if (mark != MarkBefore::Leave && breadcrumbs_active() && has_deferred(sc))
-    settle_breadcrumb(guard, eff, sc->slot, mark == MarkBefore::Fold || capturing(eff));
+  p.stream = *sc;
+  p.valid = true;
+  if (mark != MarkBefore::Leave && marks && has_deferred(sc))
+    settle_breadcrumb(guard, eff, sc->state, sc->slot, mark == MarkBefore::Fold || capturing(eff));
 }
 
 void before_stream_operation(CUstream stream, bool per_thread) noexcept {
@@ -188,7 +207,7 @@ void before_stream_operation(CUstream stream, bool per_thread) noexcept {
   InCdsa guard;
   CUstream eff = effective_stream(stream, per_thread);
   const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
-  if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->slot, capturing(eff));
+  if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
 }
 
 void before_context_teardown() noexcept {
@@ -201,7 +220,7 @@ uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
   if (!started() || InCdsa::active()) return 0;
   InCdsa guard;
   const StreamCacheEntry* sc = resolve_stream(guard, effective_stream(stream, per_thread), false);
-  StreamState* st = sc ? stream_state(sc->slot) : nullptr;
+  StreamState* st = sc ? sc->state : nullptr;
   return st ? st->last_ctx.load(std::memory_order_relaxed) : 0;
 }
 
@@ -222,7 +241,11 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   InCdsa guard;
   const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);
-  const StreamCacheEntry* sc = resolve_stream(guard, eff);
+  PreparedLaunch& p = tl_prepared;
+  const bool prepared = p.valid;
+  p.valid = false;
+  const StreamCacheEntry* sc =
+      prepared && p.stream.handle == reinterpret_cast<uintptr_t>(eff) ? &p.stream : resolve_stream(guard, eff);
 
   LaunchRecord r;
   r.seq = next_launch_seq();
@@ -238,7 +261,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   }
   r.shared_mem = info.shared_mem;
   if (info.per_thread && info.stream == nullptr) r.flags |= kFlagPerThreadStream;
-  r.kernel_name = kernel_name_of(guard, info.func);
+  r.kernel_name = prepared && p.func == info.func ? p.name : kernel_name_of(guard, info.func);
   r.stack_id = capture_and_intern_stack();
 
   bool capturing = false;
@@ -260,7 +283,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     if (r.graph_id) note_table_launched(token);  // the exec's next change must leave this node table as it is
   }
 
-  StreamState* st = stream_state(sc->slot);
+  StreamState* st = sc->state;
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (info.programmatic) r.flags |= kFlagProgrammatic;

@@ -687,6 +687,7 @@ void stack_unpin(uint32_t id) noexcept {
 uint32_t capture_and_intern_stack() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return kUnknownStack;
   const Config& c = config();
+  if (c.native_depth <= 0 && c.python_depth <= 0) return kUnknownStack;  // no stacks: nothing to capture
   uintptr_t pcs[256];
   PyFrameKey py[256];
   PyCapture pyhow;
