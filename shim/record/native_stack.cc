@@ -208,6 +208,8 @@ constexpr int kWays = 16, kSets = 32, kEntries = kWays * kSets;
 constexpr int kMaxFrames = 80;  // frames walked, cdsa's own included (CDSA_NATIVE_DEPTH 48 by default)
 constexpr int kVetted = 512;    // per thread: code addresses already checked for unwind info and prologue
 constexpr int kMaxChecks = 2 * kMaxFrames;
+constexpr int kCheckBlock = 8;  // checks_hold compares this many slots per test
+static_assert(kMaxChecks % kCheckBlock == 0, "checks are padded to whole blocks within the arrays");
 constexpr int kProbes = 4;
 constexpr uint32_t kNoProbe = 0xffffffffu;  // a stack without a recorded frame: keyed by the SP alone
 
@@ -255,6 +257,11 @@ struct ThreadCache {
   // asked at, shifted left, | 1 if the frame may be cached. Direct-mapped.
   uintptr_t vetted_ip[kVetted];
   uint64_t vetted[kVetted];
+  // The entry last served or filled, and its probe value then: tried first, before the key is hashed and the set
+  // searched (one site launching again and again). Only a shortcut to a candidate: a hit still needs its key and
+  // every check, as from the set; an entry refilled or emptied since fails them like any other.
+  Entry* last;
+  uintptr_t last_v;
   alignas(64) uint32_t tags[kSets][kWays];  // 0: empty way
   uint16_t used[kSets];                     // per set: ways hit or filled since the last sweep
   Entry scratch;  // a fill's walk, copied into its way once the key is known
@@ -282,10 +289,6 @@ inline uint32_t set_of(uint32_t tag) { return tag & (kSets - 1); }
 #define CDSA_READS_OWN_STACK
 #endif
 
-CDSA_READS_OWN_STACK inline uintptr_t stack_word_xor(const char* base, uint32_t off, uintptr_t val) {
-  return *reinterpret_cast<const volatile uintptr_t*>(base + off) ^ val;
-}
-
 // The probe value: the word `off` above the SP, if that lies in this thread's stack.
 CDSA_READS_OWN_STACK inline bool probe_value(const ThreadCache* tc, uintptr_t sp0, uint32_t off, uintptr_t* v) {
   if (off == kNoProbe) {
@@ -309,19 +312,23 @@ inline uint32_t matching_ways(const ThreadCache* tc, uint32_t set, uint32_t tag)
   return m;
 }
 
-// True if every checked slot still holds what the unwinder read.
+// True if every checked slot still holds what the unwinder read. n_checks is a whole number of blocks (walk() pads
+// it): per slot an offset load, the slot's load with the offset as index, an xor with the value and an or. The
+// slots are plain loads, not volatile ones (those cost an address add each): nothing in this function writes the
+// stack, and the compiler barrier keeps them from being moved before the caller's getcontext.
 CDSA_READS_OWN_STACK inline bool checks_hold(const Entry& e, uintptr_t sp0) {
   const uint32_t* off = e.off;
+  const uint32_t* const end = off + e.n_checks;
   const uintptr_t* val = e.val;
-  const int n = e.n_checks;
   const char* base = reinterpret_cast<const char*>(sp0);
-  auto at = [&](int i) { return stack_word_xor(base, off[i], val[i]); };
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    if ((at(i) | at(i + 1) | at(i + 2) | at(i + 3) | at(i + 4) | at(i + 5) | at(i + 6) | at(i + 7)) != 0) return false;
-  uintptr_t diff = 0;
-  for (; i < n; ++i) diff |= at(i);
-  return diff == 0;
+  asm volatile("" ::: "memory");
+  // A macro, not a lambda: a lambda would be a function of its own, instrumented under AddressSanitizer.
+#define CDSA_AT(i) (*reinterpret_cast<const uintptr_t*>(base + off[i]) ^ val[i])
+  for (; off != end; off += kCheckBlock, val += kCheckBlock)
+    if ((CDSA_AT(0) | CDSA_AT(1) | CDSA_AT(2) | CDSA_AT(3) | CDSA_AT(4) | CDSA_AT(5) | CDSA_AT(6) | CDSA_AT(7)) != 0)
+      return false;
+#undef CDSA_AT
+  return true;
 }
 
 // GCC's stack-realigning prologue (DRAP): `lea disp8(%rsp),%rXX` then `and $imm,%rsp`; its CFA is loaded from
@@ -452,7 +459,14 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
   e->token = ++tc->tokens;
   memcpy(e->off + n_ra, bp_off, sizeof(uint32_t) * static_cast<size_t>(n_bp));
   memcpy(e->val + n_ra, bp_val, sizeof(uintptr_t) * static_cast<size_t>(n_bp));
-  e->n_checks = static_cast<uint16_t>(n_ra + n_bp);
+  // Padded to whole blocks of kCheckBlock with copies of the first check (one more read of a slot already checked),
+  // so that checks_hold has no remainder loop.
+  int n_checks = n_ra + n_bp;
+  for (; n_checks % kCheckBlock != 0 && n_checks > 0; ++n_checks) {
+    e->off[n_checks] = e->off[0];
+    e->val[n_checks] = e->val[0];
+  }
+  e->n_checks = static_cast<uint16_t>(n_checks);
   e->first_out = static_cast<uint16_t>(n_out > 0 ? first_out : 0);
   e->n_out = static_cast<uint16_t>(n_out);
   return n_out;
@@ -579,6 +593,29 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   ucontext_t uc;
   g_walker.getcontext(&uc);
   const auto sp0 = static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RSP]);
+  auto serve = [&](Entry& e, uint32_t set, int way) {
+    tc->wasted = 0;
+    e.served = 1;
+    tc->used[set] = static_cast<uint16_t>(tc->used[set] | (1u << way));
+    ++tc->stats.hits;
+    how->hit = true;
+    how->memo = &e.memo;
+    how->token = e.token;
+    const uintptr_t* frames = e.val + e.first_out;
+    if (how->borrow)
+      how->frames = frames;
+    else
+      memcpy(out, frames, sizeof(uintptr_t) * e.n_out);
+    return static_cast<int>(e.n_out);
+  };
+  if (Entry* e = tc->last) {
+    uintptr_t v;
+    if (e->sp0 == sp0 && !e->uncacheable && e->subs == unloads && same_key(*e, sp0, e->probe_off, uc, max, stop) &&
+        probe_value(tc, sp0, e->probe_off, &v) && v == tc->last_v && checks_hold(*e, sp0)) {
+      const auto i = static_cast<uint32_t>(e - tc->e);
+      return serve(*e, i / kWays, static_cast<int>(i % kWays));
+    }
+  }
   bool retry_fill = false;
   for (uint32_t p = 0; p < tc->n_probes; ++p) {
     const uint32_t off = tc->probe[p];
@@ -603,19 +640,9 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
       if (e.subs != unloads || !checks_hold(e, sp0)) {
         continue;
       }
-      tc->wasted = 0;
-      e.served = 1;
-      tc->used[set] = static_cast<uint16_t>(tc->used[set] | (1u << way));
-      ++tc->stats.hits;
-      how->hit = true;
-      how->memo = &e.memo;
-      how->token = e.token;
-      const uintptr_t* frames = e.val + e.first_out;
-      if (how->borrow)
-        how->frames = frames;
-      else
-        memcpy(out, frames, sizeof(uintptr_t) * e.n_out);
-      return e.n_out;
+      tc->last = &e;
+      tc->last_v = v;
+      return serve(e, set, way);
     }
   }
   // A miss. Filling costs more than a plain unwind: when fills have stopped paying (a thread whose stacks never
@@ -635,6 +662,8 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
     return n;
   }
   ++tc->stats.fills;
+  tc->last = e;
+  if (!probe_value(tc, e->sp0, e->probe_off, &tc->last_v)) tc->last = nullptr;
   how->memo = &e->memo;
   how->token = e->token;
   return n;
@@ -650,6 +679,7 @@ void native_cache_clear() noexcept {
   ThreadCache* tc = ThreadBlock<ThreadCache>::peek();
   if (!tc) return;
   for (Entry& e : tc->e) e.sp0 = 0;
+  tc->last = nullptr;
   memset(tc->tags, 0, sizeof tc->tags);
   memset(tc->used, 0, sizeof tc->used);
   tc->wasted = 0;

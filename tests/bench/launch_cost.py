@@ -18,7 +18,11 @@ divided by 2N: the marginal cost, without start-up, warm-up and first-time
 costs; "first time" is what the N-launch run cost beyond N marginal launches,
 per distinct site (the new stacks' fills and interning, among the warm-up).
 "cdsa's own" leaves out the simulated driver's work for the breadcrumb (its
-cuStreamWriteValue*), which on a GPU is a stream memop. --only runs the rows
+cuStreamWriteValue*), which on a GPU is a stream memop. "in cdsa" counts the
+same without a bare run: the instructions inside libcdsa.so's cuLaunchKernel
+minus the simulated driver's cuLaunchKernel and breadcrumb memop that it calls
+(exact: the bare run's own variation, and the simulated driver doing more or
+less work for its launch beside a memop, do not enter it). --only runs the rows
 whose name contains TEXT (and their bare rows).
 
 --sites times the 200-site modes instead of the one-site loop.
@@ -109,16 +113,25 @@ def child(build, n, pydepth=PYDEPTH, cdepth=1, pin=True, sites=1):
 
 
 def callgrind_counts(cg_file):
-    """(instructions in the measured loop, of which in the simulated driver's cuStreamWriteValue*)."""
+    """(instructions in the measured loop, of which in the simulated driver's cuStreamWriteValue*, in cdsa's own
+    code: libcdsa.so's cuLaunchKernel, inclusive, less the simulated driver's cuLaunchKernel and memop)."""
     total = callgrind_total(cg_file)
     ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", cg_file],
                          capture_output=True, text=True, check=True).stdout
-    memop = 0
+    memop = entry = driver_launch = 0
     for line in ann.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and "cuStreamWriteValue" in line and "sim" in line:
-            memop = max(memop, int(parts[0].replace(",", "")))
-    return total, memop
+        if len(parts) < 2 or not parts[0][0].isdigit():
+            continue
+        n = int(parts[0].replace(",", ""))
+        if "cuStreamWriteValue" in line and "sim" in line:
+            memop = max(memop, n)
+        if ":cuLaunchKernel [" in line:
+            if line.rstrip().endswith("libcdsa.so]"):
+                entry = max(entry, n)
+            elif "/sim/libcuda" in line:
+                driver_launch = max(driver_launch, n)
+    return total, memop, (entry - driver_launch - memop) if entry else 0
 
 
 def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra):
@@ -145,8 +158,8 @@ def run_callgrind(build, n, cdsa_lib, only=None):
         if only and env_extra is None and not any(only in c[0] and c[0].split(":")[0] == name.split(":")[0]
                                                   for c in CALLGRIND_CONFIGS):
             continue
-        t1, m1 = callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra)
-        t3, m3 = callgrind_run(build, 3 * n, cdsa_lib, pydepth, cdepth, sites, env_extra)
+        t1, m1, c1 = callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra)
+        t3, m3, c3 = callgrind_run(build, 3 * n, cdsa_lib, pydepth, cdepth, sites, env_extra)
         per = (t3 - t1) / (2 * n)
         per_memop = (m3 - m1) / (2 * n)
         n_sites = 1 if sites == 1 else SITES
@@ -154,18 +167,19 @@ def run_callgrind(build, n, cdsa_lib, only=None):
         key = name.split(":")[0]
         if env_extra is None:
             base[key] = (per, first)
-            rows.append((name, per, None, None, None))
+            rows.append((name, per, None, None, None, None))
         else:
             added = per - base[key][0]
-            rows.append((name, per, added, added - per_memop, first - base[key][1]))
+            rows.append((name, per, added, added - per_memop, (c3 - c1) / (2 * n), first - base[key][1]))
     print(f"instructions per launch over the simulated driver (valgrind --tool=callgrind, marginal between "
           f"{n} and {3 * n} launches, the measured launches only)")
-    print(f"{'configuration':<44} {'per launch':>11} {'added':>8} {'cdsa own':>9} {'first time':>11}")
-    for name, per, added, own, first in rows:
+    print(f"{'configuration':<44} {'per launch':>11} {'added':>8} {'cdsa own':>9} {'in cdsa':>8} {'first time':>11}")
+    for name, per, added, own, exact, first in rows:
         a = "" if added is None else f"{added:.0f}"
         o = "" if own is None else f"{own:.0f}"
+        x = "" if exact is None else f"{exact:.0f}"
         f = "" if first is None else f"{first:.0f}"
-        print(f"{name:<44} {per:>11.0f} {a:>8} {o:>9} {f:>11}")
+        print(f"{name:<44} {per:>11.0f} {a:>8} {o:>9} {x:>8} {f:>11}")
 
 
 def percentile(sorted_vals, p):

@@ -4,7 +4,9 @@ run at two launch counts per configuration; per launch = the difference in the i
 benchmark's launch loop (cdsa_bench_launches: the timed cuLaunchKernel calls) divided by the extra launches.
 Prints that per configuration and what cdsa adds to the bare loop. Use it to compare two builds (before and after a change to the wrappers).
 
-usage: launch_instructions.py BUILD_DIR [--launches N]
+usage: launch_instructions.py BUILD_DIR [--launches N] [--cdsa-lib LIB]
+
+--cdsa-lib measures another build's libcdsa.so over this build's benchmark and simulated driver (a before/after).
 """
 import argparse
 import os
@@ -20,9 +22,9 @@ from benchlib import child_env  # noqa: E402
 from launch_cost import CONFIGS  # noqa: E402
 
 
-def launch_instructions(build, env_extra, launches):
+def launch_instructions(build, env_extra, launches, lib):
     """Inclusive instructions of the benchmark's launch loop in a whole run."""
-    env = child_env(build, build / "lib" / "libcdsa.so" if env_extra is not None else None)
+    env = child_env(build, lib if env_extra is not None else None)
     env["CDSA_EXIT_PROBE_MS"] = "0"
     env.update(env_extra or {})
     with tempfile.TemporaryDirectory() as d:
@@ -43,14 +45,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", type=pathlib.Path)
     ap.add_argument("--launches", type=int, default=2000)
+    ap.add_argument("--cdsa-lib", type=pathlib.Path, help="another libcdsa.so to measure (an older build)")
     a = ap.parse_args()
     build = a.build.resolve()
+    lib = (a.cdsa_lib or build / "lib" / "libcdsa.so").resolve()
     n = a.launches
-    print(f"instructions per launch in the benchmark loop (callgrind, {n} extra launches) for {build}")
+    print(f"instructions per launch in the benchmark loop (callgrind, {n} extra launches) for {lib}")
     print(f"{'configuration':<34} {'per launch':>10} {'added':>8}")
     bare = None
     for name, env_extra in CONFIGS:
-        per = (launch_instructions(build, env_extra, 2 * n) - launch_instructions(build, env_extra, n)) / n
+        per = (launch_instructions(build, env_extra, 2 * n, lib) - launch_instructions(build, env_extra, n, lib)) / n
         bare = per if bare is None else bare
         print(f"{name:<34} {per:>10.0f} {per - bare:>8.0f}")
 
