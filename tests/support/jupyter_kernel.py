@@ -4,7 +4,7 @@ must see after a CUDA fault (the issue-18 notebook check). Needs jupyter_client 
 Python); the simulated driver's simcuda.py must be on the kernel's PYTHONPATH."""
 import re
 
-from cdsa_report import BANNER
+from cdsa_report import BANNER, raw_report
 
 # Cell 2 makes the bad launch (line 2), cell 3 surfaces the fault, cell 4 fails on the dead context.
 CELLS = [
@@ -63,7 +63,7 @@ def check_fault_cells(outputs, surfacing=2):
     assert "error" in kinds, surfaced
     text = "".join(t for k, t in surfaced[: kinds.index("error")] if k == "stream")
     assert BANNER in text, surfaced  # the report, in this cell's output, before its error
-    report = text[text.find(BANNER):]
+    report = raw_report(text)  # banner to closing rule, indentation kept
     assert "Cell In[2], line 2\n      cu.launch(nll, cu.nll_args(out, target, 4, 10))" in report, report
     assert "Cell In[3], line 1\n      cu.from_device(out, 1, ctypes.c_float)" in report, report
     assert "frames of the Jupyter kernel before the cell folded" in report
