@@ -48,8 +48,9 @@ build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=addr
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
 export TSAN_OPTIONS="halt_on_error=1"
-BUILD_TARGETS="recorder_test reclaim_test sim_test sim_graphs_test sim_pdl_test assert_capture_test busy_slots_test" \
-  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim|assert_capture"
+BUILD_TARGETS="recorder_test reclaim_test sim_test sim_graphs_test sim_pdl_test assert_capture_test busy_slots_test
+  breadcrumb_marks_test breadcrumb_deferral_test breadcrumb_states_test" \
+  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim|assert_capture|breadcrumbs"
 
 tests/fuzz/run.sh "${FUZZ_SECONDS:-60}"
 echo "== all test runs passed (normal, ASan+UBSan, TSan, fuzzing)"
