@@ -171,12 +171,17 @@ AttributionResult attribute(const FaultSnapshot& s) {
     stream_candidates(s, idx, st, &picks);
   }
   count_own_marks(s, idx, &out);
-  // Oldest launch first; records that left the ring last.
+  // Oldest launch first; records that left the ring last. A launch kept only because a landed mark after a PDL launch
+  // does not prove it finished comes after every other candidate: the others are the first unfinished of a stream
+  // by the marks, it is one only if CUDA's stream order does not hold after a PDL launch (kLandedPdlMarkProvesPrimary).
   auto seq = [&s](const AttributedLaunch& c) {
     return c.ring_index < 0 ? UINT64_MAX : s.ring[static_cast<size_t>(c.ring_index)].seq;
   };
-  std::stable_sort(picks.begin(), picks.end(),
-                   [&seq](const AttributedLaunch& a, const AttributedLaunch& b) { return seq(a) < seq(b); });
+  auto unproven = [](const AttributedLaunch& c) { return (c.reasons & kReasonPdlUnproven) != 0; };
+  std::stable_sort(picks.begin(), picks.end(), [&](const AttributedLaunch& a, const AttributedLaunch& b) {
+    if (unproven(a) != unproven(b)) return unproven(b);
+    return seq(a) < seq(b);
+  });
 
   // Several streams pending: the device's assert text names the function that failed.
   if (picks.size() > 1 && !s.asserts.empty()) {
@@ -193,6 +198,8 @@ AttributionResult attribute(const FaultSnapshot& s) {
     }
   }
 
+  for (const auto& c : picks)
+    if (unproven(c)) ++out.pdl_unproven;
   if (picks.size() == 1 && !out.unmarked_streams_pending)
     out.verdict = Verdict::Exact;
   else if (!picks.empty())

@@ -51,8 +51,19 @@ enum AttributionReason : uint32_t {
   kReasonPdlUnproven = 1u << 7,          // before a PDL launch whose mark landed: its own end is not proven
 };
 
-// Whether a landed mark after a PDL secondary proves that its primary finished. Not known (issue 16's GPU case (b),
-// still to be written, is to ask the hardware); until it is, no.
+// Whether a landed mark after a PDL secondary proves that its primary finished. Not documented, so no:
+// - cuda.h (13.0), CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the grid may "overlap with the previous
+//   kernel in the stream"; the dependent "can choose to wait" with cudaGridDependencySynchronize(). Nothing says
+//   what the operation after the dependent waits for.
+// - CUDA Programming Guide 13, section 4.5 (Programmatic Dependent Launch and Synchronization): the secondary may
+//   launch before the primary "has finished executing"; again nothing on later operations.
+// - cuStreamWriteValue32/64 (cuda.h): no ordering statement at all beyond being a stream operation.
+// A mark that would prove it, by documented semantics: cuEventRecord "captures in hEvent the contents of hStream"
+// and cuStreamWaitEvent makes later work "wait for all work captured", so an event recorded after the secondary,
+// waited on by a cdsa stream that then writes the mark, lands only after the primary too. Not built: three calls
+// per PDL group instead of one, a stream per user stream, a second slot (docs/attribution.md). GPU case 25b2
+// (integration/gpu/cases/pdl_pairs.cu memop-wait) asks the hardware whether the plain memop waits; its
+// "memop_waits_for_primary yes" on every driver the suite ran on is what flipping this needs (never the sim).
 inline constexpr bool kLandedPdlMarkProvesPrimary = false;
 
 struct AttributedLaunch {
@@ -82,6 +93,8 @@ struct AttributionResult {
   bool marks_shared = false;          // some launch's mark was folded into the next one's (PDL) or lost
   uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches: not candidates
   uint32_t left_out_by_device_assert = 0;  // candidates dropped: several matched the assert text, these did not
+  // Candidates kept only because a landed mark after a PDL launch is not proof (kReasonPdlUnproven); listed last.
+  uint32_t pdl_unproven = 0;
 };
 
 AttributionResult attribute(const FaultSnapshot& snapshot);

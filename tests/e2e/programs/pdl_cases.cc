@@ -3,8 +3,9 @@
 // of PDL launches that lost their overlap (tests/sim/README.md).
 //
 //   pdl_cases pairs N            N PDL pairs on one stream (other attributes and `extra` arguments mixed in); exit 0
-//   pdl_cases fault secondary|primary
-//                                4 clean pairs, then a pair whose secondary (or primary) asserts, then 2 more pairs
+//   pdl_cases fault secondary|primary|primary-distinct
+//                                4 clean pairs, then a pair whose secondary (or primary) asserts, then 2 more pairs;
+//                                primary-distinct: the clean pairs' primaries are another kernel than the failing one
 //   pdl_cases capture            a launch, then a capture into an existing graph on the same stream: the graph must
 //                                hold no memop (the sim refuses to instantiate it then), replayed once
 //   pdl_cases two-contexts       a created context keeps a kernel busy while the primary context's kernel faults (700)
@@ -121,7 +122,7 @@ int pairs(int n) {
   return 0;
 }
 
-int fault(bool in_secondary) {
+int fault(bool in_secondary, bool distinct) {
   init();
   CUfunction fill = fn("fill_f32"), nll = fn("nll_loss_forward_reduce_cuda_kernel_2d");
   CUstream s;
@@ -140,6 +141,9 @@ int fault(bool in_secondary) {
     if (in_secondary) {
       launch_primary(fill, f.get(), s, i);
       launch_secondary(nll, n.get(), nullptr, 0, s, 0);
+    } else if (distinct && i != 4) {
+      launch_primary(fill, f.get(), s, i);
+      launch_secondary(fill, f.get(), &fbuf, sizeof fbuf, s, i);
     } else {
       launch_primary(nll, n.get(), s, i);
       launch_secondary(fill, f.get(), &fbuf, sizeof fbuf, s, i);
@@ -212,9 +216,10 @@ int two_contexts() {
 int main(int argc, char** argv) {
   std::string c = argc > 1 ? argv[1] : "";
   if (c == "pairs") return pairs(argc > 2 ? atoi(argv[2]) : 100);
-  if (c == "fault") return fault(argc > 2 && strcmp(argv[2], "secondary") == 0);
+  if (c == "fault")
+    return fault(argc > 2 && strcmp(argv[2], "secondary") == 0, argc > 2 && strcmp(argv[2], "primary-distinct") == 0);
   if (c == "capture") return capture();
   if (c == "two-contexts") return two_contexts();
-  fprintf(stderr, "usage: pdl_cases pairs N | fault secondary|primary | capture | two-contexts\n");
+  fprintf(stderr, "usage: pdl_cases pairs N | fault secondary|primary|primary-distinct | capture | two-contexts\n");
   return 2;
 }

@@ -82,29 +82,44 @@ struct GroupCase {
 TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
   const GroupCase cases[] = {
       // Pairs 1..3 (launches 1..6); pair 3 never finished: the mark of pair 2 (4) landed, pair 3's is the tail.
-      // The faulting group {5, 6}, and pair 2's primary (3): mark 4 landed after a PDL secondary, not proof of 3.
+      // The faulting group {5, 6} first, then pair 2's primary (3): mark 4 landed after a PDL secondary, not proof
+      // of 3, so 3 stays a candidate, listed after the ones the marks point at.
       {"a faulting pair is one group of candidates", pdl_pairs(3), view(7, 6, 4, 4), nullptr, Verdict::Ambiguous,
-       {3, 5, 6},
+       {5, 6, 3},
        [](const AttributionResult& a) {
-         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonPdlUnproven));
-         EXPECT_EQ(a.candidates[1].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonSharedMark));
-         EXPECT_EQ(a.candidates[2].reasons, static_cast<uint32_t>(kReasonSharedMark));
-         EXPECT_EQ(a.candidates[1].group, 2u);
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonSharedMark));
+         EXPECT_EQ(a.candidates[1].reasons, static_cast<uint32_t>(kReasonSharedMark));
+         EXPECT_EQ(a.candidates[2].reasons, static_cast<uint32_t>(kReasonPdlUnproven));
+         EXPECT_EQ(a.candidates[0].group, 2u);
+         EXPECT_EQ(a.pdl_unproven, 1u);
          EXPECT_TRUE(a.marks_shared);
        }},
       {"the assert text picks the secondary of the group", pdl_pairs(3), view(7, 6, 4, 4), "epilogue_secondary",
        Verdict::Exact, {6}, [](const AttributionResult& a) { EXPECT_TRUE(a.named_by_device_assert); }},
-      // Both 3 and 5 run gemm_primary; 6 (the secondary) is left out by the text.
+      // Both 3 and 5 run gemm_primary; 6 (the secondary) is left out by the text. 5, the first unfinished, first.
       {"a primary's assert keeps the unproven primary before it", pdl_pairs(3), view(7, 6, 4, 4), "gemm_primary",
-       Verdict::Ambiguous, {3, 5},
+       Verdict::Ambiguous, {5, 3},
        [](const AttributionResult& a) {
          EXPECT_EQ(a.left_out_by_device_assert, 1u);
+         EXPECT_EQ(a.pdl_unproven, 1u);
          EXPECT_FALSE(a.named_by_device_assert);
        }},
-      // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4} and 1 (pair 1's primary,
-      // behind landed mark 2); later pairs are not candidates.
+      // Pair 2's primary (3) runs another kernel: the text rules it out as it rules out the secondary 6.
+      {"a primary's assert is exact when the unproven primary runs another kernel",
+       [] {
+         FaultSnapshot s = pdl_pairs(3);
+         s.ring[2].kernel_name = kOther;
+         return s;
+       }(),
+       view(7, 6, 4, 4), "gemm_primary", Verdict::Exact, {5},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.pdl_unproven, 0u);
+         EXPECT_TRUE(a.named_by_device_assert);
+       }},
+      // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4}, then 1 (pair 1's primary,
+      // behind landed mark 2, listed last); later pairs are not candidates.
       {"a fault in the marked prefix is inside its group only", pdl_pairs(5), view(7, 10, 2, 8), nullptr,
-       Verdict::Ambiguous, {1, 3, 4}},
+       Verdict::Ambiguous, {3, 4, 1}},
       // No PDL: each launch's mark was enqueued before the next; the last one's is deferred (the tail).
       {"plain launches with a tail of one are exact", plain(4), view(7, 4, 3, 3), nullptr, Verdict::Exact, {4},
        [](const AttributionResult& a) {
