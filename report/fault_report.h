@@ -66,6 +66,11 @@ struct LaunchWithStack {
   // pair for sure leaves it one of several that may have run.
   std::string node_origin;
   bool node_uncertain = false;
+  // The exec took the node from another graph by this call (cuGraphExecUpdate[_v2]; empty if not), made there
+  // (update_stack_id: its id in the trace's stacks, as Launch::stack_id).
+  std::string update_call;
+  uint32_t update_stack_id = 0xffffffffu;
+  CallStack update_stack;
 };
 
 // A launch the report names as the failing one, or as one of the possible ones.

@@ -139,6 +139,10 @@ void append_node(std::string& out, const LaunchWithStack& g, const TextOptions& 
     out += fmt::format("    {} at (most recent call last):\n", what);
   }
   append_stack(out, g.stack, "      ", opt);
+  if (!g.update_call.empty()) {
+    out += fmt::format("    Taken into the exec by {} at (most recent call last):\n", g.update_call);
+    append_stack(out, g.update_stack, "      ", opt);
+  }
 }
 
 // The kernel nodes a graph replay ran: the one the device's assert names first, else all of them, ambiguous.

@@ -70,7 +70,10 @@ void for_each_report_stack(R& r, F&& fn) {
   fn(r.surfaced_stack_id, r.surfaced_stack);
   for (auto& c : r.candidates) {
     fn(c.launch.stack_id, c.stack);
-    for (auto& g : c.graph_nodes) fn(g.launch.stack_id, g.stack);
+    for (auto& g : c.graph_nodes) {
+      fn(g.launch.stack_id, g.stack);
+      fn(g.update_stack_id, g.update_stack);
+    }
     for (auto& g : c.forward_candidates) fn(g.launch.stack_id, g.stack);
   }
 }

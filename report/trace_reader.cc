@@ -223,8 +223,10 @@ class TraceReader {
       const Candidate& c = r.candidates[i];
       const std::string wc = at(at("report", "candidates"), i);
       refs.emplace_back(at(at(wc, "launch"), "stack_id"), c.launch.stack_id);
-      for (size_t k = 0; k < c.graph_nodes.size(); ++k)
+      for (size_t k = 0; k < c.graph_nodes.size(); ++k) {
         refs.emplace_back(at(at(at(at(wc, "graph_nodes"), k), "launch"), "stack_id"), c.graph_nodes[k].launch.stack_id);
+        refs.emplace_back(at(at(at(wc, "graph_nodes"), k), "update_stack_id"), c.graph_nodes[k].update_stack_id);
+      }
       for (size_t k = 0; k < c.forward_candidates.size(); ++k)
         refs.emplace_back(at(at(at(at(wc, "forward_candidates"), k), "launch"), "stack_id"),
                           c.forward_candidates[k].launch.stack_id);

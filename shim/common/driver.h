@@ -36,6 +36,7 @@ struct Driver {
   CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType*) = nullptr;
   CUresult (*GraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2
   CUresult (*GraphNodeFindInClone)(CUgraphNode*, CUgraphNode, CUgraph) = nullptr;
+  CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
 };
 
 const Driver& driver() noexcept;

@@ -66,6 +66,8 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32
       s.graph_nodes.push_back(node.launch);
       s.graph_node_records.push_back(node);
       if (node.call != kNoString) s.call_names.emplace(node.call, string_at(node.call));
+      if (node.update_call != kNoString) s.call_names.emplace(node.update_call, string_at(node.update_call));
+      copy_stack(node.update_stack, &s);
     }
     s.graph_tables[g] = info;
   }

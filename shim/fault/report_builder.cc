@@ -64,8 +64,9 @@ std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   std::string why;
   if (c.reasons & kReasonPdlUnproven) {
     why = "launched on stream " + std::to_string(c.stream_id) +
-          " just before a programmatic dependent (PDL) launch whose completion mark landed; that mark does not prove "
-          "this launch finished";
+          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished, as "
+          "CUDA does not document that work after a PDL launch waits for the kernel before it, so it is listed after "
+          "the launches the marks point at";
   } else if (c.group > 1) {
     why = "one of " + std::to_string(c.group) + " launches on stream " + std::to_string(c.stream_id) +
           " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
@@ -236,6 +237,12 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
         g.node_origin = n.origin == NodeOrigin::Captured ? std::string("captured")
                         : std::string(n.origin == NodeOrigin::Added ? "added by " : "changed by ") + call;
         g.node_uncertain = n.uncertain;
+        if (n.update_call != kNoString) {
+          auto up = s.call_names.find(n.update_call);
+          g.update_call = up == s.call_names.end() ? std::string("cuGraphExecUpdate") : up->second;
+          g.update_stack_id = n.update_stack;
+          g.update_stack = stack(n.update_stack);
+        }
       }
       out.graph_nodes.push_back(std::move(g));
     }
@@ -272,6 +279,11 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     rep->notes.push_back(std::to_string(a.left_out_by_device_assert) +
                          " other candidate(s) were left out: their kernels are not the function the device's assert "
                          "names");
+  if (a.pdl_unproven > 0 && a.candidates.size() > a.pdl_unproven)
+    rep->notes.push_back(std::to_string(a.pdl_unproven) + " candidate(s) listed last (\"not proven finished\") are "
+                         "there only because the completion mark after their programmatic dependent (PDL) successor "
+                         "does not prove they finished; the candidate listed first is the first launch whose own "
+                         "mark never landed");
   if (a.other_context_streams > 0)
     rep->notes.push_back(std::to_string(a.other_context_streams) +
                          " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the "

@@ -294,6 +294,10 @@ void on_graph_call(const char* call, CUgraphNode* out, CUgraph g, const CUgraphN
 void on_graph_call(const char*, CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t, CUgraph child) {
   if (out) note_child_node_added(g, *out, child);
 }
+// cuGraphChildGraphNodeGetGraph: the child node's embedded graph (not a copy: changes to it are the node's).
+void on_graph_call(const char*, CUgraphNode n, CUgraph* out) {
+  if (out) note_child_graph_of(n, *out);
+}
 // cuGraphKernelNodeSetParams[_v2]
 template <class P>
   requires kKernelParams<P>
@@ -334,10 +338,12 @@ void on_graph_call(const char*, CUgraphExec x, CUgraphNode n, unsigned enabled) 
   note_exec_node_enabled(x, n, enabled != 0);
 }
 // cuGraphExecUpdate (10020: error node and result; 12000: CUgraphExecUpdateResultInfo)
-void on_graph_call(const char*, CUgraphExec x, CUgraph g, CUgraphNode*, CUgraphExecUpdateResult*) {
-  note_exec_update(x, g);
+void on_graph_call(const char* call, CUgraphExec x, CUgraph g, CUgraphNode*, CUgraphExecUpdateResult*) {
+  note_exec_update(x, g, call);
 }
-void on_graph_call(const char*, CUgraphExec x, CUgraph g, CUgraphExecUpdateResultInfo*) { note_exec_update(x, g); }
+void on_graph_call(const char* call, CUgraphExec x, CUgraph g, CUgraphExecUpdateResultInfo*) {
+  note_exec_update(x, g, call);
+}
 
 // Whether an instantiation lets the device launch the exec (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH).
 template <class T>

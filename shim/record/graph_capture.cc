@@ -28,6 +28,7 @@ using graph_capture_internal::g_captures_active;
 struct NodeRec {
   GraphNodeRecord rec;
   IdPins pins;  // rec's stack, kernel name and call, pinned in the recorder while the record lives (recorder.h)
+  IdPins update_pins;  // rec's update_stack and update_call (an exec update gave the exec this node)
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
   std::vector<uintptr_t> handles;  // the CUgraphNode handles that may name it (none: a captured node, or a copy)
   std::vector<uint32_t> bodies;    // child graph node: its copy of the child; conditional node: its bodies
@@ -250,7 +251,9 @@ uint32_t copy_entry(uint32_t id, bool owned, bool keep_handles) {
   dst.unpaired_change = src.unpaired_change;
   for (NodeRec n : src.nodes) {
     if (!keep_handles) n.handles.clear();
-    for (uint32_t& b : n.bodies) b = copy_entry(b, true, keep_handles);
+    // Deeper levels never keep handles: the copy's bodies are other graphs of the driver's, with nodes of their own
+    // (learnt again by note_child_graph_of).
+    for (uint32_t& b : n.bodies) b = copy_entry(b, true, false);
     bool dummy = false;
     add_record((*g_entries)[out].nodes, std::move(n), &dummy);
   }
@@ -410,6 +413,44 @@ void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph*
   add_record(entry_of(graph)->nodes, std::move(n), nullptr);
 }
 
+void note_child_graph_of(CUgraphNode node, CUgraph embedded) noexcept {
+  if (!ready() || !node || !embedded) return;
+  const Driver& d = driver();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  size_t i = 0;
+  Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i);
+  if (!e || e->nodes[i].type != CU_GRAPH_NODE_TYPE_GRAPH || e->nodes[i].bodies.empty()) return;
+  const uint32_t body = e->nodes[i].bodies.front();
+  auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(embedded), body);
+  if (!fresh) at->second = body;  // a handle the driver reused: it names the node's graph now
+  (*g_entries)[body].owned = true;
+  // The embedded graph's kernel nodes: a handle for each record the driver's view names alone.
+  if (!d.GraphGetNodes) return;
+  size_t count = 0;
+  InCdsa guard;
+  if (d.GraphGetNodes(embedded, nullptr, &count) != CUDA_SUCCESS || count == 0 || count > 4096) return;
+  std::vector<CUgraphNode> handles(count);
+  if (d.GraphGetNodes(embedded, handles.data(), &count) != CUDA_SUCCESS) return;
+  handles.resize(count);
+  std::vector<std::pair<uintptr_t, LaunchRecord>> views;
+  for (CUgraphNode h : handles) {
+    LaunchRecord seen;
+    if (h && driver_kernel_node(h, &seen)) views.emplace_back(reinterpret_cast<uintptr_t>(h), seen);
+  }
+  std::vector<NodeRec>& recs = (*g_entries)[body].nodes;
+  for (const auto& [h, seen] : views) {
+    size_t same_view = 0, match = 0, at_rec = 0;
+    for (const auto& [h2, other] : views) same_view += same_kernel(seen, other);
+    bool known = false;
+    for (size_t j = 0; j < recs.size(); ++j) {
+      if (recs[j].type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+      if (has_handle(recs[j], h)) known = true;
+      if (recs[j].handles.empty() && same_kernel(recs[j].rec.launch, seen)) ++match, at_rec = j;
+    }
+    if (!known && same_view == 1 && match == 1) recs[at_rec].handles.push_back(h);
+  }
+}
+
 void note_node_destroy(CUgraphNode node) noexcept {
   if (!ready() || !node) return;
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -564,8 +605,15 @@ void note_exec_child_set(CUgraphExec exec, CUgraphNode node, CUgraph child) noex
   if (!found) t->info.unpaired_change = true;
 }
 
-void note_exec_update(CUgraphExec exec, CUgraph graph) noexcept {
+void note_exec_update(CUgraphExec exec, CUgraph graph, const char* call) noexcept {
   if (!ready() || !exec) return;
+  uint32_t update_stack = kUnknownStack, update_call = kNoString;
+  {
+    InCdsa guard;
+    update_stack = capture_and_intern_stack();
+    if (call) update_call = intern_string(call, strlen(call));
+  }
+  IdPins update_pins(update_stack, update_call);
   std::lock_guard<std::mutex> lock(g_mutex);
   Table* t = table_for_change(exec);
   if (!t) return;
@@ -579,6 +627,11 @@ void note_exec_update(CUgraphExec exec, CUgraph graph) noexcept {
   std::vector<NodeRec> fresh;
   GraphTableInfo info;
   flatten((*g_entries)[id], 0, false, fresh, &info);
+  for (NodeRec& n : fresh) {  // each node the exec now runs came by this call
+    n.update_pins = update_pins;
+    n.rec.update_stack = n.update_pins.stack();
+    n.rec.update_call = n.update_pins.string(0);
+  }
   g_records -= t->nodes.size();
   t->nodes.clear();
   t->info = info;

@@ -79,6 +79,10 @@ void note_kernel_node_added(CUgraph graph, CUgraphNode node, const KernelNodeDes
 void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type) noexcept;
 void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept;
 void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph* bodies, unsigned count) noexcept;
+// cuGraphChildGraphNodeGetGraph: `embedded` is child node `node`'s own graph (the driver's copy of the child, which
+// cdsa keeps as the node's body): nodes added to it or changed in it are the node's. Its nodes' handles are learnt
+// for the body's records where the driver's view of a node matches exactly one record and no other node.
+void note_child_graph_of(CUgraphNode node, CUgraph embedded) noexcept;
 void note_node_destroy(CUgraphNode node) noexcept;
 void note_graph_clone(CUgraph clone, CUgraph original) noexcept;
 void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
@@ -87,7 +91,9 @@ void note_device_updatable(CUgraphNode node) noexcept;
 void note_exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
 void note_exec_node_enabled(CUgraphExec exec, CUgraphNode node, bool enabled) noexcept;
 void note_exec_child_set(CUgraphExec exec, CUgraphNode node, CUgraph child) noexcept;
-void note_exec_update(CUgraphExec exec, CUgraph graph) noexcept;
+// `call`: the entry point (cuGraphExecUpdate[_v2]); its stack (the calling thread's) is kept with every node the
+// exec takes from `graph`, shown beside the node's own capture/add/change stack.
+void note_exec_update(CUgraphExec exec, CUgraph graph, const char* call = nullptr) noexcept;
 
 namespace graph_capture_internal {
 [[gnu::visibility("hidden")]] extern std::atomic<int> g_captures_active;
@@ -116,6 +122,10 @@ struct GraphNodeRecord {
   NodeOrigin origin = NodeOrigin::Captured;
   bool uncertain = false;     // a change cdsa could not pair for sure: the replay ran this node or another listed
   bool in_body = false;       // inside a conditional node's body: it ran only if the condition chose its body
+  // The exec took this node from another graph by cuGraphExecUpdate[_v2]: that call's stack and name (else
+  // kUnknownStack / kNoString).
+  uint32_t update_stack = kUnknownStack;
+  uint32_t update_call = kNoString;
 };
 struct GraphTableInfo {
   bool found = false;

@@ -80,6 +80,68 @@ def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
     assert py_frame("graph_nodes.py", marker, function) in node, part
 
 
+def test_cpp_node_added_to_a_child_nodes_own_graph_is_a_candidate(tmp_path):
+    # cuGraphChildGraphNodeGetGraph hands out the node's own graph (no copy): a kernel added to it runs in the
+    # replay. Without it the replay would hold two fill nodes only, and the report would name neither rightly.
+    run = run_program([PROGRAM, "child-embedded"], cwd=tmp_path)
+    assert run.rc == 3, run.err
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert part.startswith("cdsa: the failing launch"), part
+    assert "The graph holds 3 kernel nodes; the device's assert names this one:" in part, part
+    node = check_named(part, "Added by cuGraphAddKernelNode_v2 at")
+    line, _ = marker_line(SOURCE, "ADD-SITE")
+    assert f"graph_nodes.cc:{line}" in node, part
+
+
+def test_cpp_edges_added_and_removed_later_leave_the_nodes_named(tmp_path):
+    # cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
+    run = run_program([PROGRAM, "edges"], cwd=tmp_path)
+    assert run.rc == 3, run.err
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert part.startswith("cdsa: the failing launch"), part
+    assert "The graph holds 3 kernel nodes; the device's assert names this one:" in part, part
+    node = check_named(part, "Added by cuGraphAddKernelNode_v2 at")
+    line, _ = marker_line(SOURCE, "ADD-SITE")
+    assert f"graph_nodes.cc:{line}" in node, part
+
+
+def test_cpp_exec_update_shows_the_update_call(tmp_path):
+    # The node came into the exec by cuGraphExecUpdate_v2: its capture line, and that call's line beside it.
+    run = run_program([PROGRAM, "exec-update"], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    node = named_node(run.launch_part())
+    capture, _ = marker_line(SOURCE, "CAPTURE-SITE")
+    update, _ = marker_line(SOURCE, "UPDATE-SITE")
+    taken = node.index("Taken into the exec by cuGraphExecUpdate_v2 at")
+    assert f"graph_nodes.cc:{capture}" in node[:taken], node
+    assert f"graph_nodes.cc:{update}" in node[taken:], node
+    assert "exec_update(" in node[taken:], node
+
+
+def test_python_exec_update_shows_the_update_call_and_the_trace_keeps_it(tmp_path):
+    run = run_python("graph_nodes.py", "exec-update", cwd=tmp_path)
+    assert run.reports == 1, run.err
+    node = named_node(run.launch_part())
+    assert "Taken into the exec by cuGraphExecUpdate_v2 at" in node, node
+    assert py_frame("graph_nodes.py", "UPDATE-SITE", "main") in node, node
+    nodes = run.trace()["report"]["candidates"][0]["graph_nodes"]
+    assert {n.get("update_call") for n in nodes} == {"cuGraphExecUpdate_v2"}, nodes
+    from conftest import BUILD
+    import subprocess
+    again = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(run.traces()[0])], capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert "Taken into the exec by cuGraphExecUpdate_v2 at" in again.stdout + again.stderr
+
+
+def test_nodes_never_updated_show_no_update_call(tmp_path):
+    run = run_program([PROGRAM, "exec-set"], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    assert "Taken into the exec" not in run.report, run.report
+
+
 def test_cpp_replay_before_the_exec_changed_names_the_node_it_ran(tmp_path):
     run = run_program([PROGRAM, "before-update"], cwd=tmp_path)
     assert run.reports == 1, run.err

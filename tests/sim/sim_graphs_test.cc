@@ -17,6 +17,10 @@ extern "C" CUresult CUDAAPI add_node_v1(CUgraphNode*, CUgraph, const CUgraphNode
                                         CUgraphNodeParams*) __asm__("cuGraphAddNode");
 extern "C" CUresult CUDAAPI exec_update_v1(CUgraphExec, CUgraph, CUgraphNode*,
                                            CUgraphExecUpdateResult*) __asm__("cuGraphExecUpdate");
+extern "C" CUresult CUDAAPI add_deps_v1(CUgraph, const CUgraphNode*, const CUgraphNode*,
+                                        size_t) __asm__("cuGraphAddDependencies");
+extern "C" CUresult CUDAAPI remove_deps_v1(CUgraph, const CUgraphNode*, const CUgraphNode*,
+                                           size_t) __asm__("cuGraphRemoveDependencies");
 
 namespace {
 
@@ -110,6 +114,62 @@ TEST_F(GraphSim, KernelNodesRunInDependencyOrder) {
   EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
   EXPECT_EQ(cuGraphDestroy(other), CUDA_SUCCESS);
   EXPECT_EQ(cuGraphNodeGetType(a, &t), CUDA_ERROR_INVALID_VALUE);  // its graph is gone
+}
+
+TEST_F(GraphSim, EdgesAddedAndRemovedOrderTheRun) {
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphNode a = add_fill(g, 0, 1.0f);
+  CUgraphNode b = add_fill(g, 0, 2.0f);
+  // b before a, by an edge added later (v2, with edge data): a's value stays.
+  CUgraphEdgeData e{};
+  ASSERT_EQ(cuGraphAddDependencies_v2(g, &b, &a, &e, 1), CUDA_SUCCESS);
+  EXPECT_EQ(add_deps_v1(g, &b, &a, 1), CUDA_ERROR_INVALID_VALUE);  // it exists
+  EXPECT_EQ(add_deps_v1(g, &a, &b, 1), CUDA_ERROR_INVALID_VALUE);  // a cycle
+  EXPECT_EQ(add_deps_v1(g, &a, &a, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(add_deps_v1(g, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUgraphExec x = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+  run(x);
+  EXPECT_EQ(buf[0], 1.0f);
+  // Removed, and the other way round (v1): b's value stays in a new exec; the old one keeps its order.
+  EXPECT_EQ(remove_deps_v1(g, &a, &b, 1), CUDA_ERROR_INVALID_VALUE);  // no such edge
+  ASSERT_EQ(cuGraphRemoveDependencies_v2(g, &b, &a, nullptr, 1), CUDA_SUCCESS);
+  ASSERT_EQ(add_deps_v1(g, &a, &b, 1), CUDA_SUCCESS);
+  CUgraphExec y = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&y, g, 0), CUDA_SUCCESS);
+  run(y);
+  EXPECT_EQ(buf[0], 2.0f);
+  run(x);
+  EXPECT_EQ(buf[0], 1.0f);
+  CUgraph other = nullptr;
+  ASSERT_EQ(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+  CUgraphNode c = add_fill(other, 1, 1.0f);
+  EXPECT_EQ(add_deps_v1(g, &a, &c, 1), CUDA_ERROR_INVALID_VALUE);  // not a node of g
+  EXPECT_EQ(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(y), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(other), CUDA_SUCCESS);
+}
+
+TEST_F(GraphSim, ChildNodesOwnGraphTakesNewNodes) {
+  CUgraph child = nullptr, parent = nullptr;
+  ASSERT_EQ(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+  add_fill(child, 0, 1.0f);
+  CUgraphNode cn = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&cn, parent, nullptr, 0, child), CUDA_SUCCESS);
+  CUgraph inside = nullptr;
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(cn, &inside), CUDA_SUCCESS);
+  add_fill(inside, 1, 5.0f);
+  CUgraphExec x = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&x, parent, 0), CUDA_SUCCESS);
+  run(x);
+  EXPECT_EQ(buf[0], 1.0f);
+  EXPECT_EQ(buf[1], 5.0f);  // the node added to the child node's own graph ran
+  EXPECT_EQ(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(parent), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(child), CUDA_SUCCESS);
 }
 
 TEST_F(GraphSim, KernNodeAndTheV1Layout) {

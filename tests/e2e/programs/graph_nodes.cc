@@ -232,6 +232,27 @@ int main(int argc, char** argv) {
     check(cuGraphDestroy(child), "cuGraphDestroy");  // the node holds its own copy
     return replay_twice(instantiate(parent));
   }
+  if (!strcmp(mode, "child-embedded")) {  // a node added to a child node's own graph after the node was made
+    CUgraph child = new_graph();
+    add_fill(child, nullptr);
+    CUgraph parent = new_graph();
+    CUgraphNode a = add_fill(parent, nullptr);
+    CUgraphNode c = add_child(parent, child, &a);
+    CUgraph inside;
+    check(cuGraphChildGraphNodeGetGraph(c, &inside), "cuGraphChildGraphNodeGetGraph");  // not a copy: the node's own
+    add_index(inside, nullptr);
+    return replay_twice(instantiate(parent));
+  }
+  if (!strcmp(mode, "edges")) {  // nodes added without dependencies, ordered afterwards by edges (v2 and v1)
+    CUgraph g = new_graph();
+    CUgraphNode b = add_index(g, nullptr);
+    CUgraphNode a = add_fill(g, nullptr);
+    CUgraphNode c = add_fill(g, nullptr);
+    check(cuGraphAddDependencies_v2(g, &a, &b, nullptr, 1), "cuGraphAddDependencies_v2");  // a before b
+    check(cuGraphAddDependencies_v2(g, &c, &b, nullptr, 1), "cuGraphAddDependencies_v2");
+    check(cuGraphRemoveDependencies_v2(g, &c, &b, nullptr, 1), "cuGraphRemoveDependencies_v2");
+    return replay_twice(instantiate(g));
+  }
   if (!strcmp(mode, "clone")) {  // the clone replayed, the original destroyed
     CUgraph g = new_graph();
     CUgraphNode a = add_fill(g, nullptr);
@@ -271,6 +292,7 @@ int main(int argc, char** argv) {
     exec_set_fill(x, n);
     return cuStreamSynchronize(g_s) == CUDA_SUCCESS ? 0 : 3;
   }
-  fprintf(stderr, "usage: %s add|add-node|set-before|exec-set|exec-update|child|clone|kern|before-update\n", argv[0]);
+  fprintf(stderr, "usage: %s add|add-node|set-before|exec-set|exec-update|child|child-embedded|edges|clone|"
+          "kern|before-update\n", argv[0]);
   return 2;
 }
