@@ -35,7 +35,8 @@ sys.path.insert(0, str(HERE))  # the suite's parts: suite_procs.py (processes), 
 from suite_procs import (CASES, MARGIN_S, ROOT, Ctx, Run, Skip, Stopped, build_natives, cudart_libdir,  # noqa: E402,F401
                          group_members, is_cupti_fallback, native_jobs)
 from suite_checks import (check_graph_update, check_named, check_native, check_no_report,  # noqa: E402,F401
-                          check_report_first, short, traceback_block)
+                          check_report_first, short, traceback_block, check_pdl_pairs, check_pdl_memop_wait,
+                          check_freed_copy, check_coredump)
 from suite_cases import INFO, all_cases, fake_cases  # noqa: E402
 from cdsa_report import marker_line  # noqa: E402
 WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)

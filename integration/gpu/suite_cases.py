@@ -9,7 +9,8 @@ import shutil
 import statistics
 import sys
 
-from suite_checks import (check_graph_update, check_named, check_native, check_no_report, check_report_first, names_py,
+from suite_checks import (INFO, check_coredump, check_freed_copy, check_pdl_memop_wait, check_pdl_pairs,
+                          check_graph_update, check_named, check_native, check_no_report, check_report_first, names_py,
                           not_one_report, short, surfaced, traceback_block)
 from suite_procs import CASES, RUN_S  # first: it puts tests/support on sys.path
 from cdsa_report import BANNER, hint_lines, kernel_name, marker_line, py_frames  # noqa: E402
@@ -29,7 +30,6 @@ class Case:
     expect_s: float = 0.0  # seconds the case is expected to take on the GPU machine (the cases of issue 16 on state it)
 
 
-INFO = "info"  # a case that records facts returns (INFO, evidence)
 
 
 def c_ce(label):
@@ -208,6 +208,37 @@ def c_driver_api(ctx, key, backend):
 def c_graph_update(ctx, key, backend):
     r = ctx.run(key, [ctx.bin("graph_update")], backend=backend)
     return check_graph_update(r, backend)
+
+
+def c_pdl_pairs(ctx, key, backend):
+    b = ctx.bin("pdl_pairs")
+    runs = []
+    for i in range(3):  # A B A B A B: drift hits both alike
+        runs.append((ctx.run(key, [b, "time", 2000], preload=False, tag=f"bare.{i}"),
+                     ctx.run(key, [b, "time", 2000], backend=backend, tag=f"cdsa.{i}")))
+    between = [(what, ctx.run(key, [b, "time", 2000, what], preload=False, tag=f"bare.{what}"))
+               for what in ("memop", "event")]
+    return check_pdl_pairs(runs, between)
+
+
+def c_pdl_memop_wait(ctx, key, backend):
+    return check_pdl_memop_wait(ctx.run(key, [ctx.bin("pdl_pairs"), "memop-wait"], preload=False, timeout=30))
+
+
+def c_freed_copy(ctx, key, backend):
+    return check_freed_copy([ctx.run(key, [ctx.bin("pdl_pairs"), "freed-copy", kind], preload=False, tag=kind,
+                                     timeout=30) for kind in ("free", "async-free")])
+
+
+def c_coredump(ctx, key, backend):
+    dumps = ctx.logdir / "runs" / "coredumps"
+    for d in ("bare", "cdsa"):
+        (dumps / d).mkdir(parents=True, exist_ok=True)
+    bare = ctx.run(key, [ctx.bin("coredump"), str(dumps / "bare")], preload=False, tag="bare", timeout=60,
+                   may_time_out=True)
+    under = ctx.run(key, [ctx.bin("coredump"), str(dumps / "cdsa")], backend=backend, tag="cdsa", timeout=60,
+                    may_time_out=True)
+    return check_coredump(bare, under)
 
 
 def c_illegal(ctx, key, backend):
@@ -538,6 +569,18 @@ def all_cases():
         Case(24, "24d", "case 17's 700: the compute-sanitizer command", "given, and it finds the access", c_sanitizer_hint),
         Case(25, "25a", "graph by cuGraphAddKernelNode, node changed by cuGraphExecKernelNodeSetParams to an assert",
              "asserting kernel, replay line and update line named (~2 s)", c_graph_update, expect_s=2.0),
+        Case(25, "25b", "PDL pairs: cuLaunchKernelEx with programmatic serialization, the secondary waits with "
+             "cudaGridDependencySynchronize; 2,000 pairs bare vs cdsa, interleaved (~8 s)",
+             "secondaries overlap their primaries under cdsa as often as bare; time per pair told", c_pdl_pairs,
+             expect_s=8.0),
+        Case(25, "25b2", "fact: after a PDL secondary that never waits, a memop (an event, the next kernel) waits for "
+             "the primary? (~2 s)", "recorded (info): what kLandedPdlMarkProvesPrimary waits for", c_pdl_memop_wait,
+             expect_s=2.0),
+        Case(25, "25b3", "fact: an async copy from freed memory fails at the call or later? (~2 s)", "recorded (info)",
+             c_freed_copy, expect_s=2.0),
+        Case(25, "25c", "fact: coredumps via cuCoredumpSetAttributeGlobal (lightweight, no abort, capped), a 700 (~20 s)",
+             "recorded (info): driver's text, survival, time, the 13.2 callbacks; cdsa's report", c_coredump,
+             expect_s=20.0),
         Case(26, "26", "torch.distributed NCCL job, world size 1: the step asserts before an all-reduce (~15 s)",
              "one report, whole, before torch's and NCCL's own lines; step line named", c_ddp_watchdog, expect_s=15.0),
     ]

@@ -1,6 +1,7 @@
 """The GPU suite's checks (part of suite.py; see README.md): judges that read one Run's output (its report,
 through tests/support/cdsa_report.py) and return (verdict, evidence). test_suite_cpu.py feeds them canned output."""
 import re
+import statistics
 
 from suite_procs import CASES  # first: it puts tests/support on sys.path
 from cdsa_report import graph_split, kernel_name, marker_line, report_span  # noqa: E402
@@ -142,3 +143,112 @@ def check_report_first(r, script, marker, kernel):
         return False, ev + f"; the job's own line came first: {short(first, 80)}"
     return ok, ev + (f"; report whole before the job's first own line ({short(r.err[own.start():].splitlines()[0], 50)})"
                      if own else "; no error line of the job's own") + f"; rc {r.rc}"
+
+
+INFO = "info"  # a case that records facts returns (INFO, evidence)
+
+
+# ---- issue 16 (b): programmatic dependent launch (cases/pdl_pairs.cu)
+PDL_TIME = re.compile(r"pdl-time pairs (\d+) us_per_pair ([\d.]+) overlapped (\d+) broken_waits (\d+)")
+PDL_MEMOP = re.compile(r"memop-wait overlapped (\S+) memop_waits_for_primary (\S+) event_waits_for_primary (\S+) "
+                       r"kernel_waits_for_primary (\S+) memop_ms (\S+) sync (\S+)")
+FREED_COPY = re.compile(r"freed-copy (\S+) call (\S+) sync (\S+) ctx (\S+)")
+
+
+def pdl_time(r):
+    """(us per pair, secondaries that overlapped their primary, pairs, broken waits) of `pdl_pairs time N`, or None."""
+    m = PDL_TIME.search(r.out) if r.rc == 0 and not r.timed_out else None
+    return (float(m.group(2)), int(m.group(3)), int(m.group(1)), int(m.group(4))) if m else None
+
+
+def check_pdl_pairs(runs, between=()):
+    """Case 25b's judge over interleaved (bare, cdsa) runs of `pdl_pairs time N`: under cdsa the secondaries must
+    overlap their primaries as often as bare (at least 90 % of bare's median count) and no wait may break; the time
+    per pair is told (median cdsa/bare ratio and its spread). INFO when bare never overlapped: nothing to keep.
+    `between`: (label, run) of bare runs with an operation between each pair's kernels, told for their cost."""
+    got = [(pdl_time(a), pdl_time(b)) for a, b in runs]
+    pairs = [(a, b) for a, b in got if a and b]
+    if not pairs:
+        return False, f"no timing in {len(runs)} interleaved pair(s) of runs"
+    n = pairs[0][0][2]
+    bare_us = statistics.median(a[0] for a, _ in pairs)
+    ratios = [b[0] / a[0] for a, b in pairs if a[0] > 0]
+    bare_ov = statistics.median(a[1] for a, _ in pairs)
+    cdsa_ov = statistics.median(b[1] for _, b in pairs)
+    broken = sum(a[3] + b[3] for a, b in pairs)
+    ratio = (f"cdsa {statistics.median(ratios):.3f}x [{min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs]"
+             if ratios else "cdsa n/a")
+    text = (f"{n} PDL pairs: {bare_us:.2f} us/pair bare, {ratio}; secondaries overlapping their primary: bare "
+            f"{bare_ov:.0f}/{n}, cdsa {cdsa_ov:.0f}/{n}; broken waits {broken}")
+    for label, r in between:
+        t = pdl_time(r)
+        text += (f"; {label} between the kernels (bare): {t[0]:.2f} us/pair, overlapped {t[1]}/{t[2]}" if t else
+                 f"; {label} between: no timing (rc {r.rc})")
+    if broken:
+        return False, text
+    if bare_ov == 0:
+        return INFO, text + " (no overlap even bare: nothing to keep)"
+    return cdsa_ov >= 0.9 * bare_ov, text
+
+
+def check_pdl_memop_wait(r):
+    """Case 25b2 (info): the answer kLandedPdlMarkProvesPrimary (shim/fault/attribution.h) waits for. 'yes' on
+    every machine the suite ran on is what flipping it needs; 'untested' when the secondary did not overlap."""
+    m = PDL_MEMOP.search(r.out)
+    if not m:
+        return False, f"no answer (rc {r.rc}): {short(r.out + r.err, 80)}"
+    ov, memop, event, kernel, ms, sync = m.groups()
+    text = (f"secondary overlapped its primary: {ov}; memop_waits_for_primary {memop}; event_waits_for_primary "
+            f"{event}; kernel_waits_for_primary {kernel}; memop seen at {ms} ms (primary ~200 ms); sync {sync}")
+    if memop == "yes":
+        text += " -> kLandedPdlMarkProvesPrimary may become true here"
+    elif memop == "no":
+        text += " -> kLandedPdlMarkProvesPrimary must stay false"
+    return INFO, text
+
+
+def check_freed_copy(runs):
+    """Case 25b3 (info): where an async copy from a freed allocation fails (at the call, or at the sync)."""
+    out = []
+    for r in runs:
+        m = FREED_COPY.search(r.out)
+        out.append(f"{m.group(1)}: call {m.group(2)}, sync {m.group(3)}, ctx {m.group(4)}" if m else
+                   f"no answer (rc {r.rc}): {short(r.out + r.err, 60)}")
+    return INFO, "; ".join(out)
+
+
+# ---- issue 16 (c): coredumps through the driver API (cases/coredump.cu)
+def coredump_facts(r):
+    """The `coredump-*` lines of a run of cases/coredump.cu, by their first word."""
+    facts = {}
+    for line in r.out.splitlines():
+        if line.startswith("coredump-"):
+            key, _, rest = line.partition(" ")
+            facts.setdefault(key, []).append(rest)
+    return facts
+
+
+def check_coredump(bare, under):
+    """Case 25c (info): what the driver printed or logged (and whether it names the kernel), survival, time, the
+    13.2 callbacks; and under cdsa whether the report still comes and names the kernel."""
+    ev = []
+    for label, r in (("bare", bare), ("cdsa", under)):
+        f = coredump_facts(r)
+        if not f:
+            ev.append(f"{label}: no facts (rc {r.rc}{', timed out' if r.timed_out else ''}): {short(r.out + r.err, 60)}")
+            continue
+        logs = f.get("coredump-log", [])
+        named = any("illegal_address_kernel" in l for l in logs) or "illegal_address_kernel" in r.err.replace(
+            "kernel illegal_address_kernel", "")  # the driver's own text, not cdsa's report line
+        part = [f"flags {short(' '.join(f.get('coredump-flags', ['?'])), 70)}",
+                f"callbacks {short(' '.join(f.get('coredump-callbacks', ['?'])), 60)}",
+                f"fault {' '.join(f.get('coredump-fault', ['?']))}",
+                f"fired {'; '.join(f.get('coredump-callback', [])) or 'none'}",
+                f"dump {' '.join(f.get('coredump-file', ['?']))}",
+                f"{len(logs)} driver log line(s), kernel named by the driver: {'yes' if named else 'no'}",
+                f"survived {'yes' if f.get('coredump-survived') else 'no'} (rc {r.rc}, {r.secs:.1f} s)"]
+        if label == "cdsa":
+            part.append(f"{r.reports} cdsa report(s)" + (", kernel named" if r.reports and
+                                                        "illegal_address_kernel" in r.launch_part() else ""))
+        ev.append(f"{label}: " + ", ".join(part))
+    return INFO, " | ".join(ev)

@@ -269,7 +269,8 @@ def cudart_libdir(home):
 def native_jobs(ctx, out):
     """The nvcc builds: native_faults.cu with static cudart (nvcc's default) and -cudart shared (with an rpath to
     the toolkit's cudart, so it runs whatever the loader path), both -g; the driver-API program and its PTX;
-    driver_facts.cu (issue 7 facts) and the preloaded logger fact_logger.c."""
+    driver_facts.cu (issue 7 facts) and the preloaded logger fact_logger.c; issue 16's graph_node_update.cu,
+    pdl_pairs.cu and coredump.cu."""
     stubs = f"-L{ctx.cuda_home}/lib64/stubs"
     src = str(CASES / "native_faults.cu")
     arch = f"-arch={ctx.arch}"
@@ -283,6 +284,8 @@ def native_jobs(ctx, out):
         "driver_facts": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "driver_facts.cu"), "-o", str(out / "driver_facts"), stubs, "-lcuda"],
         "graph_update": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "graph_node_update.cu"), "-o", str(out / "graph_update"),
                          stubs, "-lcuda"],
+        "pdl_pairs": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "pdl_pairs.cu"), "-o", str(out / "pdl_pairs"), stubs, "-lcuda"],
+        "coredump": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "coredump.cu"), "-o", str(out / "coredump"), stubs, "-lcuda"],
         "fact_logger.so": [ctx.nvcc, "-O1", "-shared", "-Xcompiler", "-fPIC", "-x", "c", str(CASES / "fact_logger.c"),
                            "-o", str(out / "fact_logger.so"), "-ldl"],
     }
@@ -290,7 +293,8 @@ def native_jobs(ctx, out):
 
 def build_natives(ctx):
     """All nvcc builds in parallel, each in its own process group, limited like any run."""
-    jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so", "graph_update")
+    jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so", "graph_update",
+                "pdl_pairs", "coredump")
     if not ctx.nvcc:
         ctx.build_errors = {n: "nvcc not found" for n in jobs_all}
         return

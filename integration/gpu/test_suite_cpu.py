@@ -2,7 +2,7 @@
 compile, the case list covers issue 3's 21 cases (1, 11 and 14 under both backends), case 22 and the issue-7
 facts (23a-23e); the report checks accept a report of the real format and reject a wrong one; the CUPTI fallback
 table matches the backend's messages; the native cases build with nvcc when it is installed (with the suite's own
-commands); and the harness survives: fake slow and hanging cases (every finished verdict written, the hang
+commands); issue 16's judges (PDL overlap and its facts, coredump facts) read their programs' lines; and the harness survives: fake slow and hanging cases (every finished verdict written, the hang
 reported as timed out, its whole process tree gone, total within the budget), SIGTERM (results written, trees
 killed), run.sh end to end without a GPU on the carried library, and a configure with only the carried prefix."""
 import concurrent.futures
@@ -314,7 +314,13 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
                    "memop-cost launch host_us 2.0 gpu_us 1.5\nmemop-cost launch+memop host_us 2.5 gpu_us 1.9\n"
                    "memop-cost slot 99999 (expect 99999)\nattr 122 1 rc 0\nmemop32 rc 0\nmemop64 rc 0\n"
                    "main tid 10\nhelper tid 11\ncudaGetKernel 0x1 rc 0\n"
-                   "capture-if begin 0 end 0 instantiate 0 launch 0 body_ran 1\n")
+                   "capture-if begin 0 end 0 instantiate 0 launch 0 body_ran 1\n"
+                   "pdl-time pairs 2000 us_per_pair 9.5 overlapped 1990 broken_waits 0 between nothing\n"
+                   "memop-wait overlapped yes memop_waits_for_primary no event_waits_for_primary yes "
+                   "kernel_waits_for_primary yes memop_ms 3.0 sync CUDA_SUCCESS\n"
+                   "freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n"
+                   "coredump-flags enable CUDA_SUCCESS file CUDA_SUCCESS generation lightweight+skip_abort\n"
+                   "coredump-survived yes\n")
             return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
 
     for case in suite.all_cases():
@@ -466,3 +472,62 @@ def test_the_carried_prefix_alone_configures_cdsa(tmp_path):
                            f"-DCMAKE_C_COMPILER={shutil.which('cc')}", f"-DCMAKE_CXX_COMPILER={shutil.which('c++')}"],
                           capture_output=True, text=True, timeout=120)
     assert bare.returncode != 0 and 'provided by "fmt"' in bare.stdout + bare.stderr, bare.stdout + bare.stderr
+
+
+def test_pdl_pairs_judge_wants_the_overlap_kept_and_tells_the_time():
+    suite = load_suite()
+    line = "pdl-time pairs 2000 us_per_pair {us} overlapped {k} broken_waits {b} between nothing\n"
+    run = lambda us, k, b=0: fake_run(suite, "", out=line.format(us=us, k=k, b=b), rc=0)
+    between = [("memop", run(14.0, 0)), ("event", fake_run(suite, "", out="", rc=2))]
+    ok, ev = suite.check_pdl_pairs([(run(9.0, 1990), run(9.2, 1985)), (run(9.1, 1992), run(9.3, 1990))], between)
+    assert ok is True, ev
+    assert "9.05 us/pair bare" in ev and "cdsa 1.022x" in ev and "cdsa 1988/2000" in ev, ev
+    assert "memop between the kernels (bare): 14.00 us/pair, overlapped 0/2000" in ev and "event between: no timing" in ev
+    # cdsa lost the overlap (a mark between the kernels): fails
+    assert suite.check_pdl_pairs([(run(9.0, 1990), run(14.0, 0))])[0] is False
+    # a wait that did not wait: fails even with the overlap kept
+    assert suite.check_pdl_pairs([(run(9.0, 1990, 1), run(9.0, 1990))])[0] is False
+    # no overlap even bare: nothing to keep, told as info
+    assert suite.check_pdl_pairs([(run(14.0, 0), run(14.0, 0))])[0] == suite.INFO
+    assert suite.check_pdl_pairs([(fake_run(suite, "", rc=1), run(9.0, 1))])[0] is False
+
+
+def test_pdl_memop_fact_says_what_it_means_for_the_attribution_constant():
+    suite = load_suite()
+    fact = ("memop-wait overlapped yes memop_waits_for_primary {m} event_waits_for_primary yes "
+            "kernel_waits_for_primary yes memop_ms 201.3 sync CUDA_SUCCESS\n")
+    verdict, ev = suite.check_pdl_memop_wait(fake_run(suite, "", out=fact.format(m="yes"), rc=0))
+    assert verdict == suite.INFO and "kLandedPdlMarkProvesPrimary may become true" in ev, ev
+    verdict, ev = suite.check_pdl_memop_wait(fake_run(suite, "", out=fact.format(m="no"), rc=0))
+    assert "must stay false" in ev, ev
+    assert suite.check_pdl_memop_wait(fake_run(suite, "boom", rc=2))[0] is False
+    verdict, ev = suite.check_freed_copy([
+        fake_run(suite, "", out="freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n", rc=0),
+        fake_run(suite, "", rc=134)])
+    assert verdict == suite.INFO and "free: call CUDA_ERROR_INVALID_VALUE" in ev and "no answer (rc 134)" in ev, ev
+
+
+def test_coredump_judge_records_the_drivers_text_and_survival():
+    suite = load_suite()
+    out = ("coredump-logs-callback CUDA_SUCCESS\n"
+           "coredump-flags enable CUDA_SUCCESS file CUDA_SUCCESS generation lightweight+skip_abort\n"
+           "coredump-callbacks start yes (CUDA_SUCCESS) complete yes (CUDA_SUCCESS)\n"
+           "coredump-log level 1: GPU exception in illegal_address_kernel, coredump written\n"
+           "coredump-fault launch CUDA_SUCCESS sync CUDA_ERROR_ILLEGAL_ADDRESS ms 812.0\n"
+           "coredump-callback start ms 20.5\ncoredump-file bytes 1048576\ncoredump-survived yes\n")
+    bare = fake_run(suite, "", out=out, rc=0)
+    under = fake_run(suite, "", out="", rc=-6)
+    verdict, ev = suite.check_coredump(bare, under)
+    assert verdict == suite.INFO, ev
+    assert "kernel named by the driver: yes" in ev and "survived yes" in ev and "start ms 20.5" in ev, ev
+    assert "cdsa: no facts (rc -6)" in ev, ev
+
+
+def test_the_pdl_and_coredump_cases_are_listed_with_their_expected_seconds():
+    suite = load_suite()
+    cases = {c.key: c for c in suite.all_cases()}
+    for key in ("25b", "25b2", "25b3", "25c"):
+        assert key in cases and cases[key].expect_s > 0, key
+    keys = [c.key for c in suite.all_cases()]
+    # issue 16's cases in the order of their worth: the report first, the overlap next, the facts after
+    assert keys.index("25a") < keys.index("25b") < keys.index("25b2") < keys.index("25b3") < keys.index("25c")
