@@ -20,10 +20,12 @@ cmake --build "$build" --target trace_reader_fuzzer >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$artifacts" "$work/new"
-# The dictionary: tests/fuzz/trace.dict, plus every key the reader looks for, as a JSON string.
+# The dictionary: tests/fuzz/trace.dict, plus every key of the format (report/trace_fields.def, the table the
+# reader walks), as a JSON string.
 dict=$work/trace.dict
 cp "$root/tests/fuzz/trace.dict" "$dict"
-grep -oE '"[a-z_]+"' "$root/report/trace_reader.cc" | sort -u | sed 's/^"\(.*\)"$/"\\"\1\\""/' >>"$dict"
+grep -oE '^TRACE_(FIELD|NESTED|NULLABLE|CONST)\( *[a-z_0-9]+' "$root/report/trace_fields.def" | sed -E 's/.*\( *//' |
+  sort -u | sed 's/^\(.*\)$/"\\"\1\\""/' >>"$dict"
 echo "tests/fuzz/run.sh: fuzzing the trace reader for ${seconds}s (corpus tests/fuzz/corpus)"
 "$build/bin/trace_reader_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
   -dict="$dict" -print_final_stats=1 -artifact_prefix="$artifacts/" \
