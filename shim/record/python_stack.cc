@@ -617,7 +617,8 @@ void set_guards(const Reader& rd, Chain* c) {
 // the same code word as a guarded frame just before): still a code object with the same identity words, or still
 // no code object. A failed guard at frame g leaves the frames before g verified.
 template <bool kObjects>
-int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
+__attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame,
+                                                            const char** stop_at) {
   const int32_t o_code = rd.o_code, o_instr = rd.o_instr, o_owner = rd.o_owner, o_previous = rd.o_previous;
   const ChainWords* const first = c.w;
   const ChainWords* const end = first + c.n_visited;
