@@ -1,5 +1,7 @@
 #include "shim/fault/fault_signals.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -7,6 +9,8 @@
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "shim/common/log.h"
@@ -137,6 +141,38 @@ void on_fatal_signal(int sig, siginfo_t* info, void* uc) {
   errno = saved_errno;
 }
 
+// Whether a thread of this process has one of the watched signals pending (its own SigPnd, or the process's
+// ShdPnd), read from /proc/self/task/*/status. A signal sent to another thread while cdsa's handler was installed
+// waits there until that thread runs: without cdsa the kernel would have ended the process at once (a fatal
+// default action is taken when the signal is sent), so the reporting thread must not return to the program,
+// which might exit with its own status first, while such a signal is still on its way. -1: /proc unreadable.
+int watched_signal_pending() {
+  unsigned long long watched = 0;
+  for (int sig : kSignals) watched |= 1ULL << (sig - 1);
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return -1;
+  int found = 0;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // the thread ended
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    for (const char* key : {"\nSigPnd:", "\nShdPnd:"}) {
+      const char* at = strstr(buf, key);
+      if (at && (strtoull(at + strlen(key), nullptr, 16) & watched)) found = 1;
+    }
+    if (found) break;
+  }
+  closedir(tasks);
+  return found;
+}
+
 bool ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_fatal_signal; }
 
 }  // namespace
@@ -200,7 +236,6 @@ void fault_report_finished() noexcept {
     // soon as that handler returns) before this thread goes back to the program.
     long until = now_ms() + kSignalWaitMs;
     while (g_handlers_running.load(std::memory_order_acquire) > 0 && now_ms() < until) sleep_ms(1);
-    sleep_ms(50);
   }
   while (g_changing.exchange(true, std::memory_order_acquire)) sleep_ms(1);  // a recheck ends within microseconds
   for (int sig : kSignals) {
@@ -209,6 +244,17 @@ void fault_report_finished() noexcept {
     if (sigaction(sig, nullptr, &cur) == 0 && ours(cur)) sigaction(sig, &g_prev[sig], nullptr);
   }
   g_changing.store(false, std::memory_order_release);
+  // A signal sent to another thread during the report (or re-sent by a handler that chained to the default
+  // action) may still be pending there, its thread not yet scheduled: let it arrive before this thread goes back
+  // to the program (bounded: a signal every thread blocks stays pending for good).
+  const int pending = watched_signal_pending();
+  if (pending < 0) {
+    if (g_handler_ran.load(std::memory_order_acquire)) sleep_ms(50);  // no /proc: a short grace, as before
+    return;
+  }
+  if (pending == 0) return;
+  long until = now_ms() + kSignalWaitMs;
+  while (now_ms() < until && watched_signal_pending() > 0) sleep_ms(1);
 }
 
 }  // namespace cdsa
