@@ -31,7 +31,7 @@ const Command kCommands[] = {
     {"report", "FILE [--json] [--no-resymbolize] [--native-all]", "the fault report again, from a trace file",
      cmd_report},
     {"export", "--chrome FILE... [-o OUT]", "launches as a Chrome/Perfetto timeline", cmd_export},
-    {"merge", "DIR|FILES...", "multi-rank: which rank faulted first", cmd_merge},
+    {"merge", "[--session ID] DIR|FILES...", "multi-rank: whose evidence shows the first fault", cmd_merge},
     {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", cmd_flame},
     {"top", "FILE [-n N]", "the busiest launch sites", cmd_top},
     {"doctor", "[--python PATH]", "will cdsa work here? (exit 0 yes, 1 no)", doctor_command},

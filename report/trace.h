@@ -49,6 +49,7 @@ struct Process {
   int driver_version = 0;
   std::string gpu;
   int runtime_version = 0;  // cudaRuntimeGetVersion of a shared cudart in the process; 0 when unknown
+  std::string session;      // CDSA_SESSION: the launcher tree the process ran in ("" when none)
 };
 
 // Launch-site profile (CDSA_PROFILE=1): launches per (stack, kernel) for the whole run.

@@ -9,6 +9,7 @@
 #include "shim/common/driver.h"
 #include "shim/record/assert_capture.h"
 #include "shim/intercept/interpose.h"
+#include "shim/intercept/launcher_summary.h"
 #include "shim/record/native_stack.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -50,7 +51,9 @@ __attribute__((constructor(101))) void cdsa_load() {
   // Preloaded twice from two files, or preloaded and dlopen'ed from another path: the copy the global scope finds
   // first records (for a copy dlopen'ed RTLD_LOCAL alone, RTLD_DEFAULT ends in its own group: itself).
   void* first = cdsa::real_dlsym()(RTLD_DEFAULT, "cdsa_library_copy");
-  if (first && first != reinterpret_cast<void*>(&cdsa_this_library_copy)) cdsa::stand_aside_for_another_copy();
+  const bool standing_aside = first && first != reinterpret_cast<void*>(&cdsa_this_library_copy);
+  if (standing_aside) cdsa::stand_aside_for_another_copy();
+  else cdsa::launcher_session_init();  // the first process of a tree is its root (one copy: one summary)
   cdsa::next_dlsym();
   cdsa::next_dlvsym();
   cdsa::prepare_stdio_hooks();

@@ -235,6 +235,12 @@ void load_config() noexcept {
 
 void stand_aside_for_another_copy() noexcept { g_config.enabled = false; }
 
+void begin_session(const char* id) noexcept {
+  size_t n = strnlen(id, sizeof g_config.session - 1);
+  memcpy(g_config.session, id, n);
+  g_config.session[n] = '\0';
+}
+
 void report_config_problems_once() noexcept {
   if (g_problems_reported.exchange(true, std::memory_order_acq_rel)) return;
   for (size_t i = 0; i < g_problems_len;) {

@@ -57,6 +57,10 @@ const Config& config() noexcept;
 // report_config_problems_once(). No allocation.
 void load_config() noexcept;
 
+// The root of a launcher tree set CDSA_SESSION to `id` after load_config() read the environment
+// (shim/intercept/launcher_summary.h): config().session says it too. Constructor only (single-threaded).
+void begin_session(const char* id) noexcept;
+
 // Another copy of libcdsa.so came first in this process (preloaded twice from two files, or preloaded and
 // dlopen'ed from another path): this copy records nothing (config().enabled is false: every hook passes
 // through), so one copy records and reports. Constructor only (single-threaded).

@@ -62,6 +62,7 @@ report::Process process_facts(uint64_t start_unix_ns) {
   report::Process p;
   p.pid = getpid();
   p.host = host_name();
+  p.session = config().session;  // the launcher tree (shim/intercept/launcher_summary.h)
   p.argv = process_argv();
   p.start_time_unix_ns = start_unix_ns;
   p.rank = process_rank();

@@ -259,6 +259,7 @@ def test_merge_names_the_rank_that_faulted_first(tmp_path):
     jobdir = tmp_path / "job"
     jobdir.mkdir()
     # Rank 2 faults first, rank 0 later (so neither rank order nor file order gives the answer), rank 1 is clean.
+    # Both faults are device asserts on one host: the same evidence, so the clock of that host orders them.
     first = run_rank(jobdir, 2, "embedding.py")
     later = run_rank(jobdir, 0, "nll_loss.py", 10)
     clean = run_rank(jobdir, 1, "no_fault.py", env={"CDSA_TRACE": "always"})
@@ -276,7 +277,7 @@ def test_merge_names_the_rank_that_faulted_first(tmp_path):
         head = out.split("\n\n")[1]
         assert head.startswith("First fault: rank 2 "), out
         assert "kernel indexSelectSmallIndex" in head and "embedding.py" in head
-        faulted = out.split("Ranks that faulted, in order of fault time:\n")[1].split("\n\n")[0]
+        faulted = out.split("Ranks that faulted, by each one's own evidence")[1].split("\n\n")[0]
         order = [l.split()[1] for l in faulted.splitlines() if l.startswith("  rank")]
         assert order == ["2", "0"], out
         assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in faulted
@@ -315,6 +316,71 @@ def test_merge_lists_aftermath_ranks_and_skips_bad_files(tmp_path):
     assert after[0].split()[:3] == ["rank", "1", "+1.000"]
     assert after[1].split()[:2] == ["rank", "2"]
     assert f"exited with 3 launches unfinished on stream {data['streams'][0]['id']}" in after[1]
+
+
+def test_merge_orders_by_evidence_not_by_the_clocks_of_different_hosts(tmp_path):
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    run_rank(jobdir, 2, "nll_loss.py", 10)
+    src = next(jobdir.glob("*.json"))
+    base = json.loads(src.read_text())
+    src.unlink()
+
+    def rank(r, host, dt, asserts=True, kernel=None):
+        d = json.loads(json.dumps(base))
+        d["process"].update(rank=r, host=host, pid=1000 + r)
+        d["report"]["fault_time_unix_ns"] += dt * 10 ** 9
+        if not asserts:
+            d["report"]["device_messages"] = []
+        if kernel:
+            d["report"]["candidates"][0]["launch"]["kernel"] = kernel
+        (jobdir / f"cdsa-{host}-rank{r}.json").write_text(json.dumps(d))
+
+    # By the clocks rank 3 came first, then 1, 2, 0; by evidence: the device asserts (ranks 0 and 2, on two hosts:
+    # by rank), then rank 1's own launch without the device's text, then rank 3's collective.
+    rank(0, "nodeB", 9)
+    rank(1, "nodeA", 2, asserts=False)
+    rank(2, "nodeA", 5)
+    rank(3, "nodeB", 0, asserts=False, kernel="ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+    r = cdsa("merge", jobdir, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n\n")[1].startswith("First fault: rank 0 (pid 1000 on nodeB)"), r.stdout
+    faulted = r.stdout.split("Ranks that faulted")[1].split("\n\n")[0].splitlines()
+    rows = [l.split() for l in faulted if l.startswith("  rank")]
+    assert [row[1] for row in rows] == ["0", "2", "1", "3"], r.stdout
+    assert rows[0][2] == "+0.000" and rows[1][2:4] == ["other", "host"] and rows[3][2] == "-9.000", rows
+    assert "its failing launch is a collective" in "\n".join(faulted)
+    assert "Rank 4 wrote no trace" not in r.stdout  # WORLD_SIZE is 3 in run_rank: rank 3 is beyond it
+    base["process"]["world_size"] = 8
+    base["process"]["rank"] = 6
+    (jobdir / "cdsa-nodeC-rank6.json").write_text(json.dumps(base))
+    r = cdsa("merge", jobdir, cwd=tmp_path)
+    assert "\nRanks 4-5, 7 wrote no trace: exited without a fault of their own, or killed" in r.stdout, r.stdout
+
+
+def test_merge_session_keeps_one_run(tmp_path):
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    run_rank(jobdir, 0, "nll_loss.py", 10, env={"CDSA_SESSION": "nodeA:42:1"})
+    run_rank(jobdir, 1, "nll_loss.py", 10, env={"CDSA_SESSION": "nodeA:43:2"})
+    run_rank(jobdir, 2, "nll_loss.py", 10)
+    sessions = sorted(json.loads(f.read_text())["process"]["session"] for f in jobdir.glob("*.json"))
+    assert sessions[:2] == ["nodeA:42:1", "nodeA:43:2"] and sessions[2].count(":") == 2, sessions  # its own
+    r = cdsa("merge", "--session", "nodeA:43:2", jobdir, cwd=tmp_path)
+    assert r.returncode == 0 and "cdsa merge: 1 trace file: 1 faulted" in r.stdout, r.stdout
+    assert "First fault: rank 1 " in r.stdout
+    # The launcher's form: nothing unless a process other than the session's root faulted.
+    t = next(f for f in jobdir.glob("*.json") if '"rank":1,' in f.read_text())
+    pid, host = json.loads(t.read_text())["process"]["pid"], json.loads(t.read_text())["process"]["host"]
+    own = cdsa("merge", "--launcher-summary", "--session", "nodeA:43:2", jobdir, cwd=tmp_path)
+    assert own.returncode == 0 and own.stdout == "" and "launcher summary" in own.stderr  # nodeA:43 is not it
+    data = json.loads(t.read_text())
+    data["process"]["session"] = f"{host}:{pid}:2"
+    t.write_text(json.dumps(data))
+    root = cdsa("merge", "--launcher-summary", "--session", f"{host}:{pid}:2", jobdir, cwd=tmp_path)
+    assert root.returncode == 0 and root.stdout == "" and root.stderr == "", root.stderr
+    bad = cdsa("merge", "--launcher-summary", jobdir, cwd=tmp_path)
+    assert bad.returncode == 2 and "--launcher-summary needs --session ID" in bad.stderr
 
 
 def stderr_on_a_terminal(*args):

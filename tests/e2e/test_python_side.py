@@ -1,13 +1,14 @@
 """What cdsa adds to the program's own Python (python/cdsa/_hook.py, run by libcdsa.so): the note that ends the
-program's traceback, and the rank and GPU in the report's header (docs/python.md, docs/multi-rank.md)."""
+program's traceback, and the rank and GPU in the report's header (docs/python.md, docs/launchers.md)."""
 import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, SCRIPTS, marker_line, run_python
+from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, run_python
 
 PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
@@ -54,6 +55,24 @@ def test_a_program_that_traces_itself_still_gets_the_note_on_its_uncaught_error(
     assert r.rc == 1 and r.reports == 1, r.err
     tb = last_traceback(r.err).rstrip().splitlines()
     assert tb[-1].startswith("cdsa: the CUDA fault came from kernel nll_loss"), tb
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PEP 678 notes are 3.11+")
+@pytest.mark.parametrize("mode", ["uncaught", "caught"])
+def test_the_note_under_cdsa_run(tmp_path, mode):
+    # `cdsa run` (no LD_PRELOAD of the user's): the same note on the traceback and in format_exception.
+    p = subprocess.run([str(BUILD / "bin" / "cdsa"), "run", "--", sys.executable, str(SCRIPTS / "traceback_note.py"),
+                        mode], cwd=tmp_path, env=clean_env(preload=False), capture_output=True, text=True, timeout=120)
+    r = Run(p, tmp_path)
+    assert r.rc == 1 and r.reports == 1, r.err
+    if mode == "uncaught":
+        last = last_traceback(r.err).rstrip().splitlines()[-1]
+    else:
+        last = r.out.split("FORMATTED-BEGIN\n")[1].split("FORMATTED-END")[0].rstrip().splitlines()[-1]
+    (trace,) = r.traces()
+    assert last.startswith("cdsa: the CUDA fault came from kernel nll_loss_forward_reduce_cuda_kernel_2d launched at "
+                           "simcuda.py:"), last
+    assert last.endswith(f"(cdsa's report above; trace {trace.name})"), last
 
 
 def test_without_a_fault_nothing_changes(tmp_path):
