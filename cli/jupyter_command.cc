@@ -250,11 +250,12 @@ CommandLine command_line(const char* sub, Args& a, int* where_count, bool instal
 
 // Lower-cases NAME (as jupyter_client does) and checks it; false after printing why.
 bool check_name(const char* sub, std::string* name) {
+  const std::string given = *name;
   for (auto& c : *name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (valid_kernel_name(*name)) return true;
   fprintf(stderr,
           "cdsa jupyter %s: '%s' is not a Jupyter kernel name (letters, digits, '.', '_' and '-' only)\n", sub,
-          name->c_str());
+          given.c_str());
   return false;
 }
 
