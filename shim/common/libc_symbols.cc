@@ -1,10 +1,18 @@
 // libc's own dlsym/dlvsym (and any libc function), found by reading libc's ELF
-// dynamic symbol table through dl_iterate_phdr: never through dlsym, which
-// cdsa interposes.
+// dynamic symbol table from the loader's list of objects (_r_debug): never
+// through dlsym, which cdsa interposes, and calling no function at all.
 //
 // This file is compiled without sanitizers (with dl_hooks.cc): a sanitizer
 // runtime calls dlsym -- that is, cdsa's hook -- while it initialises, before
-// instrumented code can run.
+// instrumented code can run and before its own interceptors can forward. That
+// is why the walk is not dl_iterate_phdr: ThreadSanitizer intercepts it, and
+// its init's first dlsym(RTLD_NEXT, "mmap") reached that interceptor before
+// it knew the real dl_iterate_phdr (a call through null at every start).
+//
+// The walk takes no loader lock, and needs none: it stops at libc, and every
+// object before it in the list was loaded at start-up, which glibc never
+// unloads; objects dlopen'ed later are appended behind it. (Only where libc
+// lacks the name, as dlsym before glibc 2.34, does it go on to libdl.)
 #include "shim/common/libc_symbols.h"
 
 #include <dlfcn.h>
@@ -53,15 +61,9 @@ uint32_t gnu_hash_symbol_count(const uint32_t* h) {
   return last + 1;
 }
 
-int find_in_libc(dl_phdr_info* info, size_t, void* data) {
-  auto* q = static_cast<LibcLookup*>(data);
-  const char* name = info->dlpi_name;
-  if (!name || (!contains(name, "/libc.so") && !contains(name, "/libdl.so"))) return 0;
-  const ElfW(Dyn)* dyn = nullptr;
-  for (int i = 0; i < info->dlpi_phnum; ++i)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-  if (!dyn) return 0;
+// `q`'s symbol in the object loaded at `base` with dynamic section `dyn`: true when found.
+bool find_in_object(ElfW(Addr) base, const ElfW(Dyn)* dyn, LibcLookup* q) {
+  if (!dyn) return false;
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const ElfW(Half)* versym = nullptr;
@@ -79,11 +81,11 @@ int find_in_libc(dl_phdr_info* info, size_t, void* data) {
       case DT_HASH: sysv_hash = reinterpret_cast<const uint32_t*>(d->d_un.d_ptr); break;
     }
   }
-  if (!symtab || !strtab) return 0;
+  if (!symtab || !strtab) return false;
   // Some loaders leave these entries unrelocated: make them absolute.
   auto fix = [&](auto*& p) {
-    if (p && reinterpret_cast<ElfW(Addr)>(p) < info->dlpi_addr)
-      p = reinterpret_cast<std::remove_reference_t<decltype(p)>>(reinterpret_cast<ElfW(Addr)>(p) + info->dlpi_addr);
+    if (p && reinterpret_cast<ElfW(Addr)>(p) < base)
+      p = reinterpret_cast<std::remove_reference_t<decltype(p)>>(reinterpret_cast<ElfW(Addr)>(p) + base);
   };
   fix(symtab);
   fix(strtab);
@@ -110,19 +112,34 @@ int find_in_libc(dl_phdr_info* info, size_t, void* data) {
       }
       if (!match) continue;
     }
-    q->result = reinterpret_cast<void*>(info->dlpi_addr + s.st_value);
-    return 1;
+    q->result = reinterpret_cast<void*>(base + s.st_value);
+    return true;
   }
-  return 0;
+  return false;
 }
 
-void* libc_symbol(const char* name) {
+// `name` in the object `map` (GLIBC_2.34, else GLIBC_2.2.5, else any version), or null.
+void* find_versioned(const link_map* map, const char* name) {
   static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", nullptr};
   for (const char* const* v = kVersions;; ++v) {
     LibcLookup q{name, *v, nullptr};
-    dl_iterate_phdr(find_in_libc, &q);
-    if (q.result || !*v) return q.result;
+    if (find_in_object(map->l_addr, map->l_ld, &q) || !*v) return q.result;
   }
+}
+
+// libc's `name`; where libc has none (glibc before 2.34 keeps dlsym in libdl), libdl's.
+void* libc_symbol(const char* name) {
+  // Volatile read: the loader updates the list; this is what it has now.
+  const link_map* first = *static_cast<link_map* const volatile*>(&_r_debug.r_map);
+  for (const link_map* m = first; m; m = m->l_next)
+    if (m->l_name && contains(m->l_name, "/libc.so")) {
+      if (void* p = find_versioned(m, name)) return p;
+      break;  // not past libc: what follows may be dlopen'ed, and unloaded while this reads it
+    }
+  for (const link_map* m = first; m; m = m->l_next)
+    if (m->l_name && contains(m->l_name, "/libdl.so"))
+      if (void* p = find_versioned(m, name)) return p;
+  return nullptr;
 }
 
 std::atomic<DlsymFn> g_dlsym{nullptr};

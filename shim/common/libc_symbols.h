@@ -1,5 +1,6 @@
 // The C library's own functions, found by reading libc's ELF dynamic symbol
-// table through dl_iterate_phdr: never through dlsym, which cdsa interposes.
+// table (reached from the loader's object list, _r_debug): never through dlsym,
+// which cdsa interposes, nor through any function a sanitizer intercepts.
 //
 // Contract: thread-safe, no allocation, no lock of cdsa's; usable before a
 // sanitizer runtime is ready (libc_symbols.cc is compiled without sanitizers).
