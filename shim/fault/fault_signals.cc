@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -86,15 +88,43 @@ size_t append(char* buf, size_t at, size_t cap, const char* s) {
   return at;
 }
 
+// The program's handler for `sig`, run as the kernel would have run it had cdsa's not been there: with
+// SA_RESETHAND the disposition is the default from its start on; while it runs the thread's mask is the
+// interrupted code's, plus the handler's sa_mask, plus the signal itself unless SA_NODEFER (not cdsa's mask,
+// which blocks all its signals). Only async-signal-safe calls.
+void run_program_handler(int sig, const struct sigaction& prev, siginfo_t* info, void* uc) {
+  if (prev.sa_flags & SA_RESETHAND) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    g_installed[sig].store(false, std::memory_order_release);  // nothing of cdsa's left to restore there
+  }
+  sigset_t mask, ours;
+  if (uc)
+    mask = static_cast<ucontext_t*>(uc)->uc_sigmask;
+  else
+    sigemptyset(&mask);
+  sigorset(&mask, &mask, &prev.sa_mask);
+  if (!(prev.sa_flags & SA_NODEFER)) sigaddset(&mask, sig);
+  pthread_sigmask(SIG_SETMASK, &mask, &ours);
+  if (prev.sa_flags & SA_SIGINFO)
+    prev.sa_sigaction(sig, info, uc);
+  else
+    prev.sa_handler(sig);
+  pthread_sigmask(SIG_SETMASK, &ours, nullptr);
+}
+
 void chain(int sig, siginfo_t* info, void* uc) {
-  const struct sigaction& prev = g_prev[sig];
+  const struct sigaction prev = g_prev[sig];  // a copy: a recheck may change g_prev meanwhile
   if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, uc);
+    if (prev.sa_sigaction) run_program_handler(sig, prev, info, uc);
     return;
   }
   if (prev.sa_handler == SIG_IGN) return;  // the program's choice (set after cdsa armed: recheck kept it)
   if (prev.sa_handler != SIG_DFL) {
-    prev.sa_handler(sig);
+    run_program_handler(sig, prev, info, uc);
     return;
   }
   // The default action, as without cdsa: restore it and deliver the signal again. A fault the CPU raised

@@ -108,6 +108,22 @@ def test_sigterm_mid_report_chains_to_the_programs_handler(tmp_path):
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in run.report
 
 
+def test_sigterm_chained_to_a_oneshot_handler_as_the_kernel_runs_it(tmp_path):
+    # The program's handler has SA_RESETHAND | SA_NODEFER and SIGUSR1 in sa_mask: run after cdsa's part, it must
+    # see what it sees without cdsa (disposition back to default, the signal itself not blocked, SIGUSR1 blocked,
+    # none of cdsa's own signals blocked), and its re-raise must end the process at once.
+    bare = run_program([PROGRAM, "term", "oneshot"], cwd=tmp_path, preload=False)
+    assert bare.rc == -signal.SIGTERM, (bare.rc, bare.out, bare.err)
+    line = "program: oneshot handler: disposition default 1, blocked: SIGTERM 0 SIGUSR1 1 SIGINT 0 SIGABRT 0"
+    assert line in bare.out, bare.out
+    run = run_program([PROGRAM, "term", "oneshot"], cwd=tmp_path)
+    assert run.rc == -signal.SIGTERM, (run.rc, run.out, run.err)
+    assert run.reports == 1, run.err
+    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in run.report, run.report
+    assert [l for l in run.out.splitlines() if "oneshot" in l] == [line], run.out
+    assert "raise returned" not in run.out and "should have ended" not in run.out, run.out
+
+
 # ---- hostile outputs: the 700 case (the driver prints nothing; the program's own lines go to stdout) ----
 
 def run_hostile(tmp_path, stderr, env=None, timeout=60, preexec=None):

@@ -73,9 +73,44 @@ void program_term_handler(int) {
   _exit(7);
 }
 
+// "oneshot": a handler installed with SA_RESETHAND | SA_NODEFER and SIGUSR1 in its sa_mask, as crash handlers that
+// clean up and re-raise are. It says what it sees (the disposition reset, which signals are blocked) and raises
+// SIGTERM again, which ends the process at once when run as the kernel runs it. Without cdsa (no report, so no
+// SIGTERM from it) the program raises SIGTERM itself after the failing call: the two runs' lines must be equal.
+bool blocked(int sig) {
+  sigset_t now;
+  pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  return sigismember(&now, sig) == 1;
+}
+
+void program_oneshot_handler(int sig) {
+  struct sigaction cur;
+  sigaction(sig, nullptr, &cur);
+  char line[160];
+  int n = snprintf(line, sizeof line,
+                   "program: oneshot handler: disposition default %d, blocked: SIGTERM %d SIGUSR1 %d SIGINT %d "
+                   "SIGABRT %d\n",
+                   !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL, blocked(SIGTERM), blocked(SIGUSR1),
+                   blocked(SIGINT), blocked(SIGABRT));
+  (void)!write(1, line, n);
+  raise(sig);
+  const char after[] = "program: raise returned in the oneshot handler\n";
+  (void)!write(1, after, sizeof after - 1);
+  _exit(8);
+}
+
 int case_term(const char* mode) {
   g_term_mode = mode;
   if (g_term_mode == "handler") signal(SIGTERM, program_term_handler);
+  if (g_term_mode == "oneshot") {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = program_oneshot_handler;
+    a.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&a.sa_mask);
+    sigaddset(&a.sa_mask, SIGUSR1);
+    sigaction(SIGTERM, &a, nullptr);
+  }
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -85,6 +120,7 @@ int case_term(const char* mode) {
   NllArgs a = nll_args(10);
   launch_bad_loss(fn("nll_loss_forward_reduce_cuda_kernel_2d"), a, nullptr);
   CUresult r = cuCtxSynchronize();
+  if (g_term_mode == "oneshot" && !g_term_sent.exchange(true)) raise(SIGTERM);  // no report sent it: without cdsa
   printf("program: cuCtxSynchronize returned %d (the process should have ended)\n", static_cast<int>(r));
   fflush(stdout);
   return 4;
@@ -185,7 +221,7 @@ int case_child() {
 // Found by the report with dlsym(RTLD_DEFAULT) (the program is linked with -rdynamic); see case_term.
 extern "C" __attribute__((visibility("default"))) int cudaRuntimeGetVersion(int* v) {
   if (!g_term_mode.empty() && !g_term_sent.exchange(true)) {
-    if (g_term_mode == "self" || g_term_mode == "handler")
+    if (g_term_mode == "self" || g_term_mode == "handler" || g_term_mode == "oneshot")
       raise(SIGTERM);
     else
       pthread_kill(g_other, SIGTERM);
@@ -201,6 +237,6 @@ int main(int argc, char** argv) {
   if (c == "soak" && argc > 3) return case_soak(atoi(argv[2]), atol(argv[3]), argv[0]);
   if (c == "child") return case_child();
   if (c == "lost-record") return case_lost_record();
-  fprintf(stderr, "usage: %s illegal-address | term self|other|handler | soak THREADS LAUNCHES | child | lost-record\n", argv[0]);
+  fprintf(stderr, "usage: %s illegal-address | term self|other|handler|oneshot | soak THREADS LAUNCHES | child | lost-record\n", argv[0]);
   return 2;
 }
