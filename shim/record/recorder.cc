@@ -1,7 +1,10 @@
 #include "shim/record/recorder.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -32,11 +35,13 @@ uint64_t hash_bytes(const char* s, size_t n) {
   return h;
 }
 
-std::atomic<const char*> g_overflow{""};
+// The first table found full says so once, as it happens (the report later says how often; see
+// recorder_overflow_note).
+std::atomic<bool> g_overflow_logged{false};
+std::atomic<bool> g_stream_table_full{false};
 void note_overflow(const char* what) {
-  const char* expected = "";
-  if (g_overflow.compare_exchange_strong(expected, what))
-    log_line("%s: later launches keep being recorded, with less detail", what);
+  if (!g_overflow_logged.exchange(true))
+    log_line("%s: launches are recorded with less detail while it is", what);
 }
 
 // ---------------------------------------------------------------- reclaimable tables
@@ -47,7 +52,8 @@ void note_overflow(const char* what) {
 // entry's fields and contents with relaxed atomic loads between two loads of `state` and trusts them only if
 // `state` did not change, so an entry reclaimed and reused under a reader is seen as changed, never mixed.
 //
-// Reclamation (one thread at a time, `g_reclaiming`): the epoch advances; every entry that is live, unpinned,
+// Reclamation (one thread at a time, `g_reclaiming`; of the table that ran low, and of the other only if it runs
+// low too): the epoch advances; every entry that is live, unpinned,
 // unmarked (the ring, and for strings the live stacks) and not touched in this epoch or the one before is freed:
 // CAS live(g) -> free(g+1), then `touch` is read again: a user that touched it meanwhile (store touch, then load
 // state: Dekker with seq_cst on both sides) either saw the free (and looks up again) or is seen here, and the
@@ -115,6 +121,8 @@ struct Table {
   std::atomic<uint64_t> attempts{0};  // inserts tried since the last reclamation
   uint64_t* marks = nullptr;          // reclaimer's bitmap, one bit per slot
   std::atomic<uint64_t> freed{0};
+  std::atomic<uint64_t> refused{0};     // inserts given up: the table was full of entries in use
+  std::atomic<uint64_t> last_freed{~0ull};  // what the last cycle that swept this table freed
 
   uint32_t id_of(uint32_t slot, uint64_t state) const { return static_cast<uint32_t>(state & kTagMask) << idx_bits | slot; }
   bool decode(uint32_t id, uint32_t* slot, uint32_t* tag) const {
@@ -128,7 +136,9 @@ constexpr uint32_t kMaxStrings = 1u << 17;
 constexpr size_t kStringArenaWords = (16u << 20) / 8;
 
 std::atomic<uint64_t> g_epoch{2};  // starts at 2 so that "touched in epoch - 1" never underflows
-std::atomic<bool> g_reclaiming{false};
+// The pid of the process one of whose threads reclaims now, else 0. A forked child finds its parent's pid here if
+// the fork came mid-cycle (that cycle's thread does not exist in the child): it takes the cycle over.
+std::atomic<int> g_reclaiming{0};
 std::atomic<bool> g_hold{false};
 std::atomic<uint64_t> g_reclaims{0};
 
@@ -415,7 +425,43 @@ uint32_t find_string(Table& t, std::atomic<uint32_t>* buckets, uint64_t h, const
   return kNoString;
 }
 
-void note_table_full(Table& t) { note_overflow(t.full_note); }
+void note_table_full(Table& t) {
+  t.refused.fetch_add(1, std::memory_order_relaxed);
+  note_overflow(t.full_note);
+}
+
+// The table is full: reclaim it (or let the thread reclaiming it now finish) and `take` again, as long as
+// reclamation frees entries of this table, at most kReclaimWaitNs. A reclaiming thread may be descheduled mid-cycle
+// (several launching threads on one core, or a slow build): without this the others use up the room its last cycle
+// made and record their launches without a stack until it runs again. So they give it the processor, and when
+// its cycle freed what they then took, run the next one themselves. Only a full table comes here: the launch
+// path otherwise never waits. False: the table is full of entries in use (the last cycle freed fewer than
+// `soon`), or reclamation is held (the report), or the time is up.
+constexpr int64_t kReclaimWaitNs = 20 * 1000 * 1000;
+template <typename Take>
+bool make_room(Table& t, uint32_t soon, Take take) {
+  maybe_reclaim(t, soon);
+  if (take()) return true;
+  const int me = getpid();
+  timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 1;; ++i) {
+    if (g_hold.load(std::memory_order_acquire)) return false;
+    if (i % 16 == 0) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) > kReclaimWaitNs) return false;
+    }
+    if (g_reclaiming.load(std::memory_order_acquire) == me) {
+      sched_yield();
+      continue;
+    }
+    if (take()) return true;
+    if (t.last_freed.load(std::memory_order_acquire) < soon) return false;  // (almost) all in use
+    maybe_reclaim(t, 0);
+    if (take()) return true;
+  }
+}
 
 // A slot and a cell of `words` words, making room first when the table runs low. False: the table is full of
 // entries still referenced or recently used. A slot without a cell is published empty and unindexed (*cls == 0):
@@ -425,13 +471,13 @@ bool allocate(Table& t, uint64_t words, uint32_t* slot, uint64_t* off, int* cls)
   if (running_low(t)) maybe_reclaim(t, t.capacity / 8);
   // Full: reclaim sooner (each reclamation also ages what the last one had to keep as recently used).
   const uint32_t soon = t.capacity / 64 + 1;
-  if (!alloc_slot(t, slot) && (maybe_reclaim(t, soon), !alloc_slot(t, slot))) {
+  if (!alloc_slot(t, slot) && !make_room(t, soon, [&] { return alloc_slot(t, slot); })) {
     note_table_full(t);
     return false;
   }
   *off = 0;
   *cls = 0;
-  if (!alloc_cell(t, words, off, cls) && (maybe_reclaim(t, soon), !alloc_cell(t, words, off, cls))) {
+  if (!alloc_cell(t, words, off, cls) && !make_room(t, soon, [&] { return alloc_cell(t, words, off, cls); })) {
     *cls = 0;
     note_table_full(t);
   }
@@ -848,17 +894,31 @@ void rebuild_index(Table& t) {
   t.buckets.store(spare, std::memory_order_release);
 }
 
-void reclaim_cycle() {
+// One cycle: the epoch advances, and each table that asked for it (`trigger`) or runs low is swept and its index
+// rebuilt; the other is left alone (a sweep of the string table costs about a millisecond, in which launching
+// threads would use up the stack table's room). The attempts are counted afresh from the cycle's start, so the
+// inserts made while it runs count towards the next one.
+void reclaim_cycle(const Table& trigger) {
   uint64_t epoch = g_epoch.fetch_add(1, std::memory_order_seq_cst) + 1;
+  const bool stacks = &trigger == &g_stacks || running_low(g_stacks);
+  const bool strings = &trigger == &g_strings || running_low(g_strings);
   for (Table* t : {&g_stacks, &g_strings}) memset(t->marks, 0, (t->capacity / 64 + 1) * sizeof(uint64_t));
+  if (stacks) g_stacks.attempts.store(0, std::memory_order_relaxed);
+  if (strings) g_strings.attempts.store(0, std::memory_order_relaxed);
   mark_ring();
-  g_stacks.freed.fetch_add(sweep(g_stacks, epoch), std::memory_order_relaxed);
-  rebuild_index(g_stacks);
-  mark_stack_strings();
-  g_strings.freed.fetch_add(sweep(g_strings, epoch), std::memory_order_relaxed);
-  rebuild_index(g_strings);
-  g_stacks.attempts.store(0, std::memory_order_relaxed);
-  g_strings.attempts.store(0, std::memory_order_relaxed);
+  if (stacks) {
+    uint64_t n = sweep(g_stacks, epoch);
+    g_stacks.freed.fetch_add(n, std::memory_order_relaxed);
+    rebuild_index(g_stacks);
+    g_stacks.last_freed.store(n, std::memory_order_release);
+  }
+  if (strings) {
+    mark_stack_strings();
+    uint64_t n = sweep(g_strings, epoch);
+    g_strings.freed.fetch_add(n, std::memory_order_relaxed);
+    rebuild_index(g_strings);
+    g_strings.last_freed.store(n, std::memory_order_release);
+  }
   g_reclaims.fetch_add(1, std::memory_order_release);
 }
 
@@ -866,10 +926,14 @@ void reclaim_cycle() {
 // scanned at every launch, and the epochs still move on.
 void maybe_reclaim(Table& t, uint32_t after_attempts) {
   if (t.attempts.load(std::memory_order_relaxed) < after_attempts) return;
-  if (g_hold.load(std::memory_order_seq_cst) || g_reclaiming.exchange(true, std::memory_order_seq_cst)) return;
-  if (!g_hold.load(std::memory_order_seq_cst)) reclaim_cycle();
-  g_reclaiming.store(false, std::memory_order_release);
+  if (g_hold.load(std::memory_order_seq_cst)) return;
+  const int me = getpid();
+  int cur = g_reclaiming.load(std::memory_order_seq_cst);
+  if (cur == me || !g_reclaiming.compare_exchange_strong(cur, me, std::memory_order_seq_cst)) return;
+  if (!g_hold.load(std::memory_order_seq_cst)) reclaim_cycle(t);
+  g_reclaiming.store(0, std::memory_order_release);
 }
+
 
 }  // namespace
 
@@ -877,7 +941,8 @@ void recorder_hold_reclaim() noexcept {
   g_hold.store(true, std::memory_order_seq_cst);
   // A reclamation is a bounded scan that takes no lock: wait for one in progress (bounded: a reclaiming thread
   // stopped by a debugger must not stop the report; the report's readers then check each entry as they read it).
-  for (int i = 0; i < 2000 && g_reclaiming.load(std::memory_order_seq_cst); ++i) {
+  const int me = getpid();  // a cycle a forked child inherited from its parent is not running here
+  for (int i = 0; i < 2000 && g_reclaiming.load(std::memory_order_seq_cst) == me; ++i) {
     timespec ts{0, 100000};
     nanosleep(&ts, nullptr);
   }
@@ -982,6 +1047,7 @@ int stream_slot(uint64_t stream_id) noexcept {
       if (expected == key) return static_cast<int>(i);
     }
   }
+  g_stream_table_full.store(true, std::memory_order_relaxed);
   note_overflow("stream table full (4096 streams)");
   return -1;
 }
@@ -1035,7 +1101,41 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
   }
 }
 
-const char* recorder_overflow_note() noexcept { return g_overflow.load(); }
+// A table that was full for a while has room again once its unused entries are reclaimed: the note says how many
+// inserts it refused (the launches that lost their stack or name), not that it is full. Report path (one report per
+// process: one buffer).
+const char* recorder_overflow_note() noexcept {
+  static char buf[768];
+  size_t n = 0;
+  buf[0] = '\0';
+  char part[256];
+  auto add = [&] {
+    int w = snprintf(buf + n, sizeof buf - n, "%s%s", n > 0 ? "; " : "", part);
+    if (w > 0) n += static_cast<size_t>(w) < sizeof buf - n ? static_cast<size_t>(w) : sizeof buf - n - 1;
+  };
+  if (uint64_t r = g_stacks.refused.load(std::memory_order_relaxed)) {
+    snprintf(part, sizeof part,
+             "the launch stack table (%u stacks) was full at times: %llu launch stacks could not be kept, and those "
+             "launches are recorded without one (raise CDSA_STACK_TABLE)",
+             g_stacks.capacity, static_cast<unsigned long long>(r));
+    add();
+  }
+  if (uint64_t r = g_strings.refused.load(std::memory_order_relaxed)) {
+    snprintf(part, sizeof part,
+             "the string table (%u strings) was full at times: %llu kernel names or Python frame texts could not be "
+             "kept",
+             g_strings.capacity, static_cast<unsigned long long>(r));
+    add();
+  }
+  if (g_stream_table_full.load(std::memory_order_relaxed)) {
+    snprintf(part, sizeof part,
+             "the stream table is full (%u streams): launches on streams beyond it are recorded without their "
+             "stream's state",
+             kStreamCapacity);
+    add();
+  }
+  return buf;
+}
 
 uint64_t recorder_mapped_bytes() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return 0;

@@ -14,7 +14,9 @@
 // After warm-up the launch path takes no lock and calls no allocator; a table
 // never grows: when it runs low, the entries nothing refers to any more are
 // reclaimed (see "Holding ids" below), and only a table full of referenced or
-// recently used entries degrades (stack id kUnknownStack, one notice).
+// recently used entries degrades (stack id kUnknownStack, one notice). The one
+// wait: an insert that finds the table full while another thread of the process
+// reclaims it yields to that thread (bounded, 20 ms) before it gives up.
 // Readers (`ring_snapshot`, `stack_at`, `string_at`) are for the fault snapshot (shim/fault/fault_snapshot.h):
 // the report and the trace are built from that copy, never from these tables.
 #pragma once
@@ -231,7 +233,8 @@ uint32_t handle_map_get(HandleMap m, uintptr_t key) noexcept;  // kNoString on a
 // string id, such as a caller's sentinel >= kNoString - 15, is stored as it is; a dead id is not stored).
 void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
 
-const char* recorder_overflow_note() noexcept;  // "" or what filled up
+// "" or, for each table that refused inserts, how many (the launches that lost their stack or name).
+const char* recorder_overflow_note() noexcept;
 // Bytes the tables reserve (mapped once, MAP_NORESERVE: resident only as they fill); 0 before recorder_init.
 uint64_t recorder_mapped_bytes() noexcept;
 

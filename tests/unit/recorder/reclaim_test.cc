@@ -227,6 +227,30 @@ TEST_F(ReclaimTest, StringsAreReclaimedExactlyAndPinnedNamesStay) {
   EXPECT_STREQ(string_at(loose), "");
 }
 
+// A table full of pinned stacks refuses new ones; the note says how many were refused, and that the table was
+// full at times (not that it is full: once the pins go, new stacks are kept again).
+TEST_F(ReclaimTest, RefusedStacksAreCountedAndTheTableRecovers) {
+  std::vector<uint32_t> pins;
+  for (uint32_t bits = 6000; bits < 6000 + 4 * kTable; ++bits) {
+    Interned i = intern_site(bits);
+    if (i.id == kUnknownStack) break;  // refused: every slot is pinned (or in use)
+    if (stack_pin(i.id)) pins.push_back(i.id);
+  }
+  Interned refused = intern_site(7999);
+  for (int i = 0; i < 64 && refused.id != kUnknownStack; ++i) refused = intern_site(7999 - 1 - i);
+  EXPECT_EQ(refused.id, kUnknownStack) << "a table full of pinned stacks keeps none more";
+  std::string note = recorder_overflow_note();
+  EXPECT_NE(note.find("the launch stack table (256 stacks) was full at times: "), std::string::npos) << note;
+  EXPECT_NE(note.find(" launch stacks could not be kept, and those launches are recorded without one (raise "
+                      "CDSA_STACK_TABLE)"),
+            std::string::npos)
+      << note;
+  for (uint32_t id : pins) stack_unpin(id);
+  Interned again = intern_site(7000);
+  for (int i = 0; i < 64 && again.id == kUnknownStack; ++i) again = intern_site(7000);
+  EXPECT_NE(again.id, kUnknownStack) << "the pins gone, the table keeps new stacks again";
+}
+
 TEST_F(ReclaimTest, HoldStopsReclamation) {
   Interned a = intern_site(7);
   recorder_hold_reclaim();
