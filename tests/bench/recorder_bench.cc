@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "shim/common/config.h"
 #include "shim/record/native_stack.h"
 #include "shim/record/python_stack.h"
 #include "shim/record/recorder.h"
@@ -76,6 +77,9 @@ __attribute__((noinline)) int descend(int depth, int kase, int iters) {
 }  // namespace
 
 extern "C" {
+
+// The CDSA_* variables as libcdsa.so reads them (before cdsa_rb_init: the tables are then mapped at those sizes).
+void cdsa_rb_load_config() { cdsa::load_config(); }
 
 int cdsa_rb_init() { return cdsa::recorder_init() && cdsa::native_stack_init() ? 0 : 1; }
 
