@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the normal build, then the wheel (tests/wheel: built, installed into a fresh venv, run), then
 # AddressSanitizer + UndefinedBehaviorSanitizer (all tests),
-# then ThreadSanitizer (the recorder's, the simulated driver's and the assert capture's tests: its lock-free slots),
+# then ThreadSanitizer (the recorder's, the simulated driver's and the assert capture's tests: its lock-free slots;
+# and the soak e2e tests, with libcdsa.so built with TSan),
 # then 60 s of fuzzing the trace reader.
 # TEST_QUICK=1 runs the normal build only; FUZZ_SECONDS=N fuzzes N seconds (default 60). (Not CDSA_ names:
 # those are the product's own, which cdsa reports as unknown.)
@@ -47,10 +48,16 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address --
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
+# The soak label: a TSan-built libcdsa.so preloaded after the TSan runtime, over the TSan-built simulated driver
+# (the soak's 8 threads x 100k launches with forks and exec'd children, and the long run's 40,000 distinct sites).
 export TSAN_OPTIONS="halt_on_error=1"
+export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libtsan.so)"
 BUILD_TARGETS="recorder_test reclaim_test sim_test sim_graphs_test sim_pdl_test assert_capture_test busy_slots_test
-  breadcrumb_marks_test breadcrumb_deferral_test breadcrumb_states_test" \
-  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- -L "recorder|sim|assert_capture|breadcrumbs"
+  breadcrumb_marks_test breadcrumb_deferral_test breadcrumb_states_test
+  cdsa cdsa_sim_cuda e2e_report_first e2e_long_run" \
+  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- \
+  -L "recorder|sim|assert_capture|breadcrumbs|soak"
+unset E2E_PRELOAD_FIRST
 
 tests/fuzz/run.sh "${FUZZ_SECONDS:-60}"
 echo "== all test runs passed (normal, ASan+UBSan, TSan, fuzzing)"
