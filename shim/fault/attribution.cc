@@ -78,7 +78,8 @@ void add_graph_nodes(const FaultSnapshot& s, AttributedLaunch* c) {
   }
   bool followed = true;
   if (auto t = s.graph_tables.find(r.graph_id); t != s.graph_tables.end())
-    followed = !t->second.device_changes && !t->second.unpaired_change && !t->second.incomplete;
+    followed = !t->second.device_changes && !t->second.unpaired_change && !t->second.unmapped_bodies &&
+               !t->second.incomplete;
   c->graph_nodes_ambiguous = !followed || (c->graph_nodes.size() > 1 && c->graph_node_pick < 0);
 }
 

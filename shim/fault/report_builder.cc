@@ -257,6 +257,10 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
         if (t->second.unpaired_change)
           rep->notes.push_back("a change of the replayed graph named a node cdsa could not pair with one it knew: "
                                "the kernel nodes listed may not be all the replay ran");
+        if (t->second.unmapped_bodies)
+          rep->notes.push_back("the replayed graph is a clone with conditional nodes, whose bodies' copies cdsa is "
+                               "never handed: kernel nodes added to them are not known, so those listed may not be "
+                               "all the replay ran");
         if (t->second.incomplete)
           rep->notes.push_back("the graph node tables were full (65,536 nodes): some of the replay's kernel nodes "
                                "were not kept");

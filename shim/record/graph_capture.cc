@@ -40,6 +40,9 @@ struct Entry {  // one CUgraph (or a body: a child node's copy, a conditional no
   std::vector<NodeRec> nodes;
   bool device_changes = false;
   bool unpaired_change = false;
+  // A clone holding conditional nodes: the driver's copies of their bodies are graphs cdsa is never handed (only
+  // cuGraphNodeGetParams names them), so nodes added to them later would be missing from its replays.
+  bool unmapped_bodies = false;
   bool owned = false;  // a body: goes with its node's graph
 };
 
@@ -224,6 +227,7 @@ bool apply_change(std::vector<NodeRec>& v, uintptr_t h, NodeRec fresh, const std
 void flatten(const Entry& e, uintptr_t top, bool in_body, std::vector<NodeRec>& out, GraphTableInfo* info) {
   info->device_changes |= e.device_changes;
   info->unpaired_change |= e.unpaired_change;
+  info->unmapped_bodies |= e.unmapped_bodies;
   for (const NodeRec& n : e.nodes) {
     uintptr_t t = top ? top : (n.handles.empty() ? 0 : n.handles.front());
     if (n.type == CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -249,6 +253,7 @@ uint32_t copy_entry(uint32_t id, bool owned, bool keep_handles) {
   Entry& dst = (*g_entries)[out];
   dst.device_changes = src.device_changes;
   dst.unpaired_change = src.unpaired_change;
+  dst.unmapped_bodies = src.unmapped_bodies;
   for (NodeRec n : src.nodes) {
     if (!keep_handles) n.handles.clear();
     // Deeper levels never keep handles: the copy's bodies are other graphs of the driver's, with nodes of their own
@@ -466,6 +471,18 @@ void note_node_destroy(CUgraphNode node) noexcept {
   for (uint32_t b : bodies) drop_entry(b);
 }
 
+// Whether entry `id` holds a conditional node with bodies, at any depth (child copies included).
+bool holds_conditional_bodies(uint32_t id, int depth = 0) {
+  auto it = g_entries->find(id);
+  if (it == g_entries->end() || depth > 64) return false;
+  for (const NodeRec& n : it->second.nodes) {
+    if (n.type == CU_GRAPH_NODE_TYPE_CONDITIONAL && !n.bodies.empty()) return true;
+    for (uint32_t b : n.bodies)
+      if (holds_conditional_bodies(b, depth + 1)) return true;
+  }
+  return false;
+}
+
 void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
   if (!ready() || !clone || !original) return;
   const Driver& d = driver();
@@ -475,7 +492,9 @@ void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
   uint32_t id = copy_entry(orig_id, false, true);
   // The clone's nodes have handles of their own: cuGraphNodeFindInClone names each (top level; deeper copies stay
   // without handles, found by the driver's view of the node when they change).
+  const bool unmapped = holds_conditional_bodies(id);
   Entry& e = (*g_entries)[id];
+  e.unmapped_bodies = unmapped;
   for (NodeRec& n : e.nodes) {
     std::vector<uintptr_t> mine;
     for (uintptr_t h : n.handles) {

@@ -131,6 +131,7 @@ struct GraphTableInfo {
   bool found = false;
   bool device_changes = false;  // device-updatable nodes or device launch: cdsa cannot follow every change
   bool unpaired_change = false; // a change named a node cdsa could not find: the new work is listed, maybe more
+  bool unmapped_bodies = false; // a clone's conditional bodies: nodes added to them later are not known
   bool incomplete = false;      // the bound was reached: some nodes were not kept
 };
 // The kernel nodes (enabled ones) of node table `id`, or of graph entry `id` (report path; takes the mutex,

@@ -246,6 +246,28 @@ TEST_F(GraphLifetime, ChildGraphsClonesAndConditionalBodies) {
   nodes = graph_nodes(table_of(xb));
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_TRUE(nodes[0].in_body);
+  GraphTableInfo cinfo;
+  graph_nodes(table_of(xb), &cinfo);
+  EXPECT_FALSE(cinfo.unmapped_bodies);  // the original's bodies are the graphs cdsa was handed
+  // A clone of it (directly, and inside a child node): the bodies' copies are graphs cdsa is never handed, so
+  // nodes added to them could be missing: never exact. A clone without conditional nodes stays exact.
+  auto cc = handle<CUgraph>(0x7602), holder = handle<CUgraph>(0x7603), hc = handle<CUgraph>(0x7604);
+  note_graph_clone(cc, cg);
+  note_child_node_added(holder, handle<CUgraphNode>(0x7702), cg);
+  note_graph_clone(hc, holder);
+  auto xcc = handle<CUgraphExec>(0x7802), xhc = handle<CUgraphExec>(0x7803);
+  note_graph_instantiate(xcc, cc);
+  note_graph_instantiate(xhc, hc);
+  for (CUgraphExec e : {xcc, xhc}) {
+    GraphTableInfo i;
+    EXPECT_EQ(graph_nodes(table_of(e), &i).size(), 1u);
+    EXPECT_TRUE(i.unmapped_bodies);
+    note_graph_destroy(e);
+  }
+  GraphTableInfo plain;
+  graph_nodes(table_of(xc), &plain);
+  EXPECT_FALSE(plain.unmapped_bodies);
+  for (CUgraph h : {cc, holder, hc}) note_graph_destroy(h);
   // Device-updatable nodes: the table is marked, never exact.
   note_device_updatable(handle<CUgraphNode>(0x7701));
   auto xd = handle<CUgraphExec>(0x7801);
