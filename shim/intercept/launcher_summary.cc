@@ -203,10 +203,26 @@ void at_root_exit() {
   errno = saved_errno;
 }
 
+// The threads of this process (/proc/self/status "Threads:"); 0 when unreadable.
+int thread_count() {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* at = strstr(buf, "\nThreads:");
+  return at ? atoi(at + 9) : 0;
+}
+
 }  // namespace
 
 void launcher_session_init() noexcept {
   if (!config().enabled || config().secure) return;
+  // Loaded after the process started threads (dlopen'ed, CUDA_INJECTION64_PATH at cuInit): setenv could race
+  // with another thread's getenv, so such a copy never starts a session (it is not the tree's first loader).
+  if (!(config().session && *config().session) && thread_count() != 1) return;
   const std::string host = host_name();
   const char* s = config().session;  // CDSA_SESSION as the process started
   std::string root_host;

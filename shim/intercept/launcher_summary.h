@@ -14,8 +14,10 @@
 // CDSA_TRACE=off; the exit status stays the program's own; the CLI is given kSummarySeconds, then killed (one
 // line says so). Without the CLI next to libcdsa.so, one line names the files to merge.
 //
-// Contract: launcher_session_init runs once, from libcdsa.so's constructor (single-threaded); it allocates, sets
-// one environment variable and registers one atexit handler, nothing else (no file, no thread).
+// Contract: launcher_session_init runs once, from libcdsa.so's constructor; it allocates, sets one environment
+// variable and registers one atexit handler, nothing else (no thread). It starts a session only while the process
+// has one thread (a copy loaded later, by dlopen or CUDA_INJECTION64_PATH, never calls setenv: another thread's
+// getenv could race with it).
 #pragma once
 
 namespace cdsa {

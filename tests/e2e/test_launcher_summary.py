@@ -124,3 +124,29 @@ def test_a_missing_cli_gets_one_line(tmp_path):
     assert last.startswith("cdsa: a process this one started faulted (1 trace file of this run); merged: cdsa merge "
                            "--session "), p.stderr
     assert "(the cdsa CLI is not beside libcdsa.so)" in last
+
+
+LATE_LOAD = """
+import ctypes, sys, threading, time
+stop = threading.Event()
+if sys.argv[2] == "threads":
+    threading.Thread(target=stop.wait, daemon=True).start()
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # a copy loaded late, as CUDA_INJECTION64_PATH loads one
+getenv = ctypes.CDLL(None).getenv
+getenv.restype = ctypes.c_char_p
+print("session:", getenv(b"CDSA_SESSION"))
+stop.set()
+"""
+
+
+def test_a_copy_loaded_after_threads_started_never_sets_the_session(tmp_path):
+    # setenv from a library loaded into a running, threaded process could race with another thread's getenv: such
+    # a copy does not start a session. Loaded while the process has one thread, it does (the control).
+    out = {}
+    for mode in ("threads", "single"):
+        p = subprocess.run([sys.executable, "-c", LATE_LOAD, str(LIBCDSA), mode], cwd=tmp_path,
+                           env=clean_env(preload=False), capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        out[mode] = p.stdout
+    assert "session: None" in out["threads"], out
+    assert "session: b'" in out["single"], out
