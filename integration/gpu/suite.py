@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""cdsa on a real GPU: the cases of issue 3 (1-21), the dedicated synchronize case (22) and the driver facts of
-issue 7 (23a-23e), run as fresh processes under LD_PRELOAD=libcdsa.so (unless a case says otherwise), checked
-against their expectations, with a short table printed last.
+"""cdsa on a real GPU: the cases of issue 3 (1-21), the dedicated synchronize case (22), the driver facts of
+issue 7 (23a-23e) and the PCI bus id fact (27), run as fresh processes under LD_PRELOAD=libcdsa.so (unless a
+case says otherwise), checked against their expectations, with a short table printed last.
 
 Normally started by integration/gpu/run.sh, which enforces the budget and builds libcdsa.so first:
     suite.py --logdir DIR --libcdsa PATH [--rtlib DIR] [--jobs N] [--only 1,11,14] [--skip-cost] [--budget S]
@@ -36,7 +36,7 @@ from suite_procs import (CASES, MARGIN_S, ROOT, Ctx, Run, Skip, Stopped, build_n
                          group_members, is_cupti_fallback, native_jobs)
 from suite_checks import (check_graph_update, check_named, check_native, check_no_report,  # noqa: E402,F401
                           check_report_first, short, traceback_block, check_pdl_pairs, check_pdl_memop_wait,
-                          check_freed_copy, check_coredump)
+                          check_freed_copy, check_coredump, check_pci_bus_id, letter_case, xid_form)
 from suite_cases import INFO, all_cases, fake_cases  # noqa: E402
 from cdsa_report import marker_line  # noqa: E402
 WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)
@@ -85,8 +85,8 @@ def self_check():
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 27)):
-        problems.append(f"case numbers {nums} do not cover 1..26")
+    if nums != list(range(1, 28)):
+        problems.append(f"case numbers {nums} do not cover 1..27")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")

@@ -9,10 +9,11 @@ import shutil
 import statistics
 import sys
 
-from suite_checks import (INFO, check_coredump, check_freed_copy, check_pdl_memop_wait, check_pdl_pairs,
+from suite_checks import (INFO, check_coredump, check_freed_copy, check_pci_bus_id, check_pdl_memop_wait,
+                          check_pdl_pairs,
                           check_graph_update, check_named, check_native, check_no_report, check_report_first, names_py,
                           not_one_report, short, surfaced, traceback_block)
-from suite_procs import CASES, RUN_S  # first: it puts tests/support on sys.path
+from suite_procs import CASES, RUN_S, Skip  # first: it puts tests/support on sys.path
 from cdsa_report import BANNER, hint_lines, kernel_name, marker_line, py_frames  # noqa: E402
 
 
@@ -525,6 +526,19 @@ def c_ddp_watchdog(ctx, key, backend):
     return check_report_first(r, "c26_ddp_watchdog.py", "STEP-LINE", "nll_loss")
 
 
+# ------------------------------------------------------------------------------ 27: the PCI bus id (info)
+def c_pci_bus_id(ctx, key, backend):
+    """The letter case and format of cuDeviceGetPCIBusId's answer (cases/c27_pci_bus_id.py, bare; nvidia-smi's
+    and torch's too), and whether cdsa's report header of a faulting run (case 14's program) shows the same
+    string: users match it with the kernel's Xid lines ('PCI:0000:3b:00')."""
+    probe = ctx.run(key, ctx.py("c27_pci_bus_id.py"), preload=False, tag="probe", timeout=60)
+    try:
+        under = ctx.run(key, [ctx.bin("nf_static"), "assert"], backend=backend, tag="cdsa", timeout=30)
+    except Skip:  # no faulting program: the driver's answer is still told
+        under = None
+    return check_pci_bus_id(probe, under)
+
+
 def all_cases():
     cs = [
         Case(1, "1", "CrossEntropyLoss label 10, surfaced at loss.item()", "loss line + source text + NLL kernel named; traceback unchanged", c_ce(10)),
@@ -583,6 +597,9 @@ def all_cases():
              expect_s=20.0),
         Case(26, "26", "torch.distributed NCCL job, world size 1: the step asserts before an all-reduce (~15 s)",
              "one report, whole, before torch's and NCCL's own lines; step line named", c_ddp_watchdog, expect_s=15.0),
+        Case(27, "27", "fact: letter case and format of cuDeviceGetPCIBusId's answer, as cdsa's header prints it (~2 s)",
+             "recorded (info): driver's string, its case, cdsa's header, Xid-style form; nvidia-smi, torch",
+             c_pci_bus_id, expect_s=2.0),
     ]
     # Cases 1, 11 and 14 again under the CUPTI backend (no fallback line allowed).
     for c in list(cs):

@@ -252,3 +252,56 @@ def check_coredump(bare, under):
                                                         "illegal_address_kernel" in r.launch_part() else ""))
         ev.append(f"{label}: " + ", ".join(part))
     return INFO, " | ".join(ev)
+
+
+# ---- the PCI bus id (case 27, cases/c27_pci_bus_id.py): the report header prints cuDeviceGetPCIBusId's answer
+PCI_DRIVER = re.compile(r"^pci-driver rc (-?\d+) id (\S+)", re.M)
+PCI_HEADER = re.compile(r"\(PCI ([^)\s]*)\)")
+
+
+def letter_case(s):
+    """'upper', 'lower', 'mixed' or 'no letters' (a bus id of digits only cannot tell) of a hex string's letters."""
+    letters = [ch for ch in s if ch.isalpha()]
+    if not letters:
+        return "no letters"
+    return "upper" if s == s.upper() else "lower" if s == s.lower() else "mixed"
+
+
+def xid_form(bus_id):
+    """The form the kernel's NVRM Xid lines print, 'PCI:0000:3b:00' (lower case, no function), of e.g. '0000:3B:00.0'."""
+    m = re.fullmatch(r"([0-9A-Fa-f]+):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.[0-7]", bus_id)
+    if not m:
+        return None
+    return f"PCI:{int(m.group(1), 16):04x}:{m.group(2).lower()}:{m.group(3).lower()}"
+
+
+def check_pci_bus_id(probe, under=None):
+    """Case 27 (info): the driver's bus id string, its letter case and format, whether cdsa's report header (the
+    faulting run `under`, may be None) shows the same string, the Xid-style form, and what nvidia-smi and torch
+    say. False only when the probe crashed (no pci-driver line, or it died by a signal)."""
+    m = PCI_DRIVER.search(probe.out)
+    if not m or probe.timed_out or probe.rc < 0:
+        return False, f"probe crashed (rc {probe.rc}{', timed out' if probe.timed_out else ''}): {short(probe.out + probe.err, 100)}"
+    rc, bus = int(m.group(1)), m.group(2)
+    if rc != 0:
+        ev = [f"cuDeviceGetPCIBusId refused: rc {rc}"]
+    else:
+        xid = xid_form(bus)
+        ev = [f"driver '{bus}', {letter_case(bus)} case, "
+              + ("format DDDD:BB:DD.F" if re.fullmatch(r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", bus)
+                 else "format not DDDD:BB:DD.F"),
+              f"Xid-style {xid or 'n/a (unexpected format)'}"]
+    if under is None:
+        ev.append("cdsa header: no faulting run")
+    else:
+        h = PCI_HEADER.search(under.err)
+        if not h:
+            ev.append(f"cdsa header: no PCI id ({under.reports} report(s), rc {under.rc})")
+        else:
+            same = "same string" if rc == 0 and h.group(1) == bus else \
+                "same but for letter case" if rc == 0 and h.group(1).lower() == bus.lower() else "differs"
+            ev.append(f"cdsa header '(PCI {h.group(1)})': {same}")
+    for what in ("smi", "torch"):
+        t = re.search(rf"^pci-{what} (.*)$", probe.out, re.M)
+        ev.append(f"{'nvidia-smi' if what == 'smi' else 'torch'}: {short(t.group(1), 60) if t else '?'}")
+    return INFO, "; ".join(ev)

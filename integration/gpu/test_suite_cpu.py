@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 27))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 28))
     keys = [r[1] for r in rows]
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "26", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("26 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("27 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -320,7 +320,7 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
                    "kernel_waits_for_primary yes memop_ms 3.0 sync CUDA_SUCCESS\n"
                    "freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n"
                    "coredump-flags enable CUDA_SUCCESS file CUDA_SUCCESS generation lightweight+skip_abort\n"
-                   "coredump-survived yes\n")
+                   "coredump-survived yes\npci-driver rc 0 id 0000:3B:00.0\n")
             return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
 
     for case in suite.all_cases():
@@ -531,3 +531,37 @@ def test_the_pdl_and_coredump_cases_are_listed_with_their_expected_seconds():
     keys = [c.key for c in suite.all_cases()]
     # issue 16's cases in the order of their worth: the report first, the overlap next, the facts after
     assert keys.index("25a") < keys.index("25b") < keys.index("25b2") < keys.index("25b3") < keys.index("25c")
+
+
+def test_pci_bus_id_judge_tells_the_letter_case_the_header_and_the_xid_form():
+    """Case 27 (info): canned probe output in each letter case; cdsa's header matched against the driver's string."""
+    suite = load_suite()
+    probe = lambda bus, rc=0, extra="pci-smi 00000000:3B:00.0\npci-torch 59 domain 0 device 0\n": fake_run(
+        suite, "", out=f"pci-driver rc {rc} id {bus}\n" + extra, rc=0)
+    header = lambda bus: fake_run(suite, f"cdsa: pid 7 on h, GPU 0 NVIDIA H200 (PCI {bus})\n", rc=134)
+    verdict, ev = suite.check_pci_bus_id(probe("0000:3B:00.0"), header("0000:3B:00.0"))
+    assert verdict == suite.INFO, ev
+    assert "driver '0000:3B:00.0', upper case, format DDDD:BB:DD.F" in ev and "Xid-style PCI:0000:3b:00" in ev, ev
+    assert "cdsa header '(PCI 0000:3B:00.0)': same string" in ev, ev
+    assert "nvidia-smi: 00000000:3B:00.0" in ev and "torch: 59 domain 0" in ev, ev
+    verdict, ev = suite.check_pci_bus_id(probe("0000:3b:00.0"), header("0000:3B:00.0"))
+    assert verdict == suite.INFO and "lower case" in ev and "Xid-style PCI:0000:3b:00" in ev, ev
+    assert "same but for letter case" in ev, ev
+    verdict, ev = suite.check_pci_bus_id(probe("0000:3b:0A.0"), header("0000:18:00.0"))
+    assert "mixed case" in ev and "differs" in ev and "PCI:0000:3b:0a" in ev, ev
+    verdict, ev = suite.check_pci_bus_id(probe("0000:18:00.0", extra="pci-smi none: no nvidia-smi\n"), None)
+    assert verdict == suite.INFO and "no letters case" in ev and "no faulting run" in ev, ev
+    assert "nvidia-smi: none: no nvidia-smi" in ev and "torch: ?" in ev, ev
+    # an odd format, a header without the id, a refusal: still info
+    verdict, ev = suite.check_pci_bus_id(probe("00000000:3B:00.0"), fake_run(suite, "no report", rc=1))
+    assert verdict == suite.INFO and "format not DDDD:BB:DD.F" in ev and "Xid-style PCI:0000:3b:00" in ev, ev
+    assert "cdsa header: no PCI id" in ev, ev
+    verdict, ev = suite.check_pci_bus_id(probe("-", rc=101), None)
+    assert verdict == suite.INFO and "refused: rc 101" in ev, ev
+    # only a crashed probe fails
+    assert suite.check_pci_bus_id(fake_run(suite, "Segmentation fault", rc=-11), None)[0] is False
+    assert suite.check_pci_bus_id(fake_run(suite, "", out="pci-driver none: no libcuda.so.1\n", rc=1), None)[0] is False
+    assert suite.letter_case("0000:3B:00.0") == "upper" and suite.xid_form("0000:3B:00.0") == "PCI:0000:3b:00"
+    keys = [c.key for c in suite.all_cases()]
+    cases = {c.key: c for c in suite.all_cases()}
+    assert cases["27"].expect_s > 0 and keys.index("26") < keys.index("27") < keys.index("21a")
