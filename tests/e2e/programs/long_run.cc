@@ -19,24 +19,19 @@
 #include <thread>
 #include <vector>
 
+#include "sim_program.h"
+
+// A failing call prints "program: WHAT failed: CODE" on stdout and exits 1.
+const e2e::Failure e2e::kFailure{1, true};
+
 namespace {
 
-CUmodule g_mod;
+using e2e::check;
+using e2e::fn;
+using e2e::nll_args;
+using e2e::NllArgs;
+
 CUcontext g_ctx;
-
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    printf("program: %s failed: %d\n", what, static_cast<int>(r));
-    fflush(stdout);
-    exit(1);
-  }
-}
-
-CUfunction fn(const char* name) {
-  CUfunction f;
-  check(cuModuleGetFunction(&f, g_mod, name), name);
-  return f;
-}
 
 long rss_kib() {
   FILE* f = fopen("/proc/self/status", "r");
@@ -47,26 +42,6 @@ long rss_kib() {
     if (strncmp(line, "VmRSS:", 6) == 0) kib = atol(line + 6);
   fclose(f);
   return kib;
-}
-
-struct NllArgs {
-  CUdeviceptr out = 0, target = 0;
-  int32_t n = 4, n_classes = 10;
-  int64_t ignore = -100;
-  void* params[5];
-  void** get() {
-    params[0] = &out, params[1] = &target, params[2] = &n, params[3] = &n_classes, params[4] = &ignore;
-    return params;
-  }
-};
-
-NllArgs nll_args(int64_t third) {
-  NllArgs a;
-  int64_t t[4] = {3, 7, third, 1};
-  check(cuMemAlloc(&a.out, 4), "cuMemAlloc");
-  check(cuMemAlloc(&a.target, sizeof t), "cuMemAlloc");
-  check(cuMemcpyHtoD(a.target, t, sizeof t), "cuMemcpyHtoD");
-  return a;
 }
 
 // 2^kDepth distinct stacks: at every level one of two call sites (their return addresses differ), chosen by a bit
@@ -146,12 +121,7 @@ int case_long_run(int threads, uint32_t sites, const std::string& mode) {
     printf("program: at most %u sites in all\n", (1u << kDepth) - 2);
     return 2;
   }
-  check(cuInit(0), "cuInit");
-  CUdevice dev;
-  check(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  check(cuDevicePrimaryCtxRetain(&g_ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(cuCtxSetCurrent(g_ctx), "cuCtxSetCurrent");
-  check(cuModuleLoadData(&g_mod, "image"), "cuModuleLoadData");
+  g_ctx = e2e::init_primary();
   CUfunction nll = fn("nll_loss_forward_reduce_cuda_kernel_2d");
   CUstream s0;
   check(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
