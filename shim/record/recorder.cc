@@ -205,6 +205,28 @@ void maybe_reclaim(Table& t, uint32_t after_attempts);
 
 // Publishes a fresh entry in slot `slot` (state free(tag) -> busy -> live(tag)); `fill` writes its contents.
 // Returns the entry's id.
+// Puts published entry `slot` (id `id`, hash `hash`) into t's index and returns `id`, unless another thread
+// published an equal live entry meanwhile (`same(entry, state)`): then that one's id (ours stays unindexed, and is
+// reclaimed unused). An index rebuilt meanwhile gets the entry too.
+template <class Same>
+uint32_t index_entry(Table& t, uint32_t slot, uint64_t hash, uint32_t id, Same same) {
+  for (;;) {
+    std::atomic<uint32_t>* buckets = t.buckets.load(std::memory_order_acquire);
+    uint32_t start = static_cast<uint32_t>(hash ^ (hash >> 32)) & t.bucket_mask;
+    for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
+      uint32_t expected = 0;
+      if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) break;
+      uint32_t other = expected - 1;
+      if (other >= t.capacity || other == slot) continue;
+      EntryMeta& e = t.entries[other];
+      uint64_t s1 = e.state.load(std::memory_order_acquire);
+      if ((s1 & (kLive | kBusy)) == kLive && same(e, s1) && ((touch_entry(e) ^ s1) & ~kPinMask) == 0)
+        return t.id_of(other, s1);
+    }
+    if (t.buckets.load(std::memory_order_acquire) == buckets) return id;
+  }
+}
+
 template <class Fill>
 uint32_t publish_entry(Table& t, uint32_t slot, uint64_t hash, uint64_t loc, Fill fill) {
   EntryMeta& e = t.entries[slot];
@@ -506,25 +528,8 @@ uint32_t intern_string(const char* s, size_t len) noexcept {
   uint32_t id = publish_entry(t, slot, h, sloc_of(off, cls, static_cast<uint32_t>(len)), [&] {
     for (uint64_t w = 0; w < words; ++w) t.arena[off + w].store(string_word(s, len, w), std::memory_order_relaxed);
   });
-  // Publish in the index; another thread may have published the same string meanwhile: then its id is the one.
-  for (;;) {
-    buckets = t.buckets.load(std::memory_order_acquire);
-    uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
-    for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
-      uint32_t expected = 0;
-      if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) break;
-      uint32_t other = expected - 1;
-      if (other >= t.capacity || other == slot) continue;
-      EntryMeta& e = t.entries[other];
-      uint64_t s1 = e.state.load(std::memory_order_acquire);
-      if ((s1 & (kLive | kBusy)) == kLive && same_string(t, e, s1, h, s, len) &&
-          ((touch_entry(e) ^ s1) & ~kPinMask) == 0)
-        return t.id_of(other, s1);  // ours stays unindexed, and is reclaimed unused
-    }
-    // The index was rebuilt meanwhile: be in the new one too.
-    if (t.buckets.load(std::memory_order_acquire) == buckets) break;
-  }
-  return id;
+  // Another thread may have published the same string meanwhile: then its id is the one.
+  return index_entry(t, slot, h, id, [&](EntryMeta& e, uint64_t s1) { return same_string(t, e, s1, h, s, len); });
 }
 
 const char* string_at(uint32_t id) noexcept {
@@ -641,24 +646,9 @@ uint32_t insert_stack(uint64_t h, const uintptr_t* pcs, int n_native, const PyFr
     f += n_py * kPyKeyWords;
     for (int i = 0; i < n_py * kPyTextWords; ++i) f[i].store(text[i], std::memory_order_relaxed);
   });
-  // Publish in the index; another thread may have published the same stack meanwhile: then its id is the one.
-  for (;;) {
-    std::atomic<uint32_t>* buckets = t.buckets.load(std::memory_order_acquire);
-    uint32_t start = static_cast<uint32_t>(h ^ (h >> 32)) & t.bucket_mask;
-    for (uint32_t i = start, probes = 0; probes <= t.bucket_mask; i = (i + 1) & t.bucket_mask, ++probes) {
-      uint32_t expected = 0;
-      if (buckets[i].compare_exchange_strong(expected, slot + 1, std::memory_order_acq_rel)) break;
-      uint32_t other = expected - 1;
-      if (other >= t.capacity || other == slot) continue;
-      EntryMeta& e = t.entries[other];
-      uint64_t s1 = e.state.load(std::memory_order_acquire);
-      if ((s1 & (kLive | kBusy)) == kLive && same_frames(e, s1, h, pcs, n_native, py, n_py) &&
-          ((touch_entry(e) ^ s1) & ~kPinMask) == 0)
-        return t.id_of(other, s1);
-    }
-    if (t.buckets.load(std::memory_order_acquire) == buckets) break;
-  }
-  return id;
+  // Another thread may have published the same stack meanwhile: then its id is the one.
+  return index_entry(t, slot, h, id,
+                     [&](EntryMeta& e, uint64_t s1) { return same_frames(e, s1, h, pcs, n_native, py, n_py); });
 }
 
 // Four independent multiply-rotate lanes: the words of a stack hash in about a cycle each.
