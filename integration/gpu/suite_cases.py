@@ -223,7 +223,9 @@ def c_pdl_pairs(ctx, key, backend):
 
 
 def c_pdl_memop_wait(ctx, key, backend):
-    return check_pdl_memop_wait(ctx.run(key, [ctx.bin("pdl_pairs"), "memop-wait"], preload=False, timeout=30))
+    b = ctx.bin("pdl_pairs")
+    return check_pdl_memop_wait(ctx.run(key, [b, "memop-wait"], preload=False, timeout=30),
+                                ctx.run(key, [b, "memop-wait", "waited"], preload=False, tag="waited", timeout=30))
 
 
 def c_freed_copy(ctx, key, backend):
@@ -587,9 +589,10 @@ def all_cases():
              "cudaGridDependencySynchronize; 2,000 pairs bare vs cdsa, interleaved (~8 s)",
              "secondaries overlap their primaries under cdsa as often as bare; time per pair told", c_pdl_pairs,
              expect_s=8.0),
-        Case(25, "25b2", "fact: after a PDL secondary that never waits, a memop (an event, the next kernel) waits for "
-             "the primary? (~2 s)", "recorded (info): what kLandedPdlMarkProvesPrimary waits for", c_pdl_memop_wait,
-             expect_s=2.0),
+        Case(25, "25b2", "after a PDL secondary that never waits: does a memop (an event, the next kernel) wait for "
+             "the primary, and does one behind cdsa's event record + wait? (~3 s)",
+             "cdsa's placement waits for the primary (pass); the plain memop's answer recorded for "
+             "kLandedPdlMarkProvesPrimary", c_pdl_memop_wait, expect_s=3.0),
         Case(25, "25b3", "fact: an async copy from freed memory fails at the call or later? (~2 s)", "recorded (info)",
              c_freed_copy, expect_s=2.0),
         Case(25, "25c", "fact: coredumps via cuCoredumpSetAttributeGlobal (lightweight, no abort, capped), a 700 (~20 s)",

@@ -151,7 +151,7 @@ INFO = "info"  # a case that records facts returns (INFO, evidence)
 # ---- issue 16 (b): programmatic dependent launch (cases/pdl_pairs.cu)
 PDL_TIME = re.compile(r"pdl-time pairs (\d+) us_per_pair ([\d.]+) overlapped (\d+) broken_waits (\d+)")
 PDL_MEMOP = re.compile(r"memop-wait overlapped (\S+) memop_waits_for_primary (\S+) event_waits_for_primary (\S+) "
-                       r"kernel_waits_for_primary (\S+) memop_ms (\S+) sync (\S+)")
+                       r"kernel_waits_for_primary (\S+) memop_ms (\S+) sync (\S+)(?: placement (\S+))?")
 FREED_COPY = re.compile(r"freed-copy (\S+) call (\S+) sync (\S+) ctx (\S+)")
 
 
@@ -191,20 +191,34 @@ def check_pdl_pairs(runs, between=()):
     return cdsa_ov >= 0.9 * bare_ov, text
 
 
-def check_pdl_memop_wait(r):
-    """Case 25b2 (info): the answer kLandedPdlMarkProvesPrimary (shim/fault/attribution.h) waits for. 'yes' on
-    every machine the suite ran on is what flipping it needs; 'untested' when the secondary did not overlap."""
+def check_pdl_memop_wait(r, waited=None):
+    """Case 25b2. `r` (info): the answer kLandedPdlMarkProvesPrimary (shim/fault/attribution.h) waits for; 'yes' on
+    every machine the suite ran on is what flipping it needs; 'untested' when the secondary did not overlap.
+    `waited` (a check): the same pair with cdsa's placement of a PDL group's mark (an event recorded on the stream and
+    waited on, then the memop; shim/record/breadcrumbs.cc): cdsa takes that landed mark as proof that the primary
+    finished, so its memop must wait for the primary. 'no' there fails: a wrong certainty."""
     m = PDL_MEMOP.search(r.out)
     if not m:
         return False, f"no answer (rc {r.rc}): {short(r.out + r.err, 80)}"
-    ov, memop, event, kernel, ms, sync = m.groups()
+    ov, memop, event, kernel, ms, sync, _ = m.groups()
     text = (f"secondary overlapped its primary: {ov}; memop_waits_for_primary {memop}; event_waits_for_primary "
             f"{event}; kernel_waits_for_primary {kernel}; memop seen at {ms} ms (primary ~200 ms); sync {sync}")
     if memop == "yes":
         text += " -> kLandedPdlMarkProvesPrimary may become true here"
     elif memop == "no":
         text += " -> kLandedPdlMarkProvesPrimary must stay false"
-    return INFO, text
+    if waited is None:
+        return INFO, text
+    w = PDL_MEMOP.search(waited.out)
+    if not w or w.group(7) != "waited":
+        return False, text + f"; cdsa's placement: no answer (rc {waited.rc}): {short(waited.out + waited.err, 80)}"
+    wov, wmemop = w.group(1), w.group(2)
+    text += f"; cdsa's placement (event record + wait, then the memop): overlapped {wov}, memop_waits_for_primary {wmemop}"
+    if wmemop == "yes":
+        return True, text
+    if wmemop == "no":
+        return False, text + " -> a proven PDL mark would be a wrong certainty"
+    return INFO, text + " (nothing asked: the secondary did not overlap)"
 
 
 def check_freed_copy(runs):

@@ -501,6 +501,17 @@ def test_pdl_memop_fact_says_what_it_means_for_the_attribution_constant():
     verdict, ev = suite.check_pdl_memop_wait(fake_run(suite, "", out=fact.format(m="no"), rc=0))
     assert "must stay false" in ev, ev
     assert suite.check_pdl_memop_wait(fake_run(suite, "boom", rc=2))[0] is False
+    # cdsa's placement (event record + wait before the memop): must wait for the primary, or a proven mark is wrong
+    waited = fact.rstrip("\n") + " placement waited\n"
+    plain = fake_run(suite, "", out=fact.format(m="no"), rc=0)
+    verdict, ev = suite.check_pdl_memop_wait(plain, fake_run(suite, "", out=waited.format(m="yes"), rc=0))
+    assert verdict is True and "cdsa's placement (event record + wait, then the memop): overlapped yes" in ev, ev
+    verdict, ev = suite.check_pdl_memop_wait(plain, fake_run(suite, "", out=waited.format(m="no"), rc=0))
+    assert verdict is False and "wrong certainty" in ev, ev
+    verdict, _ = suite.check_pdl_memop_wait(plain, fake_run(suite, "", out=waited.format(m="untested"), rc=0))
+    assert verdict == suite.INFO
+    # the plain run's line given where the waited one was expected: no answer, not a pass
+    assert suite.check_pdl_memop_wait(plain, plain)[0] is False
     verdict, ev = suite.check_freed_copy([
         fake_run(suite, "", out="freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n", rc=0),
         fake_run(suite, "", rc=134)])

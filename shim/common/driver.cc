@@ -55,6 +55,10 @@ void init_driver(const void* hint) {
   get(g_driver.DeviceGetName, "cuDeviceGetName");
   get(g_driver.DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   get(g_driver.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+  get(g_driver.EventCreate, "cuEventCreate");
+  get(g_driver.EventRecord, "cuEventRecord");
+  get(g_driver.StreamWaitEvent, "cuStreamWaitEvent");
+  get(g_driver.EventDestroy, "cuEventDestroy_v2");
   g_ready.store(true, std::memory_order_release);
 }
 

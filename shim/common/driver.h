@@ -32,6 +32,11 @@ struct Driver {
   CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
+  // The proof a PDL group's mark needs (shim/record/breadcrumbs.h): an event recorded after the group, waited on.
+  CUresult (*EventCreate)(CUevent*, unsigned int) = nullptr;
+  CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int) = nullptr;
+  CUresult (*EventDestroy)(CUevent) = nullptr;  // cuEventDestroy_v2
   // Graph bookkeeping (shim/record/graph_capture.h): the driver's view of a node cdsa holds no handle for.
   CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType*) = nullptr;
   CUresult (*GraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2

@@ -10,9 +10,11 @@
 // Programmatic dependent launch (shim/record/breadcrumbs.h): launches can share one mark (a PDL chain, a
 // failed mark, a stream's tail whose mark was still deferred). The first unfinished launch is then one of the group
 // sharing the first mark that never landed: every member is a candidate, and the assert text picks among them as
-// among streams. A landed mark after a PDL launch is not taken to prove that the kernels before it in its group
-// finished (a secondary that never waits for its primary may finish first; kLandedPdlMarkProvesPrimary): they stay
-// candidates too, marked unproven. Only the faulting context's streams count (FaultSnapshot::fault_ctx).
+// among streams. A landed mark after a PDL launch proves that the kernels before it in its group finished only
+// because it was enqueued behind an event recorded after the group and waited on (shim/record/breadcrumbs.h;
+// StreamView::pdl_proof): a plain memop there might not wait for a primary (kLandedPdlMarkProvesPrimary). A group
+// whose wait could not be placed keeps those kernels as candidates, marked unproven, listed last. Only the faulting
+// context's streams count (FaultSnapshot::fault_ctx).
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
 // recorded), since the failing launch may be that one. With nothing pending
@@ -58,12 +60,12 @@ enum AttributionReason : uint32_t {
 // - CUDA Programming Guide 13, section 4.5 (Programmatic Dependent Launch and Synchronization): the secondary may
 //   launch before the primary "has finished executing"; again nothing on later operations.
 // - cuStreamWriteValue32/64 (cuda.h): no ordering statement at all beyond being a stream operation.
-// A mark that would prove it, by documented semantics: cuEventRecord "captures in hEvent the contents of hStream"
-// and cuStreamWaitEvent makes later work "wait for all work captured", so an event recorded after the secondary,
-// waited on by a cdsa stream that then writes the mark, lands only after the primary too. Not built: three calls
-// per PDL group instead of one, a stream per user stream, a second slot (docs/attribution.md). GPU case 25b2
-// (integration/gpu/cases/pdl_pairs.cu memop-wait) asks the hardware whether the plain memop waits; its
-// "memop_waits_for_primary yes" on every driver the suite ran on is what flipping this needs (never the sim).
+// So a PDL group's mark is made to prove it, by documented semantics: cuEventRecord "captures in hEvent the contents
+// of hStream" and cuStreamWaitEvent makes later work "wait for all work captured", so the mark enqueued after an
+// event recorded on the stream and waited on by it lands only after the primary too (shim/record/breadcrumbs.cc;
+// two calls more per PDL group; GPU case 25b2 checks it on hardware: "placement waited"). This constant is for a
+// mark enqueued without that wait (the event could not be made or recorded): case 25b2's plain memop answer,
+// "memop_waits_for_primary yes" on every driver the suite ran on, is what flipping it needs (never the sim).
 inline constexpr bool kLandedPdlMarkProvesPrimary = false;
 
 struct AttributedLaunch {
@@ -93,7 +95,8 @@ struct AttributionResult {
   bool marks_shared = false;          // some launch's mark was folded into the next one's (PDL) or lost
   uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches: not candidates
   uint32_t left_out_by_device_assert = 0;  // candidates dropped: several matched the assert text, these did not
-  // Candidates kept only because a landed mark after a PDL launch is not proof (kReasonPdlUnproven); listed last.
+  // Candidates kept only because a landed mark after a PDL launch, enqueued without its event wait, is not proof
+  // (kReasonPdlUnproven); listed last.
   uint32_t pdl_unproven = 0;
 };
 

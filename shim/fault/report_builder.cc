@@ -64,9 +64,10 @@ std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   std::string why;
   if (c.reasons & kReasonPdlUnproven) {
     why = "launched on stream " + std::to_string(c.stream_id) +
-          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished, as "
-          "CUDA does not document that work after a PDL launch waits for the kernel before it, so it is listed after "
-          "the launches the marks point at";
+          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished: that "
+          "mark went out without the event wait that makes it cover the whole group (CUDA does not document that "
+          "work after a PDL launch waits for the kernel before it), so it is listed after the launches the marks "
+          "point at";
   } else if (c.group > 1) {
     why = "one of " + std::to_string(c.group) + " launches on stream " + std::to_string(c.stream_id) +
           " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
@@ -286,7 +287,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   if (a.pdl_unproven > 0 && a.candidates.size() > a.pdl_unproven)
     rep->notes.push_back(std::to_string(a.pdl_unproven) + " candidate(s) listed last (\"not proven finished\") are "
                          "there only because the completion mark after their programmatic dependent (PDL) successor "
-                         "does not prove they finished; the candidate listed first is the first launch whose own "
+                         "went out without its event wait, so it does not prove they finished; the candidate listed first is the first launch whose own "
                          "mark never landed");
   if (a.other_context_streams > 0)
     rep->notes.push_back(std::to_string(a.other_context_streams) +

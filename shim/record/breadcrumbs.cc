@@ -120,9 +120,51 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
   return r;
 }
 
-void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept {
-  if (st) st->deferred.store(stream_seq, std::memory_order_release);
+void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic) noexcept {
+  if (st) st->deferred.store(stream_seq | (programmatic ? kDeferredPdl : 0), std::memory_order_release);
 }
+
+namespace {
+
+// The stream's event for PDL proofs, made in the current context on first use; null when none can be made.
+CUevent pdl_event(StreamState* st, bool* made) {
+  const Driver& d = driver();
+  *made = false;
+  if (auto ev = reinterpret_cast<CUevent>(st->pdl_event.load(std::memory_order_acquire))) return ev;
+  CUevent ev = nullptr;
+  if (!d.EventCreate || d.EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS || !ev) return nullptr;
+  uintptr_t expected = 0;
+  if (st->pdl_event.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(ev), std::memory_order_acq_rel)) {
+    *made = true;
+    return ev;
+  }
+  if (d.EventDestroy) d.EventDestroy(ev);  // another thread made one first
+  return reinterpret_cast<CUevent>(expected);
+}
+
+// Before the mark of a group that ends with a PDL launch: an event recorded on the stream "captures the contents of
+// hStream" and cuStreamWaitEvent makes later work "wait for all work captured" (cuda.h), so the mark enqueued after
+// the wait lands only once every launch of the group finished, the primaries included. True when the wait is in.
+bool wait_for_the_whole_group(CUstream stream, StreamState* st) {
+  const Driver& d = driver();
+  if (!d.EventRecord || !d.StreamWaitEvent) return false;
+  bool made = false;
+  CUevent ev = pdl_event(st, &made);
+  if (!ev) return false;
+  CUresult r = d.EventRecord(ev, stream);
+  if (r == CUDA_SUCCESS) return d.StreamWaitEvent(stream, ev, CU_EVENT_WAIT_DEFAULT) == CUDA_SUCCESS;
+  // An event of another context than the stream's ("must be from the same context", cuda.h): dropped, so the next
+  // group makes one in the context current then. Destroyed only when made by this call (its context is current);
+  // an older one may belong to a context already gone, so it is left alone.
+  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT) {
+    uintptr_t expected = reinterpret_cast<uintptr_t>(ev);
+    if (st->pdl_event.compare_exchange_strong(expected, 0, std::memory_order_acq_rel) && made && d.EventDestroy)
+      d.EventDestroy(ev);
+  }
+  return false;
+}
+
+}  // namespace
 
 CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool fold) noexcept {
   return settle_breadcrumb(guard, stream, stream_state(slot), slot, fold);
@@ -130,8 +172,16 @@ CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool 
 
 CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, StreamState* st, int slot, bool fold) noexcept {
   if (!st || st->deferred.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
-  uint64_t seq = st->deferred.exchange(0, std::memory_order_acq_rel);
+  uint64_t deferred = st->deferred.exchange(0, std::memory_order_acq_rel);
+  const uint64_t seq = deferred & ~kDeferredPdl;
   if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one
+  // A group ending with a PDL launch: its mark waits for the whole group, or says it proves nothing about the group's
+  // earlier launches (stored before the mark is enqueued, so a snapshot that sees the mark sees this too).
+  if ((deferred & kDeferredPdl) && breadcrumbs_active() && !wait_for_the_whole_group(stream, st)) {
+    uint64_t cur = st->pdl_unproven.load(std::memory_order_relaxed);
+    while (cur < seq && !st->pdl_unproven.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
+    }
+  }
   CUresult r = enqueue_breadcrumb(guard, stream, slot, seq);
   // A sticky fault here means the context died before the mark could be queued: no later mark can land either, so
   // the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into the call).
@@ -164,6 +214,14 @@ void flush_all_breadcrumbs(const InCdsa& guard) noexcept {
     if (by_ctx && know_here && !switched && ctx != here) continue;
     settle_breadcrumb(guard, h, static_cast<int>(i), false);
     if (switched) d.CtxSetCurrent(here);
+  }
+}
+
+void forget_pdl_events() noexcept {
+  for (uint32_t i = 0; i < stream_capacity(); ++i) {
+    StreamState* st = stream_state(static_cast<int>(i));
+    if (!st) break;
+    st->pdl_event.store(0, std::memory_order_release);  // not destroyed: its context may be the one going away
   }
 }
 

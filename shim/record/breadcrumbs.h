@@ -14,7 +14,13 @@
 // not enqueued right after it: it waits for the stream's next operation (`settle_breadcrumb`, called by the
 // interposition wrappers before it). Before any operation but a PDL launch the deferred mark is enqueued, where it
 // would have landed anyway (after the kernel, before the operation); before a PDL launch it is dropped: that launch's
-// own mark covers both (its record has kFlagSharesMark). A stream is then a prefix of launches each with its own mark,
+// own mark covers both (its record has kFlagSharesMark). The mark of a group that ends with a PDL launch is enqueued
+// behind an event recorded on the stream and waited on by it (the stream's own event, made on first use): cuda.h
+// documents that the event captures "the contents of hStream" and that the wait makes later work "wait for all work
+// captured", so that mark lands only after every launch of the group, the primaries too, which a plain memop after a
+// secondary that never waits is not documented to do. Two calls more per PDL group, placed after the group, never
+// inside it; a group whose wait cannot be placed says so (StreamState::pdl_unproven) and attribution keeps its
+// earlier launches as candidates. A stream is then a prefix of launches each with its own mark,
 // groups of launches sharing one (a PDL chain), and a tail whose mark is still deferred; attribution
 // (shim/fault/attribution.h) treats a group as its candidates. Things that must not see a mark pending flush it first:
 // stream capture (the mark would become a node of the user's graph), stream and context destruction, the exit
@@ -54,7 +60,13 @@ inline bool breadcrumbs_init(const InCdsa& guard) noexcept {
 // Enqueues the mark; returns the driver's result (CUDA_SUCCESS when disabled).
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
 // After a launch that got stream number `stream_seq`: its mark waits for the stream's next operation.
-void defer_breadcrumb(StreamState* st, uint64_t stream_seq) noexcept;
+// `programmatic`: the launch is a PDL launch, so the mark ends a group (its enqueue waits for the whole group).
+void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic = false) noexcept;
+// StreamState::deferred's bit for a PDL launch's mark.
+inline constexpr uint64_t kDeferredPdl = 1ull << 63;
+// Before a context is torn down: the streams' PDL events are dropped (never destroyed: the handle may be of the
+// context going away); the next PDL group on a stream makes a new one.
+void forget_pdl_events() noexcept;
 // Before an operation on `stream` (as it will be passed to the driver; its state is `slot`): the stream's deferred
 // mark is enqueued, or with `fold` (the operation is a PDL launch) dropped. Returns the enqueue's result
 // (CUDA_SUCCESS when nothing was deferred). Lock-free, allocation-free.

@@ -214,6 +214,7 @@ void before_context_teardown() noexcept {
   if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
   InCdsa guard;
   flush_all_breadcrumbs(guard);
+  forget_pdl_events();
 }
 
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
@@ -290,7 +291,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     // prepare_launch enqueued the previous launch's mark, or folded it (a PDL launch), or it failed: then this
     // launch's mark is the first that covers the previous launch.
     if (st->breadcrumb_launched.load(std::memory_order_acquire) + 1 < r.stream_seq) r.flags |= kFlagSharesMark;
-    if (breadcrumbs_init(guard)) defer_breadcrumb(st, r.stream_seq);  // placed before the stream's next operation
+    if (breadcrumbs_init(guard)) defer_breadcrumb(st, r.stream_seq, info.programmatic);  // placed before the stream's next operation
   }
   ring_publish(r);
 }

@@ -64,26 +64,23 @@ def test_fault_in_a_pdl_secondary_is_named(tmp_path):
     assert [c["launch"]["stream_seq"] for c in t["report"]["candidates"]] == [10]
 
 
-def test_fault_in_a_pdl_primary_is_named_first(tmp_path):
+def test_fault_in_a_pdl_primary_is_named(tmp_path):
     run = run_program([CASES, "fault", "primary"], cwd=tmp_path, env={"SIM_CUDA_PDL_LOG": pdl_log(tmp_path)})
     assert run.rc in (1, 3), run.err  # the sync, or the next pair's launch, sees the fault
     assert run.reports == 1, run.err
-    assert lost(tmp_path) == []
+    assert lost(tmp_path) == []  # the event wait that proves a pair's mark sits after the secondary, never inside
     t = run.trace()
     seqs = [c["launch"]["stream_seq"] for c in t["report"]["candidates"]]
     # The failing pair is launches 9 and 10; the assert text names nll, the primary (9), and 10 is left out by it.
-    # The clean pair before it (7, 8) had its mark land: its primary 7 is also nll and stays a candidate only because
-    # CUDA does not document that the work after a PDL secondary waits for the primary before it
-    # (kLandedPdlMarkProvesPrimary, GPU case 25b2). Never a wrong certainty, but the right one comes first.
-    assert seqs == [9, 7], run.report
-    assert "AMBIGUOUS" in run.report
+    # The clean pair before it (7, 8) runs nll too, but its mark was enqueued behind an event recorded after the pair
+    # and waited on (cuda.h: the event captures the stream's contents), so its landing proves 7 finished.
+    assert seqs == [9], run.report
+    assert "AMBIGUOUS" not in run.report, run.report
     part = run.launch_part()
-    first = part.split("[2]")[0]
-    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in first and "launch #9 (#9 on its stream)" in first, part
-    assert site("PRIMARY-SITE") in first
-    second = part.split("[2]")[1]
-    assert "launch #7 (#7 on its stream)" in second and "not proven finished" in second, part
-    assert "1 candidate(s) listed last" in run.report
+    assert "the failing launch" in part
+    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in part and "launch #9 (#9 on its stream)" in part, part
+    assert site("PRIMARY-SITE") in part
+    assert "launch #7" not in part and "not proven finished" not in run.report, part
 
 
 def test_fault_in_a_pdl_primary_of_another_kernel_is_exact(tmp_path):

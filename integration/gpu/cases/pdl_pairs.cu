@@ -18,7 +18,11 @@
 //                            "memop-wait overlapped yes|no memop_waits_for_primary yes|no|untested
 //                             event_waits_for_primary ... kernel_waits_for_primary ... memop_ms T"
 //                            (the fact kLandedPdlMarkProvesPrimary in shim/fault/attribution.h rests on; untested
-//                            when the secondary did not overlap its primary, so nothing was asked)
+//                            when the secondary did not overlap its primary, so nothing was asked), then
+//                            " placement plain"
+//   pdl_pairs memop-wait waited  the same with cdsa's placement of a PDL group's mark: an event recorded on the
+//                            stream and waited on by it before the memop ("placement waited"); its
+//                            memop_waits_for_primary must be yes (cdsa takes such a landed mark as proof)
 //   pdl_pairs freed-copy free|async-free
 //                            info: a cuMemcpyDtoHAsync from an allocation freed before (cuMemFree, or
 //                            cuMemAllocAsync + cuMemFreeAsync on the stream): "freed-copy KIND call R sync S"
@@ -191,7 +195,10 @@ int time_pairs(int n, const std::string& between) {
 
 const char* answer(int v) { return v == 1 ? "no" : v == 2 ? "yes" : "unknown"; }
 
-int memop_wait() {
+// `waited`: cdsa's placement of a PDL group's mark (shim/record/breadcrumbs.cc): an event recorded on the stream and
+// waited on by it, then the memop. Documented to wait for the primary (cuEventRecord captures "the contents of
+// hStream"); "memop_waits_for_primary no" here would make cdsa's proven marks a wrong certainty.
+int memop_wait(bool waited) {
   CUstream s = setup();
   CUfunction prim = function_of(reinterpret_cast<const void*>(primary_kernel));
   CUfunction sec = function_of(reinterpret_cast<const void*>(nowait_secondary_kernel));
@@ -209,6 +216,12 @@ int memop_wait() {
   void* aa[] = {&dev};
   launch_primary(prim, pa, s, 1);
   launch_secondary(sec, sa, s, 1);
+  if (waited) {
+    CUevent proof;
+    check(cuEventCreate(&proof, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(cuEventRecord(proof, s), "cuEventRecord (proof)");
+    check(cuStreamWaitEvent(s, proof, CU_EVENT_WAIT_DEFAULT), "cuStreamWaitEvent (proof)");
+  }
   check(cuStreamWriteValue32(s, dev + 2 * sizeof(int), 1, 0), "cuStreamWriteValue32");
   check(cuEventRecord(ev, s), "cuEventRecord");
   check(cuLaunchKernel(after, 1, 1, 1, 32, 1, 1, 0, s, aa, nullptr), "cuLaunchKernel (after)");
@@ -231,9 +244,9 @@ int memop_wait() {
     return primary_seen < 0 ? "unknown" : primary_seen == 1 ? "yes" : "no";
   };
   printf("memop-wait overlapped %s memop_waits_for_primary %s event_waits_for_primary %s kernel_waits_for_primary %s "
-         "memop_ms %.1f sync %s\n",
+         "memop_ms %.1f sync %s placement %s\n",
          w[1] == 1 ? "yes" : w[1] == 2 ? "no" : "unknown", said(memop_primary), said(event_primary),
-         overlapped ? answer(w[3]) : "untested", memop_ms, err_name(sync));
+         overlapped ? answer(w[3]) : "untested", memop_ms, err_name(sync), waited ? "waited" : "plain");
   return 0;
 }
 
@@ -263,8 +276,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "time") return time_pairs(argc > 2 ? atoi(argv[2]) : 2000, argc > 3 ? argv[3] : "");
-  if (mode == "memop-wait") return memop_wait();
+  if (mode == "memop-wait") return memop_wait(argc > 2 && std::string(argv[2]) == "waited");
   if (mode == "freed-copy") return freed_copy(argc > 2 && strcmp(argv[2], "async-free") == 0);
-  fprintf(stderr, "usage: pdl_pairs time N [memop|event] | memop-wait | freed-copy free|async-free\n");
+  fprintf(stderr, "usage: pdl_pairs time N [memop|event] | memop-wait [waited] | freed-copy free|async-free\n");
   return 2;
 }

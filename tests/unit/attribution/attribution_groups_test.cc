@@ -29,13 +29,21 @@ FaultSnapshot pdl_pairs(int n) {
 }
 
 StreamView view(uint64_t id, uint64_t launched, uint64_t landed, uint64_t marked, uintptr_t ctx = 0) {
-  StreamView v;
+  StreamView v;  // marks made without the PDL proof (pdl_proof false): a landed group mark proves only its last
   v.id = id;
   v.launched = launched;
   v.landed = landed;
   v.marks = true;
   v.marked = marked;
   v.ctx = ctx;
+  return v;
+}
+
+// The same, the groups' marks enqueued behind an event wait on the whole group (shim/record/breadcrumbs.h), except
+// those of groups ending at or before `unproven`.
+StreamView proven(StreamView v, uint64_t unproven = 0) {
+  v.pdl_proof = true;
+  v.pdl_unproven = unproven;
   return v;
 }
 
@@ -116,6 +124,21 @@ TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
          EXPECT_EQ(a.pdl_unproven, 0u);
          EXPECT_TRUE(a.named_by_device_assert);
        }},
+      // The marks waited for their whole group: landed mark 4 proves pair 2's primary (3) finished too.
+      {"a proven group mark rules out the primary before it", pdl_pairs(3), proven(view(7, 6, 4, 4)), "gemm_primary",
+       Verdict::Exact, {5},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.pdl_unproven, 0u);
+         EXPECT_TRUE(a.named_by_device_assert);  // of the group {5, 6}, only 5 is gemm_primary
+       }},
+      {"a proven faulting pair is its group alone", pdl_pairs(3), proven(view(7, 6, 4, 4)), nullptr,
+       Verdict::Ambiguous, {5, 6}},
+      // Pair 2's wait could not be placed (its mark 4 is the stream's last unproven one): 3 is a candidate again.
+      {"a group mark enqueued without its wait proves nothing of the primary", pdl_pairs(3),
+       proven(view(7, 6, 4, 4), /*unproven=*/4), "gemm_primary", Verdict::Ambiguous, {5, 3}},
+      // Only pair 1's went without: mark 4, placed after it with its wait, proves pair 2 whole.
+      {"a later proven mark is proof again", pdl_pairs(3), proven(view(7, 6, 4, 4), /*unproven=*/2), "gemm_primary",
+       Verdict::Exact, {5}},
       // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4}, then 1 (pair 1's primary,
       // behind landed mark 2, listed last); later pairs are not candidates.
       {"a fault in the marked prefix is inside its group only", pdl_pairs(5), view(7, 10, 2, 8), nullptr,

@@ -2,7 +2,8 @@
 // defines (record and common stages only): a launch's mark deferred, then enqueued by the stream's next operation
 // (it lands), folded by a PDL launch (the next mark covers both), lost by a failed write (joins the next mark's
 // group), kept by a sticky one (the stream's marks stay exact), and flushed at exit by flush_all_breadcrumbs: created
-// streams, the NULL stream in its own context, a per-thread default stream only from its own thread.
+// streams, the NULL stream in its own context, a per-thread default stream only from its own thread. A PDL group's
+// mark goes behind an event recorded on the stream and waited on, or says it proves nothing about the group.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,9 +30,18 @@ struct Write {
   uintptr_t ctx;  // the current context when it was enqueued
 };
 
+// The event calls, in order, with the write's place among them ('C'reate, 'R'ecord, 'W'ait, 'D'estroy, 'M'ark).
+struct Op {
+  char what;
+  uintptr_t stream, event;
+};
+
 struct FakeDriver {
   std::mutex mu;
   std::vector<Write> writes;
+  std::vector<Op> ops;
+  CUresult record_result = CUDA_SUCCESS;  // what cuEventRecord answers
+  uintptr_t next_event = 0xe0;
   CUresult write_result = CUDA_SUCCESS;  // what cuStreamWriteValue64 answers (the mark lands only on success)
   uintptr_t current = 0xc1;              // the calling thread's context (one for the whole test)
 };
@@ -68,8 +79,30 @@ const Driver& driver() noexcept {
     t.StreamWriteValue64 = [](CUstream s, CUdeviceptr at, cuuint64_t v, unsigned) {
       std::lock_guard<std::mutex> lock(g_fake.mu);
       g_fake.writes.push_back({reinterpret_cast<uintptr_t>(s), v, g_fake.current});
+      g_fake.ops.push_back({'M', reinterpret_cast<uintptr_t>(s), 0});
       if (g_fake.write_result == CUDA_SUCCESS) *reinterpret_cast<uint64_t*>(at) = v;
       return g_fake.write_result;
+    };
+    t.EventCreate = [](CUevent* e, unsigned) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      *e = reinterpret_cast<CUevent>(++g_fake.next_event);
+      g_fake.ops.push_back({'C', 0, reinterpret_cast<uintptr_t>(*e)});
+      return CUDA_SUCCESS;
+    };
+    t.EventRecord = [](CUevent e, CUstream s) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      g_fake.ops.push_back({'R', reinterpret_cast<uintptr_t>(s), reinterpret_cast<uintptr_t>(e)});
+      return g_fake.record_result;
+    };
+    t.StreamWaitEvent = [](CUstream s, CUevent e, unsigned) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      g_fake.ops.push_back({'W', reinterpret_cast<uintptr_t>(s), reinterpret_cast<uintptr_t>(e)});
+      return CUDA_SUCCESS;
+    };
+    t.EventDestroy = [](CUevent e) {
+      std::lock_guard<std::mutex> lock(g_fake.mu);
+      g_fake.ops.push_back({'D', 0, reinterpret_cast<uintptr_t>(e)});
+      return CUDA_SUCCESS;
     };
     return t;
   }();
@@ -92,7 +125,9 @@ class BreadcrumbStates : public ::testing::Test {
   void SetUp() override {
     std::lock_guard<std::mutex> lock(g_fake.mu);
     g_fake.writes.clear();
+    g_fake.ops.clear();
     g_fake.write_result = CUDA_SUCCESS;
+    g_fake.record_result = CUDA_SUCCESS;
     g_fake.current = 0xc1;
   }
   // A stream of its own for each test (the table keeps its entries): slot and state, its handle and context as
@@ -106,11 +141,27 @@ class BreadcrumbStates : public ::testing::Test {
     return slot;
   }
   // A launch recorded on the stream: its number, its mark deferred.
-  static uint64_t launch(int slot) {
+  static uint64_t launch(int slot, bool programmatic = false) {
     StreamState* st = stream_state(slot);
     uint64_t seq = st->launched.fetch_add(1) + 1;
-    defer_breadcrumb(st, seq);
+    defer_breadcrumb(st, seq, programmatic);
     return seq;
+  }
+  // A PDL pair: the primary, its mark folded by the secondary, the secondary's mark deferred (the group's).
+  static uint64_t pair(const InCdsa& guard, CUstream h, int slot) {
+    launch(slot);
+    settle_breadcrumb(guard, h, slot, /*fold=*/true);
+    return launch(slot, /*programmatic=*/true);
+  }
+  static std::string ops() {  // e.g. "CRWM": what the driver was asked, in order
+    std::lock_guard<std::mutex> lock(g_fake.mu);
+    std::string out;
+    for (const Op& o : g_fake.ops) out += o.what;
+    return out;
+  }
+  static Op op(size_t i) {
+    std::lock_guard<std::mutex> lock(g_fake.mu);
+    return g_fake.ops.at(i);
   }
   static uint64_t marked(int slot) { return stream_state(slot)->breadcrumb_launched.load(); }
   static uint64_t landed(int slot) { return breadcrumb_landed(slot, marked(slot)); }
@@ -232,6 +283,82 @@ TEST_F(BreadcrumbStates, ConcurrentSettlesWriteTheMarkOnce) {
     EXPECT_EQ(marked(s), seq);
   }
   EXPECT_EQ(writes().size(), 200u);  // the exchange hands the deferred number to one of them
+}
+
+TEST_F(BreadcrumbStates, APlainMarkMakesNoEventCall) {
+  InCdsa guard;
+  int s = new_stream(0x58);
+  launch(s);
+  settle_breadcrumb(guard, handle(0x58), s, false);
+  EXPECT_EQ(ops(), "M");
+}
+
+TEST_F(BreadcrumbStates, APdlGroupsMarkWaitsForTheWholeGroup) {
+  InCdsa guard;
+  int s = new_stream(0x59);
+  uint64_t secondary = pair(guard, handle(0x59), s);
+  EXPECT_EQ(stream_state(s)->deferred.load() & ~kDeferredPdl, secondary);
+  EXPECT_TRUE(ops().empty()) << "nothing between the primary and its secondary";
+  settle_breadcrumb(guard, handle(0x59), s, false);  // the stream's next, plain operation
+  // The event records the stream's contents, the stream waits for it, then the mark: it lands after the primary too.
+  ASSERT_EQ(ops(), "CRWM");
+  const uintptr_t ev = op(0).event;
+  EXPECT_EQ(op(1).stream, 0x59u);
+  EXPECT_EQ(op(1).event, ev);
+  EXPECT_EQ(op(2).stream, 0x59u) << "the wait is on the user's stream, before the mark";
+  EXPECT_EQ(op(2).event, ev);
+  EXPECT_EQ(landed(s), secondary);
+  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), 0u);
+  // The next group reuses the stream's event.
+  uint64_t next = pair(guard, handle(0x59), s);
+  settle_breadcrumb(guard, handle(0x59), s, false);
+  EXPECT_EQ(ops(), "CRWMRWM");
+  EXPECT_EQ(op(4).event, ev);
+  EXPECT_EQ(landed(s), next);
+}
+
+TEST_F(BreadcrumbStates, AGroupWhoseWaitCannotBePlacedSaysItsMarkProvesNothing) {
+  InCdsa guard;
+  int s = new_stream(0x5a);
+  g_fake.record_result = CUDA_ERROR_INVALID_HANDLE;  // an event of another context than the stream's
+  uint64_t unproven = pair(guard, handle(0x5a), s);
+  settle_breadcrumb(guard, handle(0x5a), s, false);
+  EXPECT_EQ(ops(), "CRDM") << "the mark still goes out; the event it made is destroyed";
+  EXPECT_EQ(landed(s), unproven);
+  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), unproven);
+  EXPECT_EQ(stream_state(s)->pdl_event.load(), 0u);
+  // The next group makes a new event, and its mark is proven: the stream's last unproven group stays where it was.
+  g_fake.record_result = CUDA_SUCCESS;
+  uint64_t proven = pair(guard, handle(0x5a), s);
+  settle_breadcrumb(guard, handle(0x5a), s, false);
+  EXPECT_EQ(ops(), "CRDMCRWM");
+  EXPECT_EQ(landed(s), proven);
+  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), unproven);
+}
+
+TEST_F(BreadcrumbStates, ATornDownContextsEventsAreDroppedNotDestroyed) {
+  InCdsa guard;
+  int s = new_stream(0x5b);
+  pair(guard, handle(0x5b), s);
+  settle_breadcrumb(guard, handle(0x5b), s, false);
+  ASSERT_EQ(ops(), "CRWM");
+  forget_pdl_events();
+  pair(guard, handle(0x5b), s);
+  settle_breadcrumb(guard, handle(0x5b), s, false);
+  EXPECT_EQ(ops(), "CRWMCRWM") << "a new event, the old one never passed to the driver again";
+  EXPECT_NE(op(4).event, op(0).event);
+}
+
+TEST_F(BreadcrumbStates, AFoldedPdlMarkMakesNoEventCall) {
+  InCdsa guard;
+  int s = new_stream(0x5c);
+  pair(guard, handle(0x5c), s);
+  settle_breadcrumb(guard, handle(0x5c), s, /*fold=*/true);  // a PDL chain: a third kernel follows the secondary
+  EXPECT_TRUE(ops().empty());
+  uint64_t third = launch(s, true);
+  settle_breadcrumb(guard, handle(0x5c), s, false);
+  EXPECT_EQ(ops(), "CRWM");
+  EXPECT_EQ(landed(s), third);
 }
 
 }  // namespace
