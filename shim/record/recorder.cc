@@ -699,6 +699,22 @@ bool memo_entry(StackMemo memo, uint32_t* id, uint32_t* slot, uint64_t* s) {
   *id = static_cast<uint32_t>(memo);
   return live_entry(g_stacks, *id, true, slot, s);
 }
+
+// memo_entry for the launch path (capture_and_intern_stack, after its g_ready test), inline: the same tests in the
+// same order (the memo's age, the id's slot and tag, the touch before the state's seq_cst load, live and not busy
+// under the same tag), without live_entry's call, its out-parameters or a second g_ready load (set once, never
+// cleared). The id returned is "used now", as from memo_entry.
+__attribute__((always_inline)) inline uint32_t memo_id_ready(StackMemo memo) {
+  if (memo == kNoStackMemo) return kUnknownStack;
+  const uint64_t now = g_epoch.load(std::memory_order_relaxed);
+  if (static_cast<uint32_t>(now) - static_cast<uint32_t>(memo >> 32) + 1 >= g_stacks.tag_limit) return kUnknownStack;
+  const auto id = static_cast<uint32_t>(memo);
+  uint32_t slot, tag;
+  if (!g_stacks.decode(id, &slot, &tag)) return kUnknownStack;
+  EntryMeta& e = g_stacks.entries[slot];
+  const uint64_t st = touch_entry(e);
+  return (st & (kLive | kBusy)) == kLive && (st & kTagMask) == tag ? id : kUnknownStack;
+}
 }  // namespace
 
 // The Python side of a memo when the launch has no Python frames (no Python, or depth 0): a fixed token.
@@ -740,10 +756,14 @@ uint32_t capture_and_intern_stack() noexcept {
   // same tokens, the same frames, the same id while it lives; no hash, no compare). The memo says whether it does.
   const uint64_t py_token = n_py == 0 ? kNoPythonToken : pyhow.token;
   if (how.token && py_token) {
-    uint32_t id, slot;
-    uint64_t s;
-    if (n_py > 0 && pyhow.memo->other == how.token && memo_entry(pyhow.memo->stack, &id, &slot, &s)) return id;
-    if (how.memo->other == py_token && memo_entry(how.memo->stack, &id, &slot, &s)) return id;
+    if (n_py > 0 && pyhow.memo->other == how.token) {
+      const uint32_t id = memo_id_ready(pyhow.memo->stack);
+      if (id != kUnknownStack) return id;
+    }
+    if (how.memo->other == py_token) {
+      const uint32_t id = memo_id_ready(how.memo->stack);
+      if (id != kUnknownStack) return id;
+    }
   }
   uint32_t id = lookup_or_insert(how.frames, n_native, pyhow.frames, n_py);
   if (how.token && py_token && id != kUnknownStack) {

@@ -6,7 +6,7 @@ cdsa records real Python frames. Prints median and p99 (ns) per launch and the
 median added by cdsa.
 
 usage: launch_cost.py BUILD_DIR [--launches N] [--repeats R] [--sites]
-       launch_cost.py BUILD_DIR --callgrind [--launches N] [--only TEXT]
+       launch_cost.py BUILD_DIR --callgrind [--launches N] [--only TEXT] [--keep DIR]
 
 --callgrind counts instructions instead (valgrind --tool=callgrind; repeatable,
 unlike the timings): the measured launches alone are collected, from C 40 frames
@@ -23,7 +23,8 @@ same without a bare run: the instructions inside libcdsa.so's cuLaunchKernel
 minus the simulated driver's cuLaunchKernel and breadcrumb memop that it calls
 (exact: the bare run's own variation, and the simulated driver doing more or
 less work for its launch beside a memop, do not enter it). --only runs the rows
-whose name contains TEXT (and their bare rows).
+whose name contains TEXT (and their bare rows); --keep DIR keeps each run's
+callgrind output there (ROW.N.out).
 
 --sites times the 200-site modes instead of the one-site loop.
 """
@@ -136,8 +137,10 @@ def callgrind_counts(cg_file):
     return total, memop, (entry - driver_launch - memop) if entry else 0
 
 
-def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra):
-    """(instructions collected, of which the sim's breadcrumb memop) in one child run of n launches."""
+def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra, keep=None, name=""):
+    """(instructions collected, of which the sim's breadcrumb memop) in one child run of n launches; with `keep`
+    (a folder), its callgrind output is copied there, named after the row and n."""
+    import shutil
     import tempfile
     env = child_env(build, cdsa_lib if env_extra is not None else None)
     env.update(env_extra or {})
@@ -148,10 +151,14 @@ def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra):
                f"--toggle-collect={toggle}", sys.executable, __file__, str(build), "--launches", str(n),
                "--child", "--pydepth", str(pydepth), "--cdepth", str(cdepth), "--site-mode", str(sites)]
         subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        if keep:
+            keep.mkdir(parents=True, exist_ok=True)
+            slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
+            shutil.copy(cg, keep / f"{slug}.{n}.out")
         return callgrind_counts(cg)
 
 
-def run_callgrind(build, n, cdsa_lib, only=None):
+def run_callgrind(build, n, cdsa_lib, only=None, keep=None):
     rows = []
     base = {}
     for name, pydepth, cdepth, sites, env_extra in CALLGRIND_CONFIGS:
@@ -160,8 +167,8 @@ def run_callgrind(build, n, cdsa_lib, only=None):
         if only and env_extra is None and not any(only in c[0] and c[0].split(":")[0] == name.split(":")[0]
                                                   for c in CALLGRIND_CONFIGS):
             continue
-        t1, m1, c1 = callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra)
-        t3, m3, c3 = callgrind_run(build, 3 * n, cdsa_lib, pydepth, cdepth, sites, env_extra)
+        t1, m1, c1 = callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra, keep, name)
+        t3, m3, c3 = callgrind_run(build, 3 * n, cdsa_lib, pydepth, cdepth, sites, env_extra, keep, name)
         per = (t3 - t1) / (2 * n)
         per_memop = (m3 - m1) / (2 * n)
         n_sites = 1 if sites == 1 else SITES
@@ -202,6 +209,8 @@ def main():
     ap.add_argument("--site-mode", default="1", help=argparse.SUPPRESS)
     ap.add_argument("--sites", action="store_true", help=f"time {SITES} sites in turn (from C, then Python)")
     ap.add_argument("--only", help="--callgrind: only the rows whose name contains this")
+    ap.add_argument("--keep", type=pathlib.Path, help="--callgrind: keep each run's callgrind output in this folder "
+                    "(ROW.N.out; for callgrind_annotate, e.g. the difference of the N and 3N runs of a row)")
     a = ap.parse_args()
     build = a.build.resolve()
     if a.child:
@@ -209,7 +218,8 @@ def main():
         return child(build, a.launches, a.pydepth, a.cdepth, pin=True, sites=mode)
     if a.callgrind:
         return run_callgrind(build, a.launches if a.launches != 20000 else 5000,
-                             (a.cdsa_lib or build / "lib" / "libcdsa.so").resolve(), a.only)
+                             (a.cdsa_lib or build / "lib" / "libcdsa.so").resolve(), a.only,
+                             a.keep.resolve() if a.keep else None)
     modes = [("c", "from C"), ("py", "from Python")] if a.sites else [(1, None)]
     cpu = cpu_model()
     for mode, label in modes:
