@@ -48,9 +48,19 @@ struct StreamCacheEntry {
   StreamState* state = nullptr;  // stream_state(slot)
 };
 constexpr int kStreamWays = 4, kStreamSets = 16;
+// The kernel-name map's answers this thread had last, direct-mapped by handle: one is used again only while no
+// value was stored into the map since it was read (kernel_name_puts(), read before the map was), so it is the
+// map's answer now, without its hash and probe. Names come from the map only (a miss asks the driver and puts).
+struct KernelNameMemo {
+  uintptr_t func;  // 0: empty
+  uint64_t puts;
+  uint32_t name;
+};
+constexpr int kNameMemos = 16;
 struct StreamCache {
   StreamCacheEntry e[kStreamSets][kStreamWays];
   uint8_t next[kStreamSets];
+  KernelNameMemo names[kNameMemos];
 };
 // A thread without a cache: one entry, filled each time.
 [[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_one_stream;
@@ -157,15 +167,29 @@ uint32_t lookup_kernel_name(CUfunction func) {
   return transient ? kNoString : kNameUnknown;
 }
 
-uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
-  if (!func) return kNoString;
+// The map's answer (asking the driver on a miss), remembered in `memo` when it came from the map.
+[[gnu::noinline]] uint32_t kernel_name_from_map(CUfunction func, KernelNameMemo* memo, uint64_t puts) {
   auto key = reinterpret_cast<uintptr_t>(func);
   uint32_t name = handle_map_get(HandleMap::KernelName, key);
   if (__builtin_expect(name == kNoString, 0)) {
     name = lookup_kernel_name(func);
     // Not cached when the string table is full (kNoString) or before any context exists: the lookup may work later.
     if (name != kNoString) handle_map_put(HandleMap::KernelName, key, name);
+  } else if (memo) {
+    *memo = KernelNameMemo{key, puts, name};
   }
+  return name;
+}
+
+// Inline: a memo hit is a few loads and compares in the caller.
+inline uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
+  if (!func) return kNoString;
+  auto key = reinterpret_cast<uintptr_t>(func);
+  const uint64_t puts = kernel_name_puts();
+  StreamCache* cache = ThreadBlock<StreamCache>::get();
+  KernelNameMemo* memo = cache ? &cache->names[(key >> 4 ^ key >> 10) & (kNameMemos - 1)] : nullptr;
+  const uint32_t name =
+      memo && memo->func == key && memo->puts == puts ? memo->name : kernel_name_from_map(func, memo, puts);
   return name == kNameUnknown ? kNoString : name;
 }
 

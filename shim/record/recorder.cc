@@ -1079,6 +1079,8 @@ int stream_slots_used() noexcept { return g_streams_used.load(std::memory_order_
 uint32_t stream_capacity() noexcept { return kStreamCapacity; }
 
 // ================================================================ handle maps
+std::atomic<uint64_t> g_kernel_name_puts{0};
+
 uint32_t handle_map_get(HandleMap m, uintptr_t func) noexcept {
   FuncEntry* g_funcs = g_maps[static_cast<int>(m)];
   if (!g_funcs) return kNoString;
@@ -1105,6 +1107,7 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
       const bool names = m == HandleMap::KernelName;
       if (names && name < kNoString - 15 && !string_pin(name)) return;  // reclaimed already: not worth keeping
       uint32_t old = g_funcs[i].name.exchange(name + 1, std::memory_order_acq_rel);
+      if (names) g_kernel_name_puts.fetch_add(1, std::memory_order_acq_rel);  // after the store: memos refill
       if (names && old != 0 && old - 1 < kNoString - 15) string_unpin(old - 1);
       return;
     }

@@ -238,6 +238,11 @@ uint32_t handle_map_get(HandleMap m, uintptr_t key) noexcept;  // kNoString on a
 // KernelName values are pinned string ids (the map pins on put and unpins what it replaces; a value that is no
 // string id, such as a caller's sentinel >= kNoString - 15, is stored as it is; a dead id is not stored).
 void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
+// Values stored into the KernelName map so far (every put that reached its entry counts, after its store): a
+// per-thread memo of handle_map_get(KernelName, key) taken when this read n (read before the get) is still the
+// map's answer while it reads n (entries are never removed; only a put changes a value).
+extern std::atomic<uint64_t> g_kernel_name_puts;
+inline uint64_t kernel_name_puts() noexcept { return g_kernel_name_puts.load(std::memory_order_acquire); }
 
 // "" or, for each table that refused inserts, how many (the launches that lost their stack or name).
 const char* recorder_overflow_note() noexcept;

@@ -275,5 +275,26 @@ TEST_F(Launch, AFrontEndsKernelNameServesAHandleTheDriverCannotName) {
   EXPECT_EQ(ring().back().kernel_name, kNoString);
 }
 
+// The thread's memo of the kernel-name map serves a handle only while no value was stored into the map since: a
+// new value for the handle (another front end's put) is what the next launch records; a put for another handle
+// that shares the memo's entry leaves both served right.
+TEST_F(Launch, AKernelNameStoredAfterTheThreadRememberedTheOldOneIsTheOneRecorded) {
+  launch(kernel_on(7, 0xf1));
+  launch(kernel_on(7, 0xf1));  // served from the thread's memo
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7kernel1v");
+  const uint32_t renamed = intern_string("_Z7renamedv", 11);
+  ASSERT_NE(renamed, kNoString);
+  handle_map_put(HandleMap::KernelName, 0xf1, renamed);
+  launch(kernel_on(7, 0xf1));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7renamedv");
+  // 0xf1 and 0xf1 + (16 << 4) share a memo entry; each launch names its own kernel.
+  for (int i = 0; i < 3; ++i) {
+    launch(kernel_on(7, 0xf1 + (16 << 4)));
+    EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7kernel2v");
+    launch(kernel_on(7, 0xf1));
+    EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7renamedv");
+  }
+}
+
 }  // namespace
 }  // namespace cdsa
