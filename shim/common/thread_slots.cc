@@ -8,6 +8,8 @@ namespace cdsa {
 
 __thread std::atomic<int>* tl_launch_flag __attribute__((tls_model("initial-exec"))) = nullptr;
 __thread int tl_launch_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread std::atomic<int>* tl_busy_flag __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread bool tl_in_call __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 
@@ -24,7 +26,6 @@ std::atomic<int> g_busy_shared{0};
 std::atomic<int> g_launching_shared{0};
 [[gnu::tls_model("initial-exec")]] thread_local BusySlot* tl_slot = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local bool tl_shared = false;
-[[gnu::tls_model("initial-exec")]] thread_local bool tl_in_call = false;  // what mark_driver_call last said
 pthread_key_t g_slot_key;
 bool g_slot_key_ok = false;
 std::once_flag g_slot_key_once;
@@ -37,6 +38,7 @@ void return_slot(void* p) noexcept {
   if (tl_slot == slot) {
     tl_slot = nullptr;
     tl_launch_flag = nullptr;
+    tl_busy_flag = nullptr;
     tl_shared = true;
   }
   slot->busy.store(0, std::memory_order_relaxed);
@@ -68,6 +70,7 @@ BusySlot* take_slot() {
   if (slot && pthread_setspecific(g_slot_key, slot) == 0) {
     tl_slot = slot;
     tl_launch_flag = &slot->launching;
+    tl_busy_flag = &slot->busy;
   } else {
     if (slot) slot->owned.store(false, std::memory_order_release);
     tl_shared = true;
@@ -80,7 +83,7 @@ inline void claim_slot() {
 
 }  // namespace
 
-void mark_driver_call(int inside) noexcept {
+void mark_driver_call_slow(int inside) noexcept {
   claim_slot();
   tl_in_call = inside != 0;
   if (tl_slot)

@@ -20,7 +20,15 @@
 namespace cdsa {
 
 // Marks this thread inside (1) or outside (0) a wrapped driver call (DriverCallScope does, at its outermost level).
-void mark_driver_call(int inside) noexcept;
+// Inline once the thread holds its slot: two stores to this thread's own TLS and cache line.
+extern __thread std::atomic<int>* tl_busy_flag __attribute__((tls_model("initial-exec")));  // its slot's, or null
+extern __thread bool tl_in_call __attribute__((tls_model("initial-exec")));  // what mark_driver_call last said
+void mark_driver_call_slow(int inside) noexcept;  // before the thread's first call, and threads past the slots
+inline void mark_driver_call(int inside) noexcept {
+  if (__builtin_expect(tl_busy_flag == nullptr, 0)) return mark_driver_call_slow(inside);
+  tl_in_call = inside != 0;
+  tl_busy_flag->store(inside, std::memory_order_release);
+}
 // Whether a thread other than the caller is inside a wrapped driver call now.
 bool other_thread_in_driver_call() noexcept;
 // For tests: whether this thread holds a slot of its own (claimed on its first driver call, returned when it

@@ -19,14 +19,14 @@
 namespace cdsa {
 
 __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec"))) = 0;  // see the header
+__thread size_t tl_capture_len __attribute__((tls_model("initial-exec"))) = 0;
+__thread size_t tl_capture_published __attribute__((tls_model("initial-exec"))) = 0;  // bytes of tl_buf in the kept text
 namespace {
 
 constexpr size_t kCapture = 8192;
 // Per-call state uses the initial-exec TLS model (no __tls_get_addr call). libcdsa.so's whole TLS block then
 // lives in static TLS, which a library dlopen'ed later (CUDA_INJECTION64_PATH) gets only a few hundred bytes
 // of: so the buffer is mapped on first use, not a thread_local array.
-[[gnu::tls_model("initial-exec")]] thread_local size_t tl_len = 0;
-[[gnu::tls_model("initial-exec")]] thread_local size_t tl_published = 0;  // bytes of tl_buf in the kept text
 [[gnu::tls_model("initial-exec")]] thread_local char* tl_buf = nullptr;
 
 char* capture_buffer() {
@@ -48,18 +48,18 @@ const void* this_thread_id() { return &tl_driver_call_depth; }
 // extend what it published (libcuda prints one line at a time); another thread's text never replaces it.
 void publish_lines() {
   const char* block = static_cast<const char*>(
-      memmem(tl_buf, tl_len, base::kDeviceAssertMarker.data(), base::kDeviceAssertMarker.size()));
+      memmem(tl_buf, tl_capture_len, base::kDeviceAssertMarker.data(), base::kDeviceAssertMarker.size()));
   if (!block) return;
-  const char* end = static_cast<const char*>(memrchr(tl_buf, '\n', tl_len));
+  const char* end = static_cast<const char*>(memrchr(tl_buf, '\n', tl_capture_len));
   if (!end || end < block) return;
   size_t upto = static_cast<size_t>(end - tl_buf) + 1;
-  if (upto <= tl_published) return;
+  if (upto <= tl_capture_published) return;
   std::lock_guard<std::mutex> lock(g_kept_mutex);
   if (g_kept && g_kept_owner != this_thread_id()) return;
   if (!g_kept) g_kept = new std::string;
   g_kept->assign(tl_buf, upto);
   g_kept_owner = this_thread_id();
-  tl_published = upto;
+  tl_capture_published = upto;
   g_have_kept.store(true, std::memory_order_release);
 }
 
@@ -69,10 +69,10 @@ void publish_lines() {
 
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
   if (tl_driver_call_depth == 0 || !buf || n == 0 || tl_publishing || !capture_buffer()) return;
-  size_t room = kCapture - tl_len;
+  size_t room = kCapture - tl_capture_len;
   if (n > room) n = room;
-  memcpy(tl_buf + tl_len, buf, n);
-  tl_len += n;
+  memcpy(tl_buf + tl_capture_len, buf, n);
+  tl_capture_len += n;
   tl_publishing = true;
   publish_lines();
   tl_publishing = false;
@@ -80,35 +80,26 @@ void capture_stderr_bytes(const void* buf, size_t n) noexcept {
 
 }  // namespace
 
-DriverCallScope::DriverCallScope() noexcept {
-  if (tl_driver_call_depth++ == 0) {
-    tl_len = 0;
-    tl_published = 0;
-    mark_driver_call(1);
-  }
-}
-DriverCallScope::~DriverCallScope() {
-  if (--tl_driver_call_depth != 0) return;
+void DriverCallScope::leave_slow() noexcept {
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
   // fault surfaced in one of cdsa's own calls on this thread): keep it for whichever thread reports.
-  if (tl_len > tl_published && base::holds_device_assert(tl_buf, tl_len)) {
+  if (tl_capture_len > tl_capture_published && base::holds_device_assert(tl_buf, tl_capture_len)) {
     std::lock_guard<std::mutex> lock(g_kept_mutex);
     if (!g_kept || g_kept_owner == this_thread_id()) {
       if (!g_kept) g_kept = new std::string;
-      g_kept->assign(tl_buf, tl_len);
+      g_kept->assign(tl_buf, tl_capture_len);
       g_have_kept.store(true, std::memory_order_release);
     }
   }
-  if (__builtin_expect(tl_published > 0, 0)) {  // this call published: its text is final now
+  if (tl_capture_published > 0) {  // this call published: its text is final now
     std::lock_guard<std::mutex> lock(g_kept_mutex);
     if (g_kept_owner == this_thread_id()) g_kept_owner = nullptr;
   }
-  mark_driver_call(0);
 }
 
 std::string captured_driver_stderr() {
-  if (tl_driver_call_depth == 0 || !tl_buf || tl_len <= tl_published) return std::string();  // not inside a call
-  return std::string(tl_buf + tl_published, tl_len - tl_published);
+  if (tl_driver_call_depth == 0 || !tl_buf || tl_capture_len <= tl_capture_published) return std::string();  // not inside a call
+  return std::string(tl_buf + tl_capture_published, tl_capture_len - tl_capture_published);
 }
 
 void keep_device_text(const std::string& text) {

@@ -36,15 +36,36 @@
 #include <cstddef>
 #include <string>
 
-namespace cdsa {
+#include "shim/common/thread_slots.h"
 
-struct DriverCallScope {
-  DriverCallScope() noexcept;
-  ~DriverCallScope();
-};
+namespace cdsa {
 
 // Nesting depth of DriverCallScope on this thread (initial-exec TLS: no call to read it).
 extern __thread int tl_driver_call_depth __attribute__((tls_model("initial-exec")));
+// The outermost call's captured bytes (in a buffer mapped on first capture) and how many of them it published.
+extern __thread size_t tl_capture_len __attribute__((tls_model("initial-exec")));
+extern __thread size_t tl_capture_published __attribute__((tls_model("initial-exec")));
+
+// Inline: entering and leaving a call that printed nothing is a few TLS loads and stores and the busy mark.
+struct DriverCallScope {
+  DriverCallScope() noexcept {
+    if (tl_driver_call_depth++ == 0) {
+      tl_capture_len = 0;
+      tl_capture_published = 0;
+      mark_driver_call(1);
+    }
+  }
+  ~DriverCallScope() {
+    if (--tl_driver_call_depth != 0) return;
+    if (__builtin_expect(tl_capture_len != 0, 0)) leave_slow();  // it printed (published <= len)
+    mark_driver_call(0);
+  }
+  DriverCallScope(const DriverCallScope&) = delete;
+  DriverCallScope& operator=(const DriverCallScope&) = delete;
+
+ private:
+  static void leave_slow() noexcept;  // the printed text: kept if it holds the device's assert, published text final
+};
 // Whether this thread is inside a wrapped driver call: a wrapper reached from inside another (a second driver
 // layer resolving libcuda with dlsym) passes straight through.
 // (A second depth beside InCdsa's on purpose: shim/common/reentrancy.h says why one cannot serve both.)
