@@ -637,7 +637,8 @@ __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, co
     return diff != 0;
   };
   const char* next;
-  for (; end - f >= 2; f += 2) {  // two frames a round
+  const ChainWords* const pairs_end = first + (c.n_visited & ~1u);
+  for (; f != pairs_end; f += 2) {  // two frames a round (one pointer compare a round)
     if (differs(f, &next)) goto words_done;
     at = next;
     if (differs(f + 1, &next)) {
