@@ -61,6 +61,9 @@ struct StreamCache {
   StreamCacheEntry e[kStreamSets][kStreamWays];
   uint8_t next[kStreamSets];
   KernelNameMemo names[kNameMemos];
+  // The entry found or filled last: tried first, with the set's own test (a thread launching on one stream).
+  // Entries are overwritten in place, never moved, and no two of a set match one handle (a fill follows a miss).
+  const StreamCacheEntry* last;
 };
 // A thread without a cache: one entry, filled each time.
 [[gnu::tls_model("initial-exec")]] thread_local StreamCacheEntry tl_one_stream;
@@ -113,10 +116,12 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
   CUcontext ctx = by_ctx ? current_context() : nullptr;
   auto c = reinterpret_cast<uintptr_t>(ctx);
   StreamCache* cache = ThreadBlock<StreamCache>::get();
+  const auto same = [&](const StreamCacheEntry& e) { return e.gen == gen && e.handle == h && (!by_ctx || e.ctx == c); };
+  if (cache && cache->last && same(*cache->last)) return cache->last;
   uint32_t set = static_cast<uint32_t>(((h ^ c) * 0x9e3779b97f4a7c15ull) >> 60) & (kStreamSets - 1);
   if (cache)
     for (auto& e : cache->e[set])
-      if (e.gen == gen && e.handle == h && (!by_ctx || e.ctx == c)) return &e;
+      if (same(e)) return cache->last = &e;
   if (!by_ctx) {
     ctx = current_context();
     c = reinterpret_cast<uintptr_t>(ctx);
@@ -142,7 +147,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
   StreamCacheEntry& e = cache->e[set][cache->next[set]];
   cache->next[set] = static_cast<uint8_t>((cache->next[set] + 1) % kStreamWays);
   e = fresh;
-  return &e;
+  return cache->last = &e;
 }
 
 // A handle whose name the driver would not give: cached too, so a launch makes no failing driver call.
