@@ -204,9 +204,9 @@ void keep_problem(void*, const char* message) noexcept {
   g_problems[g_problems_len++] = '\n';
 }
 
-Config g_config;
-
 }  // namespace
+
+Config g_config;
 
 Config parse_config(const char* const* envp, bool secure, ConfigProblemFn fn, void* ctx) noexcept {
   Config c;
@@ -225,7 +225,6 @@ Config parse_config(const char* const* envp, bool secure, ConfigProblemFn fn, vo
   return c;
 }
 
-const Config& config() noexcept { return g_config; }
 
 void load_config() noexcept {
   g_problems_len = 0;

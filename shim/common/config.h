@@ -51,7 +51,8 @@ struct Config {
 #undef CDSA_FIELD_Choice
 #undef CDSA_FIELD_Text
 
-const Config& config() noexcept;
+extern Config g_config;  // written by load_config (and the two setters below) only
+inline const Config& config() noexcept { return g_config; }  // inline: the launch path reads it three times
 
 // Reads `environ` (nothing under AT_SECURE) into config(); keeps the problems for
 // report_config_problems_once(). No allocation.

@@ -30,8 +30,7 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
-  if (!config().profile) return;
+void profile_count_on(uint32_t stack_id, uint32_t kernel_name) noexcept {
   uint64_t pair = (static_cast<uint64_t>(stack_id) << 32) | kernel_name;
   if (pair == UINT64_MAX) {
     g_unknown_pair.fetch_add(1, std::memory_order_relaxed);

@@ -17,13 +17,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "shim/common/config.h"
+
 namespace cdsa {
 
 constexpr uint32_t kProfileCapacity = 8192;
 
 // Counts one launch made from interned stack `stack_id` of the kernel whose
 // interned name is `kernel_name` (either may be the "unknown" id).
-void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept;
+void profile_count_on(uint32_t stack_id, uint32_t kernel_name) noexcept;
+// Inline: with CDSA_PROFILE off (the default) a launch pays one load and a test.
+inline void profile_count(uint32_t stack_id, uint32_t kernel_name) noexcept {
+  if (config().profile) profile_count_on(stack_id, kernel_name);
+}
 
 // One counted (stack, kernel) pair, as interned ids: the fault path resolves them
 // (the launch stage hands plain rows to the report, it does not build it).
