@@ -70,7 +70,8 @@ enum class Kind {
   GraphNode,
   StreamDestroy,
   ProcAddress,
-  StreamInfo
+  StreamInfo,
+  ModuleUnload
 };
 
 #define CDSA_EXEMPT_NAME(name)
@@ -413,6 +414,11 @@ CUresult dispatch(F real, A... a) {
       before_context_teardown();
     CUresult r = real(a...);
     note_stream_destroyed();
+    check<Id>(r);
+    return r;
+  } else if constexpr (k == Kind::ModuleUnload) {
+    CUresult r = real(a...);
+    if (r == CUDA_SUCCESS) note_module_unloaded();  // its handles may come back for other kernels
     check<Id>(r);
     return r;
   } else if constexpr (k == Kind::ProcAddress) {

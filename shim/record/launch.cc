@@ -254,6 +254,10 @@ uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
   return st ? st->last_ctx.load(std::memory_order_relaxed) : 0;
 }
 
+void note_module_unloaded() noexcept {
+  if (started()) handle_map_forget_values(HandleMap::KernelName);
+}
+
 void note_kernel_name(CUfunction func, const char* name) noexcept {
   if (!func || !name || !*name || !started()) return;
   auto key = reinterpret_cast<uintptr_t>(func);

@@ -104,6 +104,10 @@ class LaunchScope {
   bool ended_ = false;
 };
 
+// After cuModuleUnload / cuLibraryUnload succeeded: the handles' addresses may come back for other kernels, so the
+// names cdsa cached by handle are dropped and asked again at the next launch of each (shim/record/recorder.h).
+void note_module_unloaded() noexcept;
+
 // A kernel's name as a front end was told it (CUPTI's symbolName, valid only during its callback): interned at
 // once (up to 511 bytes) for drivers without cuFuncGetName. Nothing happens when the handle has a name already,
 // or before warm-up.

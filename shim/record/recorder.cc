@@ -1114,6 +1114,18 @@ void handle_map_put(HandleMap m, uintptr_t func, uint32_t name) noexcept {
   }
 }
 
+void handle_map_forget_values(HandleMap m) noexcept {
+  FuncEntry* g_funcs = g_maps[static_cast<int>(m)];
+  if (!g_funcs) return;
+  const bool names = m == HandleMap::KernelName;
+  for (uint32_t i = 0; i < kFuncCapacity; ++i) {
+    if (g_funcs[i].func.load(std::memory_order_relaxed) == 0) continue;
+    uint32_t old = g_funcs[i].name.exchange(0, std::memory_order_acq_rel);  // 0: a miss, as while being stored
+    if (names && old != 0 && old - 1 < kNoString - 15) string_unpin(old - 1);
+  }
+  if (names) g_kernel_name_puts.fetch_add(1, std::memory_order_acq_rel);  // after the stores: memos refill
+}
+
 // A table that was full for a while has room again once its unused entries are reclaimed: the note says how many
 // inserts it refused (the launches that lost their stack or name), not that it is full. Report path (one report per
 // process: one buffer).

@@ -238,6 +238,10 @@ uint32_t handle_map_get(HandleMap m, uintptr_t key) noexcept;  // kNoString on a
 // KernelName values are pinned string ids (the map pins on put and unpins what it replaces; a value that is no
 // string id, such as a caller's sentinel >= kNoString - 15, is stored as it is; a dead id is not stored).
 void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
+// Every value of the map dropped (KernelName: unpinned, and the per-thread name memos refill): after a module or
+// library is unloaded its handles' addresses may come back for other kernels, whose names are then asked again.
+// The keys stay (a later put for the same key reuses its entry). Lock-free; a racing get sees a miss or the old value.
+void handle_map_forget_values(HandleMap m) noexcept;
 // Values stored into the KernelName map so far (every put that reached its entry counts, after its store): a
 // per-thread memo of handle_map_get(KernelName, key) taken when this read n (read before the get) is still the
 // map's answer while it reads n (entries are never removed; only a put changes a value).

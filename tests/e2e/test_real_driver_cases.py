@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from cdsa_report import kernel_lines
-from conftest import BANNER, PROGRAMS, marker_line, py_frame, run_program, run_python
+from conftest import BANNER, PROGRAMS, SANITIZED, marker_line, py_frame, run_program, run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
 CASES = PROGRAMS / "e2e_driver_cases"
@@ -198,3 +198,21 @@ def test_no_report_at_teardown_without_a_fault(tmp_path):
     run = run_program([CASES, "teardown-at-exit-ok"], cwd=tmp_path, env={"CDSA_EXIT_PROBE_MS": "300"})
     assert run.rc == 0, run.err
     assert run.reports == 0, run.err
+
+
+# ---- an unloaded module's handle comes back for another kernel --------------------------------------------------
+
+@pytest.mark.parametrize("how", ["module", "library"])
+def test_a_reused_handle_is_named_by_its_new_kernel(tmp_path, how):
+    # fill_f32 ran from the first module, whose handle cdsa named; the module was unloaded and the allocator gave the
+    # same address to the new module's nll kernel, which faults. A name kept by handle would say fill_f32.
+    run = run_program([CASES, "module-reload", how], cwd=tmp_path)
+    assert run.rc == 3, run.err
+    assert run.reports == 1, run.err
+    if not SANITIZED:  # ASan's quarantine keeps freed memory from coming back at once
+        assert "handle reused: yes" in run.out, run.out
+    part = run.launch_part()
+    assert f"kernel {NLL}" in kernel_lines(part)[0], part
+    assert native_site("RELOAD-SITE") in part, part
+    assert "fill_f32" not in run.report, run.report
+    assert "AMBIGUOUS" not in run.report, run.report

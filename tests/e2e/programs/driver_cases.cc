@@ -231,6 +231,59 @@ int case_cukernel(const char* how, int64_t target) {
   return 0;
 }
 
+// ---- case: a module unloaded, its function handle's address reused by another kernel of a new module ----
+__attribute__((noinline)) void launch_reloaded(CUfunction f, NllArgs& a) {
+  check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a.get(), nullptr), "cuLaunchKernel");  // RELOAD-SITE
+  asm volatile("" ::: "memory");
+}
+
+// Loads a module, launches fill_f32 from it (cdsa caches the name by handle), unloads it, then loads the module again
+// and takes nll_loss_forward_reduce_cuda_kernel_2d from it, which faults. Prints whether the new handle is the old
+// one's address (the allocator gave it back: then a name kept by handle would be the old kernel's).
+int case_module_reload(const char* how) {
+  init();
+  const bool library = std::string(how) == "library";
+  CUmodule m = nullptr;
+  CUlibrary l = nullptr;
+  CUfunction first;
+  if (library) {
+    check(cuLibraryLoadData(&l, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+    CUkernel k;
+    check(cuLibraryGetKernel(&k, l, "fill_f32"), "cuLibraryGetKernel");
+    first = reinterpret_cast<CUfunction>(k);
+  } else {
+    check(cuModuleLoadData(&m, "image"), "cuModuleLoadData");
+    check(cuModuleGetFunction(&first, m, "fill_f32"), "cuModuleGetFunction");
+  }
+  CUdeviceptr buf;
+  check(cuMemAlloc(&buf, 64), "cuMemAlloc");
+  int n = 16;
+  float v = 1;
+  void* fill_args[] = {&buf, &n, &v};
+  check(cuLaunchKernel(first, 1, 1, 1, 32, 1, 1, 0, nullptr, fill_args, nullptr), "cuLaunchKernel (fill)");
+  check(cuCtxSynchronize(), "cuCtxSynchronize");
+  // Unloaded and loaded again until the allocator hands the old address to the new kernel (a few rounds at most).
+  CUfunction second = nullptr;
+  for (int round = 0; round < 8 && second != first; ++round) {
+    check(library ? cuLibraryUnload(l) : cuModuleUnload(m), "unload");
+    if (library) {
+      check(cuLibraryLoadData(&l, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+      CUkernel k;
+      check(cuLibraryGetKernel(&k, l, "nll_loss_forward_reduce_cuda_kernel_2d"), "cuLibraryGetKernel");
+      second = reinterpret_cast<CUfunction>(k);
+    } else {
+      check(cuModuleLoadData(&m, "image"), "cuModuleLoadData");
+      check(cuModuleGetFunction(&second, m, "nll_loss_forward_reduce_cuda_kernel_2d"), "cuModuleGetFunction");
+    }
+  }
+  printf("handle reused: %s\n", second == first ? "yes" : "no");
+  fflush(stdout);
+  NllArgs a = nll_args(10);
+  launch_reloaded(second, a);
+  CUresult r = cuCtxSynchronize();  // SURFACE-SITE
+  return r == CUDA_SUCCESS ? 0 : 3;
+}
+
 // Capture into an existing graph (cuStreamBeginCaptureToGraph, as cudart,
 // JAX/XLA and PyTorch's conditional nodes do), replay it, then replay it after
 // its input went bad.
@@ -295,11 +348,13 @@ int main(int argc, char** argv) {
   if (c == "no-sync") return case_no_sync();
   if (c == "cukernel" && argc > 2) return case_cukernel(argv[2], argc > 3 ? atoll(argv[3]) : 10);
   if (c == "capture-to-graph") return case_capture_to_graph();
+  if (c == "module-reload" && argc > 2) return case_module_reload(argv[2]);
   if (c == "teardown-at-exit") return case_teardown_at_exit(10);
   if (c == "teardown-at-exit-ok") return case_teardown_at_exit(-100);
   fprintf(stderr,
           "usage: %s nll TARGET | routes [linked|dlsym|proc_address] | exceptions-fork | no-sync"
-          " | cukernel launch|launch-ex|get-function|module-load [TARGET] | capture-to-graph | teardown-at-exit[-ok]\n",
+          " | cukernel launch|launch-ex|get-function|module-load [TARGET] | capture-to-graph | module-reload module|library"
+          " | teardown-at-exit[-ok]\n",
           argv[0]);
   return 2;
 }
