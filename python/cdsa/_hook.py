@@ -135,6 +135,8 @@ def _on_fault(report_json, text, note, pointer):
     if exc is not None:
         _maybe_note(exc)
     _wrap_threading_excepthook()
+    if not hasattr(BaseException, "add_note"):
+        _print_notes_after_traceback()
     if _shell is None:
         _trace_exceptions()
 
@@ -193,6 +195,28 @@ def _maybe_note(exc):
     _state["noted"] += 1
     if _state["noted"] == 1 and _shell is None:
         _untrace()
+
+
+def _print_notes_after_traceback():
+    """Python 3.10: the interpreter prints no PEP 678 notes, so the uncaught exception's cdsa line is printed after
+    its traceback by a wrapper around sys.excepthook (installed when the fault is reported, before that exception
+    reaches the hook)."""
+    hook = sys.excepthook
+    if getattr(hook, "_cdsa", False):
+        return
+
+    def excepthook(etype, value, tb):
+        hook(etype, value, tb)
+        try:
+            for n in getattr(value, "__notes__", ()) or ():
+                if isinstance(n, str) and n.startswith(_NOTE_PREFIX):
+                    sys.stderr.write(n + "\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+    excepthook._cdsa = True
+    sys.excepthook = excepthook
 
 
 def _wrap_threading_excepthook():

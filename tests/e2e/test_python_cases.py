@@ -207,6 +207,11 @@ def test_other_cpython_versions_name_the_loss_line(tmp_path, python):
     assert run.reports == 1, run.err
     assert py_frame("nll_loss.py", "SURFACE-SITE", "log_loss") in run.surfaced_part()
     assert_names_launch(run, "nll_loss.py", "compute_loss", "nll_loss_forward_reduce_cuda_kernel_2d")
+    # The program's own traceback ends with cdsa's line (a PEP 678 note; on 3.10, printed after the traceback).
+    tail = run.err[run.err.index("Traceback (most recent call last)"):]
+    notes = [l for l in tail.splitlines() if l.startswith("cdsa: the CUDA fault came from kernel")]
+    assert len(notes) == 1 and "nll_loss_forward_reduce_cuda_kernel_2d" in notes[0], tail
+    assert tail.index("CudaError: CUDA error") < tail.index(notes[0]), tail
 
 
 @pytest.mark.parametrize("python", other_pythons("3.9"))
