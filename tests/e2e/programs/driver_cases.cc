@@ -245,16 +245,20 @@ int case_module_reload(const char* how) {
   const bool library = std::string(how) == "library";
   CUmodule m = nullptr;
   CUlibrary l = nullptr;
-  CUfunction first;
-  if (library) {
-    check(cuLibraryLoadData(&l, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
-    CUkernel k;
-    check(cuLibraryGetKernel(&k, l, "fill_f32"), "cuLibraryGetKernel");
-    first = reinterpret_cast<CUfunction>(k);
-  } else {
-    check(cuModuleLoadData(&m, "image"), "cuModuleLoadData");
-    check(cuModuleGetFunction(&first, m, "fill_f32"), "cuModuleGetFunction");
-  }
+  auto load_and_get = [&](const char* name) {  // a new module (library) and its kernel `name`
+    CUfunction f;
+    if (library) {
+      check(cuLibraryLoadData(&l, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+      CUkernel k;
+      check(cuLibraryGetKernel(&k, l, name), "cuLibraryGetKernel");
+      f = reinterpret_cast<CUfunction>(k);
+    } else {
+      check(cuModuleLoadData(&m, "image"), "cuModuleLoadData");
+      check(cuModuleGetFunction(&f, m, name), "cuModuleGetFunction");
+    }
+    return f;
+  };
+  CUfunction first = load_and_get("fill_f32");
   CUdeviceptr buf;
   check(cuMemAlloc(&buf, 64), "cuMemAlloc");
   int n = 16;
@@ -266,15 +270,7 @@ int case_module_reload(const char* how) {
   CUfunction second = nullptr;
   for (int round = 0; round < 8 && second != first; ++round) {
     check(library ? cuLibraryUnload(l) : cuModuleUnload(m), "unload");
-    if (library) {
-      check(cuLibraryLoadData(&l, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
-      CUkernel k;
-      check(cuLibraryGetKernel(&k, l, "nll_loss_forward_reduce_cuda_kernel_2d"), "cuLibraryGetKernel");
-      second = reinterpret_cast<CUfunction>(k);
-    } else {
-      check(cuModuleLoadData(&m, "image"), "cuModuleLoadData");
-      check(cuModuleGetFunction(&second, m, "nll_loss_forward_reduce_cuda_kernel_2d"), "cuModuleGetFunction");
-    }
+    second = load_and_get("nll_loss_forward_reduce_cuda_kernel_2d");
   }
   printf("handle reused: %s\n", second == first ? "yes" : "no");
   fflush(stdout);
