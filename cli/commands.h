@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cdsa::cli {
 
@@ -24,6 +25,9 @@ int cmd_top(int argc, char** argv);     // cli/top_command.cc
 
 // `cdsa run`'s options and the variables they set (from shim/common/config_vars.def), for usage_text().
 std::string run_options_help();
+// Whether `options` are `cdsa run` options only (each with its value), as `cdsa jupyter install ... -- OPTIONS`
+// puts them into the kernelspec's `cdsa run`; prints "cdsa COMMAND: ..." and returns false when not.
+bool valid_run_options(const std::string& command, const std::vector<std::string>& options);
 
 // doctor (cli/doctor_command.cc): whether cdsa will work here; 0 yes (perhaps with limits), 1 no.
 int doctor_command(int argc, char** argv);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -38,7 +39,7 @@ constexpr const char kDefaultDisplayName[] = "Python 3 (cdsa)";
 
 const char kHelp[] =
     "usage: cdsa jupyter install [--name NAME] [--display-name TEXT] [--user | --sys-prefix | --prefix DIR]\n"
-    "                            [--python PATH]\n"
+    "                            [--python PATH] [-- RUN-OPTIONS...]\n"
     "       cdsa jupyter uninstall NAME [--user | --sys-prefix | --prefix DIR] [--python PATH]\n"
     "\n"
     "install writes a Jupyter kernelspec that starts PYTHON's IPython kernel (ipykernel) under `cdsa run`, so a\n"
@@ -56,6 +57,8 @@ const char kHelp[] =
     "  --prefix DIR         in DIR/share/jupyter\n"
     "  --python PATH        the kernel's Python, which must have ipykernel (default: python3 on PATH; the `cdsa`\n"
     "                       command of a pip install and `python -m cdsa` pass the Python cdsa is installed in)\n"
+    "  -- RUN-OPTIONS...    `cdsa run` options for the kernel (cdsa run --help), checked now and written into\n"
+    "                       argv before its --, e.g. -- --trace-file /scratch/cdsa-%p.json --backend cupti\n"
     "\n"
     "uninstall removes the kernelspec NAME from the same place (the same options say where) when cdsa wrote it\n"
     "(metadata.cdsa in its kernel.json) and refuses any other. `cdsa doctor` lists cdsa's kernelspecs on the\n"
@@ -267,7 +270,12 @@ int install(int argc, char** argv) {
     fprintf(stderr, "cdsa jupyter install: unexpected argument %s (the name goes after --name)\n", arg);
     return 2;
   };
-  if (int rc = parse_command_line(cl, argc, argv); rc != kGoOn) return rc;
+  // After "--": options of the kernel's `cdsa run`.
+  int own = 0;
+  while (own < argc && strcmp(argv[own], "--") != 0) ++own;
+  std::vector<std::string> run_options(argv + std::min(own + 1, argc), argv + argc);
+  if (int rc = parse_command_line(cl, own, argv); rc != kGoOn) return rc;
+  if (own < argc && !valid_run_options("jupyter install", run_options)) return 2;
   if (where_count > 1) {
     fprintf(stderr, "cdsa jupyter install: --user, --sys-prefix and --prefix exclude each other: give one\n");
     return 2;
@@ -313,16 +321,19 @@ int install(int argc, char** argv) {
   }
   const std::string python = str(p.data, "executable");
   nlohmann::json kernel = p.data["kernel"];
-  std::vector<std::string> args = {self, "run", "--"};
+  std::vector<std::string> args = {self, "run"};
+  args.insert(args.end(), run_options.begin(), run_options.end());
+  args.push_back("--");
   if (kernel.contains("argv") && kernel["argv"].is_array())
     for (auto& e : kernel["argv"])
       if (e.is_string()) args.push_back(e.get<std::string>());
-  if (args.size() < 4) args.insert(args.end(), {python, "-m", "ipykernel_launcher", "-f", "{connection_file}"});
+  if (args.size() < run_options.size() + 4) args.insert(args.end(), {python, "-m", "ipykernel_launcher", "-f", "{connection_file}"});
   kernel["argv"] = args;
   kernel["display_name"] = a.display_name;
   kernel.erase("env");
   if (!kernel.contains("metadata") || !kernel["metadata"].is_object()) kernel["metadata"] = nlohmann::json::object();
-  kernel["metadata"]["cdsa"] = {{"version", CDSA_VERSION}, {"python", python}, {"cdsa", self}};
+  kernel["metadata"]["cdsa"] = {
+      {"version", CDSA_VERSION}, {"python", python}, {"cdsa", self}, {"run_options", run_options}};
   if (!make_dirs(dir)) {
     fprintf(stderr, "cdsa jupyter install: cannot create %s: %s\n", dir.c_str(), strerror(errno));
     return 1;
@@ -343,7 +354,9 @@ int install(int argc, char** argv) {
   }
   printf("%s kernelspec %s (\"%s\") in %s\n", replaced ? "Replaced" : "Installed", a.name.c_str(),
          a.display_name.c_str(), dir.c_str());
-  printf("  it starts %s -m ipykernel_launcher under %s run\n", python.c_str(), self);
+  std::string with;
+  for (const auto& o : run_options) with += " " + o;
+  printf("  it starts %s -m ipykernel_launcher under %s run%s\n", python.c_str(), self, with.c_str());
   bool on_path = false;
   if (auto kd = p.data.find("kernel_dirs"); kd != p.data.end() && kd->is_array())
     for (auto& e : *kd)

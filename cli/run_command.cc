@@ -67,13 +67,16 @@ std::string run_options_help() {
   return out;
 }
 
-int cmd_run(int argc, char** argv) {
-  std::string lib;
-  std::vector<std::pair<std::string, std::string>> vars;
-  CommandLine cl{"run", usage_text()};
+namespace {
+
+using Vars = std::vector<std::pair<std::string, std::string>>;
+
+// `cdsa run`'s options: --lib into `lib`, each CDSA_* one into `vars`; the command follows them.
+CommandLine run_command_line(const std::string& command, std::string& lib, Vars& vars) {
+  CommandLine cl{command, usage_text()};
   cl.command_follows = true;
   cl.unknown_hint = " (see cdsa run --help)";
-  cl.options.push_back({"--lib", true, [&](const char* v) {
+  cl.options.push_back({"--lib", true, [&lib](const char* v) {
                           lib = v;
                           return true;
                         }});
@@ -85,6 +88,41 @@ int cmd_run(int argc, char** argv) {
                             return true;
                           }});
   }
+  return cl;
+}
+
+}  // namespace
+
+bool valid_run_options(const std::string& command, const std::vector<std::string>& options) {
+  std::string lib;
+  Vars vars;
+  CommandLine cl = run_command_line(command, lib, vars);
+  std::vector<std::string> copy = options;
+  std::vector<char*> argv;
+  for (auto& o : copy) {
+    if (o == "--help" || o == "-h" || o == "--") {
+      fprintf(stderr, "cdsa %s: %s is not a cdsa run option to pass on\n", command.c_str(), o.c_str());
+      return false;
+    }
+    argv.push_back(o.data());
+  }
+  int next = 0;
+  if (parse_command_line(cl, static_cast<int>(argv.size()), argv.data(), &next) != kGoOn) return false;
+  if (next < static_cast<int>(argv.size())) {
+    fprintf(stderr, "cdsa %s: %s is not a cdsa run option (see cdsa run --help)\n", command.c_str(), argv[next]);
+    return false;
+  }
+  if (!lib.empty() && !is_file(lib)) {
+    fprintf(stderr, "cdsa %s: --lib %s: no such file\n", command.c_str(), lib.c_str());
+    return false;
+  }
+  return true;
+}
+
+int cmd_run(int argc, char** argv) {
+  std::string lib;
+  Vars vars;
+  CommandLine cl = run_command_line("run", lib, vars);
   int i = 0;
   if (int rc = parse_command_line(cl, argc, argv, &i); rc != kGoOn) return rc;
   if (i >= argc) {

@@ -35,12 +35,16 @@ def test_notebook_cells_report_note_and_restart_pointer(tmp_path):
 
 def test_cdsa_jupyter_install_kernel_runs_under_cdsa_and_keeps_the_users_preload(tmp_path):
     prefix = tmp_path / "prefix"
-    res = cdsa("jupyter", "install", "--prefix", prefix, "--name", "cdsa-e2e", "--python", sys.executable)
+    # `cdsa run` options after "--" go into the kernel's argv: the trace file goes where the kernelspec says.
+    pattern = str(tmp_path / "kernel-%p.json")
+    res = cdsa("jupyter", "install", "--prefix", prefix, "--name", "cdsa-e2e", "--python", sys.executable, "--",
+               "--trace-file", pattern)
     assert res.returncode == 0, res.stderr
     kernels = prefix / "share" / "jupyter" / "kernels"
     spec = json.loads((kernels / "cdsa-e2e" / "kernel.json").read_text())
-    assert spec["argv"] == [os.path.realpath(CDSA), "run", "--", sys.executable, "-m", "ipykernel_launcher", "-f",
-                            "{connection_file}"], spec
+    assert spec["argv"] == [os.path.realpath(CDSA), "run", "--trace-file", pattern, "--", sys.executable, "-m",
+                            "ipykernel_launcher", "-f", "{connection_file}"], spec
+    assert spec["metadata"]["cdsa"]["run_options"] == ["--trace-file", pattern], spec
     assert spec["display_name"] == "Python 3 (cdsa)" and spec["language"] == "python"
     assert "env" not in spec and spec["metadata"]["cdsa"]["python"] == sys.executable, spec
     assert (kernels / "cdsa-e2e" / "logo-64x64.png").is_file()  # ipykernel's logos, as its own install copies
@@ -55,6 +59,7 @@ def test_cdsa_jupyter_install_kernel_runs_under_cdsa_and_keeps_the_users_preload
     cells = CELLS + ["import os; print('PRELOAD=' + os.environ.get('LD_PRELOAD', ''))"]
     outputs = run_cells(cells, env=env, cwd=tmp_path, kernel_name="cdsa-e2e", kernel_dirs=[kernels])
     check_fault_cells(outputs)
+    assert list(tmp_path.glob("kernel-*.json")) and not list(tmp_path.glob("cdsa-*.json")), list(tmp_path.iterdir())
     preload = "".join(t for _, t in outputs[-1]).strip()[len("PRELOAD="):].split(":")
     assert str(BUILD / "lib" / "libcdsa.so") in preload, preload
     if users:
@@ -93,6 +98,14 @@ def test_jupyter_install_refuses_bad_input(tmp_path):
         (["uninstall", "a", "b", "--prefix", p], 2, "cdsa jupyter uninstall: one name at a time"),
         (["uninstall", "nope", "--prefix", p], 1,
          f"cdsa jupyter uninstall: no kernelspec nope in {p / 'share' / 'jupyter' / 'kernels'}"),
+        (["install", "--prefix", p, "--", "--bogus"], 2,
+         "cdsa jupyter install: unknown option --bogus (see cdsa run --help)"),
+        (["install", "--prefix", p, "--", "--ring-size"], 2, "cdsa jupyter install: --ring-size needs"),
+        (["install", "--prefix", p, "--", "--quiet", "python3"], 2,
+         "cdsa jupyter install: python3 is not a cdsa run option (see cdsa run --help)"),
+        (["install", "--prefix", p, "--", "--lib", tmp_path / "nope.so"], 2,
+         f"cdsa jupyter install: --lib {tmp_path / 'nope.so'}: no such file"),
+        (["install", "--prefix", p, "--", "--"], 2, "cdsa jupyter install: -- is not a cdsa run option to pass on"),
         (["frobnicate"], 2, "cdsa jupyter: unknown subcommand 'frobnicate': install or uninstall"),
         ([], 2, "cdsa jupyter: install or uninstall?"),
     ]
