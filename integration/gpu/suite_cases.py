@@ -206,6 +206,16 @@ def c_driver_api(ctx, key, backend):
     return check_native(r, "launch_via_driver", "driver_api.c", "DRIVER-LAUNCH-LINE", "driver_assert_kernel", backend)
 
 
+def c_driver_api_reload(ctx, key, backend):
+    r = ctx.run(key, [ctx.bin("driver_api"), ctx.bin("driver_api.ptx"), "reload"], backend=backend)
+    ok, text = check_native(r, "launch_via_driver", "driver_api.c", "DRIVER-LAUNCH-LINE", "driver_assert_kernel",
+                            backend)
+    reused = "yes" if "handle reused: yes" in r.out else "no" if "handle reused: no" in r.out else "?"
+    if "driver_other_kernel" in r.report:
+        return False, f"the unloaded module's kernel is named: {text}; handle reused {reused}"
+    return ok, f"{text}; the driver gave the old handle back: {reused}"
+
+
 def c_graph_update(ctx, key, backend):
     r = ctx.run(key, [ctx.bin("graph_update")], backend=backend)
     return check_graph_update(r, backend)
@@ -562,6 +572,8 @@ def all_cases():
         Case(14, "14", "nvcc static cudart <<<>>> assert, -g", "C++ function and file:line named", c_native("nf_static")),
         Case(15, "15", "the same with -cudart shared", "C++ function and file:line named", c_native("nf_shared")),
         Case(16, "16", "driver-API program (cuModuleLoadData+cuLaunchKernel)", "function, file:line, kernel named", c_driver_api),
+        Case(16, "16b", "the same after cuModuleUnload + reload: another kernel may get the old CUfunction (~1 s)",
+             "the new module's asserting kernel named, never the unloaded one's", c_driver_api_reload, expect_s=1.0),
         Case(17, "17", "illegal-address kernel (700)", "700; kernel and launch line named", c_illegal),
         Case(18, "18", "DataLoader(num_workers=2) epoch, then case 1", "workers unaffected; report correct", c_dataloader),
         Case(19, "19", "torch.profiler CUDA activity, default backend", "profiler still records GPU kernels", c_profiler),

@@ -1,8 +1,12 @@
 /* Case 16: a driver-API program (cuModuleLoadData + cuLaunchKernel, no runtime API), built with -g -lcuda.
- * Usage: driver_api KERNEL.ptx */
+ * Case 16b (reload): driver_other_kernel is launched from a first module, which is unloaded; the module is loaded
+ * again (up to 8 times) and driver_assert_kernel taken from it asserts. Prints "handle reused: yes|no" (whether the
+ * driver gave the new kernel the old one's CUfunction address: a name kept by handle would then be the old one's).
+ * Usage: driver_api KERNEL.ptx [reload] */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void check(const char* what, CUresult r) {
   if (r != CUDA_SUCCESS) {
@@ -54,8 +58,25 @@ int main(int argc, char** argv) {
   check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, dev));
   check("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
   check("cuModuleLoadData", cuModuleLoadData(&mod, ptx));
-  check("cuModuleGetFunction", cuModuleGetFunction(&f, mod, "driver_assert_kernel"));
   check("cuStreamCreate", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  if (argc > 2 && !strcmp(argv[2], "reload")) {
+    CUfunction first;
+    check("cuModuleGetFunction", cuModuleGetFunction(&first, mod, "driver_other_kernel"));
+    int ok = 0;
+    void* args[] = {&ok};
+    check("cuLaunchKernel (other)", cuLaunchKernel(first, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+    check("cuStreamSynchronize", cuStreamSynchronize(s));
+    f = NULL;
+    for (int round = 0; round < 8 && f != first; ++round) {
+      check("cuModuleUnload", cuModuleUnload(mod));
+      check("cuModuleLoadData", cuModuleLoadData(&mod, ptx));
+      check("cuModuleGetFunction", cuModuleGetFunction(&f, mod, "driver_assert_kernel"));
+    }
+    printf("handle reused: %s\n", f == first ? "yes" : "no");
+    fflush(stdout);
+  } else {
+    check("cuModuleGetFunction", cuModuleGetFunction(&f, mod, "driver_assert_kernel"));
+  }
   launch_via_driver(f, s);
   check("cuStreamSynchronize", cuStreamSynchronize(s));
   printf("no fault?\n");
