@@ -699,49 +699,31 @@ inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
 
 }  // namespace
 
-int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexcept {
-  how->hit = false;
-  how->truncated = false;
-  how->memo = nullptr;
-  how->token = 0;
-  how->frames = out;
-  if (!out || max <= 0 || !ready()) return 0;
-  const Runtime& R = g_rt;
-  const auto* ts = static_cast<const char*>(R.this_thread_state());
-  if (!ts) return 0;
-  ChainCache* cc = ThreadBlock<ChainCache>::get();
-  if (!cc) return capture_python_frames(out, max, &how->truncated);
-  static const Reader rd_once(R);  // g_rt is final once ready(): built at the first capture
-  const Reader& rd = rd_once;
-  const char* head = head_frame(R, ts);
-  if (!head) return 0;
-  const auto serve = [&](uint32_t index) {
-    Chain& c = cc->c[index];
-    ++cc->stats.hits;
-    cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
-    if (cc->last) cc->c[cc->last - 1].succ = index + 1;
-    cc->last = index + 1;
-    how->hit = true;
-    how->truncated = c.truncated;
-    how->memo = &c.memo;
-    how->token = c.token;
-    if (how->borrow)
-      how->frames = c.keys;
-    else
-      memcpy(out, c.keys, sizeof(PyFrameKey) * c.n_out);
-    return static_cast<int>(c.n_out);
-  };
-  // First the chain that followed the last one served, the last time it was served: the same stack again (launches
-  // from one C call, a loop), or sites called in a repeating order (an op-by-op forward pass), without the tag and
-  // the set's scan. Any chain verified against the live frames is exact; a cleared cache has no successors.
+namespace {
+
+// Serves chain `index` (every frame verified): its keys, memo and token, and it becomes the last chain served.
+inline int serve_chain(ChainCache* cc, uint32_t index, PyFrameKey* out, PyCapture* how) {
+  Chain& c = cc->c[index];
+  ++cc->stats.hits;
+  cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
+  if (cc->last) cc->c[cc->last - 1].succ = index + 1;
+  cc->last = index + 1;
+  how->hit = true;
+  how->truncated = c.truncated;
+  how->memo = &c.memo;
+  how->token = c.token;
+  if (how->borrow)
+    how->frames = c.keys;
+  else
+    memcpy(out, c.keys, sizeof(PyFrameKey) * c.n_out);
+  return static_cast<int>(c.n_out);
+}
+
+// What follows when the chain tried first is not the live one: the chains found by the innermost frame's words,
+// else a walk from the first frame that differs into a new chain. Out of line: the launch path's hit stays small.
+[[gnu::noinline]] int capture_chain_miss(const Reader& rd, ChainCache* cc, const char* head, PyFrameKey* out, int max,
+                                         PyCapture* how) {
   const char* stop_at = nullptr;
-  if (const uint32_t pred = cc->last ? cc->c[cc->last - 1].succ : 0) {
-    const Chain& c = cc->c[pred - 1];
-    if (c.max == max && verified_prefix(rd, c, head, &stop_at) == c.n_visited) {
-      ++cc->stats.predicted;
-      return serve(pred - 1);
-    }
-  }
   const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
   const uint32_t set = tag & (kChainSets - 1);
   const Chain* best = nullptr;
@@ -753,7 +735,7 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
     if (c.max != max) continue;
     const int k = verified_prefix(rd, c, head, &stop_at);
     // Every frame and its link verified (the last one's: null where the chain ended).
-    if (k == c.n_visited) return serve(set * kChainWays + way);
+    if (k == c.n_visited) return serve_chain(cc, set * kChainWays + way, out, how);
     if (k > best_n) {
       best = &c;
       best_n = k;
@@ -807,6 +789,39 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   how->memo = &c.memo;
   how->token = c.token;
   return n;
+}
+
+
+}  // namespace
+
+int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexcept {
+  how->hit = false;
+  how->truncated = false;
+  how->memo = nullptr;
+  how->token = 0;
+  how->frames = out;
+  if (!out || max <= 0 || !ready()) return 0;
+  const Runtime& R = g_rt;
+  const auto* ts = static_cast<const char*>(R.this_thread_state());
+  if (!ts) return 0;
+  ChainCache* cc = ThreadBlock<ChainCache>::get();
+  if (!cc) return capture_python_frames(out, max, &how->truncated);
+  static const Reader rd_once(R);  // g_rt is final once ready(): built at the first capture
+  const Reader& rd = rd_once;
+  const char* head = head_frame(R, ts);
+  if (!head) return 0;
+  // First the chain that followed the last one served, the last time it was served: the same stack again (launches
+  // from one C call, a loop), or sites called in a repeating order (an op-by-op forward pass), without the tag and
+  // the set's scan. Any chain verified against the live frames is exact; a cleared cache has no successors.
+  if (const uint32_t pred = cc->last ? cc->c[cc->last - 1].succ : 0) {
+    const Chain& c = cc->c[pred - 1];
+    const char* stop_at;
+    if (c.max == max && verified_prefix(rd, c, head, &stop_at) == c.n_visited) {
+      ++cc->stats.predicted;
+      return serve_chain(cc, pred - 1, out, how);
+    }
+  }
+  return capture_chain_miss(rd, cc, head, out, max, how);
 }
 
 void python_chain_cache_clear() noexcept {
