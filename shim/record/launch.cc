@@ -273,7 +273,6 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     if (filter && filter(info)) return;  // another front end (CUPTI) recorded this very call
   }
   InCdsa guard;
-  const Driver& d = driver();
   CUstream eff = effective_stream(info.stream, info.per_thread);
   PreparedLaunch& p = tl_prepared;
   const bool prepared = p.valid;
@@ -299,9 +298,10 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   r.stack_id = capture_and_intern_stack();
 
   bool capturing = false;
-  if (captures_active() && d.StreamIsCapturing) {
+  if (captures_active() && driver().StreamIsCapturing) {  // the driver table only while a capture is active
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    capturing = d.StreamIsCapturing(eff, &status) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    capturing =
+        driver().StreamIsCapturing(eff, &status) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
   }
   if (capturing) {
     // No breadcrumb: a captured write would freeze its value into the graph.
