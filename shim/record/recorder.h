@@ -242,9 +242,10 @@ void handle_map_put(HandleMap m, uintptr_t key, uint32_t value) noexcept;
 // library is unloaded its handles' addresses may come back for other kernels, whose names are then asked again.
 // The keys stay (a later put for the same key reuses its entry). Lock-free; a racing get sees a miss or the old value.
 void handle_map_forget_values(HandleMap m) noexcept;
-// Values stored into the KernelName map so far (every put that reached its entry counts, after its store): a
-// per-thread memo of handle_map_get(KernelName, key) taken when this read n (read before the get) is still the
-// map's answer while it reads n (entries are never removed; only a put changes a value).
+// Changes to the KernelName map's values so far (every put that reached its entry counts after its store, and every
+// handle_map_forget_values after its stores): a per-thread memo of handle_map_get(KernelName, key) taken when this
+// read n (read before the get) is still the map's answer while it reads n (keys are never removed; only those two
+// change a value).
 extern std::atomic<uint64_t> g_kernel_name_puts;
 inline uint64_t kernel_name_puts() noexcept { return g_kernel_name_puts.load(std::memory_order_acquire); }
 
