@@ -55,7 +55,7 @@ def check_run(run, tmp_path):
     assert run.reports == 1, run.err[-3000:]
     # The table was reclaimed, not overflowed: no launch went unrecorded for lack of room. In a sanitizer build on two
     # busy cores (CI runs the soak beside it) a reclaim cycle can outlast an insert's bounded 20 ms wait a few times
-    # (TSan at 5d6d4c5: 3 and 7 of 40,000): a handful refused is timing; a reclaim that does not work refuses over
+    # (TSan in CI at 251d5d0: 3 and 7 of 40,000): a handful refused is timing; a reclaim that does not work refuses over
     # half the sites (the table holds 16,384), so the bound of one in a thousand still tells them apart.
     refused = re.search(r"launch stack table \(\d+ stacks\) was full at times: (\d+) launch stacks", run.err)
     if SANITIZED:
