@@ -126,6 +126,13 @@ void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic) n
 
 namespace {
 
+// `v` becomes at least `seq` (a racing thread's older number never lowers it).
+void raise_to(std::atomic<uint64_t>& v, uint64_t seq) {
+  uint64_t cur = v.load(std::memory_order_relaxed);
+  while (cur < seq && !v.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
+  }
+}
+
 // The stream's event for PDL proofs, made in the current context on first use; null when none can be made.
 CUevent pdl_event(StreamState* st, bool* made) {
   const Driver& d = driver();
@@ -177,19 +184,12 @@ CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, StreamState* st
   if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one
   // A group ending with a PDL launch: its mark waits for the whole group, or says it proves nothing about the group's
   // earlier launches (stored before the mark is enqueued, so a snapshot that sees the mark sees this too).
-  if ((deferred & kDeferredPdl) && breadcrumbs_active() && !wait_for_the_whole_group(stream, st)) {
-    uint64_t cur = st->pdl_unproven.load(std::memory_order_relaxed);
-    while (cur < seq && !st->pdl_unproven.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
-    }
-  }
+  if ((deferred & kDeferredPdl) && breadcrumbs_active() && !wait_for_the_whole_group(stream, st))
+    raise_to(st->pdl_unproven, seq);
   CUresult r = enqueue_breadcrumb(guard, stream, slot, seq);
   // A sticky fault here means the context died before the mark could be queued: no later mark can land either, so
   // the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into the call).
-  if (r == CUDA_SUCCESS || is_sticky_fault(r)) {
-    uint64_t cur = st->breadcrumb_launched.load(std::memory_order_relaxed);
-    while (cur < seq && !st->breadcrumb_launched.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
-    }
-  }
+  if (r == CUDA_SUCCESS || is_sticky_fault(r)) raise_to(st->breadcrumb_launched, seq);
   return r;
 }
 
