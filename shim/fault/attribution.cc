@@ -104,7 +104,7 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
   };
   // A landed mark that a PDL launch's record shares: the launches before it in its group are not proven finished,
   // unless the mark was enqueued behind an event wait on the whole group.
-  const bool group_proven = kLandedPdlMarkProvesPrimary || (st.pdl_proof && landed > st.pdl_unproven);
+  const bool group_proven = kLandedPdlMarkProvesPrimary || landed > st.pdl_unproven;
   if (!group_proven) {
     for (uint64_t j = landed; j >= 2; --j) {
       int f = flags_of(j);

@@ -12,7 +12,7 @@
 // sharing the first mark that never landed: every member is a candidate, and the assert text picks among them as
 // among streams. A landed mark after a PDL launch proves that the kernels before it in its group finished only
 // because it was enqueued behind an event recorded after the group and waited on (shim/record/breadcrumbs.h;
-// StreamView::pdl_proof): a plain memop there might not wait for a primary (kLandedPdlMarkProvesPrimary). A group
+// StreamView::pdl_unproven): a plain memop there might not wait for a primary (kLandedPdlMarkProvesPrimary). A group
 // whose wait could not be placed keeps those kernels as candidates, marked unproven, listed last. Only the faulting
 // context's streams count (FaultSnapshot::fault_ctx).
 // A stream without marks cannot be ruled out, so the verdict is then never

@@ -23,7 +23,6 @@ std::vector<StreamView> stream_views() {
                  breadcrumbs_active()};
     v.marked = marked;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
-    v.pdl_proof = true;
     v.pdl_unproven = st->pdl_unproven.load(std::memory_order_acquire);
     out.push_back(v);
   }

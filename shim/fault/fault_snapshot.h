@@ -45,10 +45,10 @@ struct StreamView {
   uint64_t marked = kAllMarked;
   uintptr_t ctx = 0;  // the CUcontext the stream belongs to, as the launch path first met it (0: unknown)
   // A PDL group's landed mark proves its whole group finished when it was enqueued behind an event wait
-  // (shim/record/breadcrumbs.h): `pdl_proof` says the marks were made so (false in hand-made snapshots), except those
-  // of groups ending at or before `pdl_unproven` (the last one whose wait could not be placed).
-  bool pdl_proof = false;
-  uint64_t pdl_unproven = 0;
+  // (shim/record/breadcrumbs.h), except for groups ending at or before `pdl_unproven`: the last one whose wait could
+  // not be placed. Left at kAllUnproven (hand-made snapshots): no group mark proves more than its last launch.
+  static constexpr uint64_t kAllUnproven = UINT64_MAX;
+  uint64_t pdl_unproven = kAllUnproven;
 };
 
 // An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report

@@ -29,7 +29,7 @@ FaultSnapshot pdl_pairs(int n) {
 }
 
 StreamView view(uint64_t id, uint64_t launched, uint64_t landed, uint64_t marked, uintptr_t ctx = 0) {
-  StreamView v;  // marks made without the PDL proof (pdl_proof false): a landed group mark proves only its last
+  StreamView v;  // marks made without the PDL proof (pdl_unproven kAllUnproven): a group mark proves only its last
   v.id = id;
   v.launched = launched;
   v.landed = landed;
@@ -42,7 +42,6 @@ StreamView view(uint64_t id, uint64_t launched, uint64_t landed, uint64_t marked
 // The same, the groups' marks enqueued behind an event wait on the whole group (shim/record/breadcrumbs.h), except
 // those of groups ending at or before `unproven`.
 StreamView proven(StreamView v, uint64_t unproven = 0) {
-  v.pdl_proof = true;
   v.pdl_unproven = unproven;
   return v;
 }
