@@ -80,23 +80,12 @@ def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
     assert py_frame("graph_nodes.py", marker, function) in node, part
 
 
-def test_cpp_node_added_to_a_child_nodes_own_graph_is_a_candidate(tmp_path):
-    # cuGraphChildGraphNodeGetGraph hands out the node's own graph (no copy): a kernel added to it runs in the
-    # replay. Without it the replay would hold two fill nodes only, and the report would name neither rightly.
-    run = run_program([PROGRAM, "child-embedded"], cwd=tmp_path)
-    assert run.rc == 3, run.err
-    assert run.reports == 1, run.err
-    part = run.launch_part()
-    assert part.startswith("cdsa: the failing launch"), part
-    assert "The graph holds 3 kernel nodes; the device's assert names this one:" in part, part
-    node = check_named(part, "Added by cuGraphAddKernelNode_v2 at")
-    line, _ = marker_line(SOURCE, "ADD-SITE")
-    assert f"graph_nodes.cc:{line}" in node, part
-
-
-def test_cpp_edges_added_and_removed_later_leave_the_nodes_named(tmp_path):
-    # cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
-    run = run_program([PROGRAM, "edges"], cwd=tmp_path)
+# child-embedded: cuGraphChildGraphNodeGetGraph hands out the node's own graph (no copy): a kernel added to it runs in
+# the replay; without following it the replay would hold two fill nodes only, and the report would name neither
+# rightly. edges: cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
+@pytest.mark.parametrize("mode", ["child-embedded", "edges"])
+def test_cpp_graph_of_three_kernel_nodes_names_the_added_one(tmp_path, mode):
+    run = run_program([PROGRAM, mode], cwd=tmp_path)
     assert run.rc == 3, run.err
     assert run.reports == 1, run.err
     part = run.launch_part()
