@@ -202,17 +202,28 @@ def test_no_report_at_teardown_without_a_fault(tmp_path):
 
 # ---- an unloaded module's handle comes back for another kernel --------------------------------------------------
 
-@pytest.mark.parametrize("how", ["module", "library"])
-def test_a_reused_handle_is_named_by_its_new_kernel(tmp_path, how):
+def check_reused_handle_named(run, site):
     # fill_f32 ran from the first module, whose handle cdsa named; the module was unloaded and the allocator gave the
     # same address to the new module's nll kernel, which faults. A name kept by handle would say fill_f32.
-    run = run_program([CASES, "module-reload", how], cwd=tmp_path)
-    assert run.rc == 3, run.err
     assert run.reports == 1, run.err
     if not SANITIZED:  # ASan's quarantine keeps freed memory from coming back at once
         assert "handle reused: yes" in run.out, run.out
     part = run.launch_part()
     assert f"kernel {NLL}" in kernel_lines(part)[0], part
-    assert native_site("RELOAD-SITE") in part, part
+    assert site in part, part
     assert "fill_f32" not in run.report, run.report
     assert "AMBIGUOUS" not in run.report, run.report
+
+
+@pytest.mark.parametrize("how", ["module", "library"])
+def test_a_reused_handle_is_named_by_its_new_kernel(tmp_path, how):
+    run = run_program([CASES, "module-reload", how], cwd=tmp_path)
+    assert run.rc == 3, run.err
+    check_reused_handle_named(run, native_site("RELOAD-SITE"))
+
+
+@pytest.mark.parametrize("how", ["module", "library"])
+def test_a_reused_handle_is_named_by_its_new_kernel_from_python(tmp_path, how):
+    run = run_python("module_reload.py", how, cwd=tmp_path)
+    assert run.rc == 1, run.err
+    check_reused_handle_named(run, py_frame("module_reload.py", "LAUNCH-SITE", "<module>"))
