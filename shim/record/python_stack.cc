@@ -19,6 +19,7 @@
 #include "shim/record/python_stack.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <emmintrin.h>
 
@@ -91,6 +92,24 @@ struct Runtime {
 
 Runtime g_rt;
 std::atomic<int> g_state{kUninit};
+
+// Code objects freed since the walker counted them (kUncounted: not counted). detect() puts a counting wrapper in
+// PyCode_Type's tp_dealloc slot (every code object's deallocation goes through it: _Py_Dealloc calls the type's
+// slot), which adds one before the interpreter's own function frees the object. A verified chain remembers the count
+// at which its code objects' identity words were last read: while the count is unchanged, no code object was freed
+// since, so a frame's unchanged code word still names the very object read then (see "Why a verified chain is
+// exact" below).
+constexpr uint64_t kUncounted = ~uint64_t{0};
+using CodeDealloc = void (*)(void*);
+std::atomic<uint64_t> g_code_frees{kUncounted};
+std::atomic<CodeDealloc> g_code_dealloc{nullptr};  // the interpreter's own (or what another layer put there)
+
+void counting_code_dealloc(void* code) {
+  g_code_frees.fetch_add(1, std::memory_order_seq_cst);  // before the object's memory can be reused
+  g_code_dealloc.load(std::memory_order_acquire)(code);
+}
+
+inline uint64_t code_frees_now() noexcept { return g_code_frees.load(std::memory_order_acquire); }
 std::mutex g_init_mu;
 char g_desc[256] = "Python walker not initialised";
 
@@ -144,6 +163,48 @@ void format_version(unsigned long hex, char* out, size_t cap) {
 }
 
 void* sym(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+// Whether the word at `addr` lies in a loaded object's writable data: a PT_LOAD segment with PF_W, outside its
+// PT_GNU_RELRO range (made read-only after relocation).
+bool in_writable_data(const void* addr) {
+  struct Query {
+    uintptr_t at;
+    bool found, writable;
+  } q{reinterpret_cast<uintptr_t>(addr), false, false};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) -> int {
+        auto* q = static_cast<Query*>(arg);
+        bool in_load = false, writable = false, in_relro = false;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+          if (q->at < lo || q->at + sizeof(void*) > hi) continue;
+          if (ph.p_type == PT_LOAD) in_load = true, writable = (ph.p_flags & PF_W) != 0;
+          if (ph.p_type == PT_GNU_RELRO) in_relro = true;
+        }
+        if (!in_load) return 0;
+        q->found = true;
+        q->writable = writable && !in_relro;
+        return 1;
+      },
+      &q);
+  return q.found && q.writable;
+}
+
+// Puts counting_code_dealloc in PyCode_Type's tp_dealloc slot (after tp_name, tp_basicsize and tp_itemsize, which
+// detect() checked), where the type object is writable data; else the code frees stay uncounted and every verified
+// chain reads its code objects' identity words again at each capture, as before.
+void count_code_frees(const Runtime& R) {
+  auto* type = static_cast<char*>(const_cast<void*>(R.code_type));
+  auto* slot = reinterpret_cast<CodeDealloc*>(type + R.L.ob_size + 32);
+  if (!in_writable_data(slot)) return;
+  CodeDealloc orig = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (!orig || orig == &counting_code_dealloc) return;
+  g_code_dealloc.store(orig, std::memory_order_release);
+  g_code_frees.store(0, std::memory_order_seq_cst);  // no chain reads the count before the walker is Ready
+  if (!__atomic_compare_exchange_n(slot, &orig, &counting_code_dealloc, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    g_code_frees.store(kUncounted, std::memory_order_seq_cst);  // another layer changed the slot just now
+}
 
 // Runs once, under g_init_mu. Returns the state; fills g_desc and g_rt.
 PyWalkerState detect() noexcept {
@@ -245,7 +306,9 @@ PyWalkerState detect() noexcept {
     return PyWalkerState::Unsupported;
   }
   g_rt = rt;
-  std::snprintf(g_desc, sizeof g_desc, "CPython %s (%s)", ver, source);
+  count_code_frees(g_rt);
+  std::snprintf(g_desc, sizeof g_desc, "CPython %s (%s%s)", ver, source,
+                code_frees_now() == kUncounted ? ", code frees not counted" : "");
   return PyWalkerState::Ready;
 }
 
@@ -407,6 +470,24 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept {
 // every version: the words' offsets come from the layout (3.10: frame objects, no owner; 3.11/3.12: built-in;
 // 3.13/3.14: debug offsets; 3.14's tagged f_executable: tag bits cleared before the code object is read, compared
 // with them); nothing in it depends on the version beyond the Reader's offsets.
+//
+// Two shortcuts, both resting on the count of code objects freed (g_code_frees; a chain remembers the count at which
+// its guards last held):
+//  * While the count is unchanged, no code object was freed, so every code object the chain's frames held when the
+//    guards last held is still alive, the same object: an unchanged code word names it, and its guards hold without
+//    being read.
+//  * By instruction (3.11+, a chain whose frames all have by_instr): then the code words and owner bytes are not
+//    compared either, only the links and instruction pointers. A 3.11+ frame's instruction pointer lies inside its
+//    own code object (co_code_adaptive, or two bytes before it in a 3.11/3.12 frame that has not started), except an
+//    entry frame's (3.12: the interpreter's trampoline code object, 3.13/3.14: the static
+//    _Py_INTERPRETER_TRAMPOLINE_INSTRUCTIONS; their ceval.c sets it, with owner FRAME_OWNED_BY_CSTACK (3.12, 3.13) or
+//    FRAME_OWNED_BY_INTERPRETER (3.14), the owners cdsa hides, and no other frame gets those owners). Live objects do
+//    not overlap, so an unchanged instruction pointer of a frame whose code object is still alive (the count) means
+//    the same code object, and an entry frame's means an entry frame again. The owner byte decides nothing else for
+//    a frame the walk showed at or past its first traceable instruction (by_instr: only an incomplete frame, before
+//    it, depends on the owner being a generator or not); frames the walk found incomplete, or with an executable
+//    that is not a code object, keep the chain on the full check. 3.10 (an instruction index, not a pointer) always
+//    compares the words.
 namespace {
 
 constexpr int kChainFrames = 48;  // frames visited per cached chain
@@ -424,6 +505,7 @@ struct ChainWords {
 static_assert(sizeof(ChainWords) == 32 && kChainFrames < 256, "four words per frame");
 struct ChainMeta {
   uint8_t kind;        // what the walk made of it
+  uint8_t by_instr;    // its instruction pointer alone says what the walk made of it (see verified_prefix_t)
   uint8_t guard;       // its code object is checked (not hidden, and not the same code as the frame before)
   uint8_t out_before;  // frames shown before this one
   uint32_t check;      // the code object's fingerprint (kNotCode / kHidden: 0)
@@ -441,9 +523,11 @@ struct Chain {
   PyMemo memo;
   uintptr_t head;  // the innermost frame's address
   uint32_t succ;   // the chain served right after this one the last time (index + 1; 0: none)
+  uint64_t frees;  // code_frees_now() when its code objects' guards last held
   int32_t max;
   uint16_t n_visited, n_out;
   uint8_t ends_null, truncated, n_guards, n_code_guards;  // guards: the n_code_guards code objects first
+  uint8_t by_instr;  // every visited frame's is (m[i].by_instr)
   ChainWords w[kChainFrames];
   ChainMeta m[kChainFrames];
   ChainGuard g[kChainFrames];
@@ -471,6 +555,7 @@ inline uint32_t chain_tag(uintptr_t frame, uintptr_t code_word, uintptr_t instr,
 struct Reader {
   int32_t o_previous, o_owner, o_code, o_instr, o_ob_type, o_adaptive, o_firsttraceable;
   int owner_skip_min, owner_generator;
+  bool hidden_by_instr;  // a hidden frame is an entry frame, known by its instruction (verified_prefix_t)
   uintptr_t tag_mask;
   const void* code_type;
   FpOffsets fo;
@@ -490,6 +575,7 @@ struct Reader {
       o_adaptive = o_firsttraceable = 0;
       owner_skip_min = 1 << 30;
       owner_generator = -1;
+      hidden_by_instr = false;
       tag_mask = ~uintptr_t(0);
     } else {
       o_instr = L.frame_instr;
@@ -498,6 +584,7 @@ struct Reader {
       o_firsttraceable = L.code_firsttraceable;
       owner_skip_min = L.owner_skip_min;
       owner_generator = L.owner_generator;
+      hidden_by_instr = L.minor >= 12 && L.minor <= 14;  // checked against their ceval.c (verified_prefix_t)
       tag_mask = ~uintptr_t(L.code_tag_mask);
     }
   }
@@ -541,6 +628,7 @@ int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* ou
     const auto* code = reinterpret_cast<const char*>(cf.code_word & rd.tag_mask);
     if (!rd.objects && owner >= rd.owner_skip_min) {
       cm.kind = kHidden;  // C-stack / interpreter frames
+      cm.by_instr = rd.hidden_by_instr;
     } else if (!code || load<const void*>(code + rd.o_ob_type) != rd.code_type) {
       cm.kind = kNotCode;
     } else {
@@ -552,6 +640,7 @@ int walk_chain(const Reader& rd, const char* frame, int v, int n, PyFrameKey* ou
         cm.kind = kIncomplete;
       } else {
         cm.kind = kShown;
+        cm.by_instr = !rd.objects && off >= int32_t(load<int32_t>(code + rd.o_firsttraceable)) * 2;
         shown = true;
         if (n == max) {
           if (truncated) *truncated = true;
@@ -606,19 +695,23 @@ void set_guards(const Reader& rd, Chain* c) {
     if (pass == 0) c->n_code_guards = static_cast<uint8_t>(k);
   }
   c->n_guards = static_cast<uint8_t>(k);
+  c->by_instr = 1;
+  for (int i = 0; i < c->n_visited; ++i) c->by_instr &= c->m[i].by_instr;
 }
 
 // How many of c's visited frames still hold what the walk read, from `frame` (its head) on; *stop_at: the first
-// frame not verified (nullptr past the end of a chain that ended there).
+// frame not verified (nullptr past the end of a chain that ended there); *hit: every frame verified.
 //
 // First pass, the words: frame i is read only once frame i - 1's link was found equal to what the walk read (so
-// every frame read is on the thread's live chain). Its code word, instruction, owner and link are compared with
-// one branch on their difference. Second pass, the guards (frames whose code object the walk read: not hidden, not
-// the same code word as a guarded frame just before): still a code object with the same identity words, or still
-// no code object. A failed guard at frame g leaves the frames before g verified.
-template <bool kObjects>
+// every frame read is on the thread's live chain, and a chain that ended at a null link ends there again). Its code
+// word, instruction, owner and link are compared with one branch on their difference. Second pass, the guards (frames whose code object the walk
+// read: not hidden, not the same code word as a guarded frame just before): still a code object with the same
+// identity words, or still no code object. The code objects' guards are skipped while no code object was freed since
+// they last held (frees == c.frees, counted by counting_code_dealloc): a frame's code word, unchanged, then names
+// the object the guard read. A failed guard at frame g leaves the frames before g verified.
+template <bool kObjects, bool kByInstr>
 __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame,
-                                                            const char** stop_at) {
+                                                            uint64_t frees, const char** stop_at, bool* hit) {
   const int32_t o_code = rd.o_code, o_instr = rd.o_instr, o_owner = rd.o_owner, o_previous = rd.o_previous;
   const ChainWords* const first = c.w;
   const ChainWords* const end = first + c.n_visited;
@@ -627,7 +720,13 @@ __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, co
   // Whether frame `at` still holds what f records; *next: its link.
   const auto differs = [&](const ChainWords* w, const char** next) {
     const uintptr_t link = load<uintptr_t>(at + o_previous);
-    uintptr_t diff = (load<uintptr_t>(at + o_code) ^ w->code_word) | (link ^ w->next);
+    uintptr_t diff = link ^ w->next;
+    if constexpr (kByInstr) {
+      diff |= load<uintptr_t>(at + o_instr) ^ w->instr;
+      *next = reinterpret_cast<const char*>(link);
+      return diff != 0;
+    }
+    diff |= load<uintptr_t>(at + o_code) ^ w->code_word;
     if constexpr (kObjects) {
       diff |= static_cast<uint32_t>(load<int32_t>(at + o_instr)) ^ w->instr;
     } else {
@@ -653,6 +752,11 @@ __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, co
   }
 words_done:
   int k = static_cast<int>(f - first);
+  if constexpr (kByInstr) {  // no code object freed since the guards held, and no frame needs its owner or guard
+    *stop_at = at;
+    *hit = f == end;
+    return k;
+  }
   const int32_t o_ob_type = rd.o_ob_type;
   const void* const code_type = rd.code_type;
   const FpOffsets fo = rd.fo;
@@ -665,14 +769,18 @@ words_done:
   const ChainGuard* const g_code_end = g + c.n_code_guards;
   const ChainGuard* const g_end = g + c.n_guards;
   if (f == end) {  // every frame's words hold (a hit if the guards do): no index to compare, no kind to test
-    for (; g != g_code_end; ++g)
-      if (load<const void*>(g->code + o_ob_type) != code_type || ident(fo, g->code) != g->ident) goto guards_slow;
-    for (; g != g_end; ++g)
+    if (frees != c.frees || frees == kUncounted) {
+      for (; g != g_code_end; ++g)
+        if (load<const void*>(g->code + o_ob_type) != code_type || ident(fo, g->code) != g->ident) goto guards_slow;
+    }
+    for (g = g_code_end; g != g_end; ++g)
       if (g->code && load<const void*>(g->code + o_ob_type) == code_type) goto guards_slow;
     *stop_at = at;
+    *hit = true;
     return k;
   }
 guards_slow:
+  *hit = false;
   // The first failing guard among the frames verified so far ends the prefix there.
   for (g = c.g; g != g_end; ++g) {
     if (g->index < k && !holds(g)) {
@@ -683,8 +791,13 @@ guards_slow:
   *stop_at = at;
   return k;
 }
-inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, const char** stop_at) {
-  return rd.objects ? verified_prefix_t<true>(rd, c, frame, stop_at) : verified_prefix_t<false>(rd, c, frame, stop_at);
+inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
+                           bool* hit, PyChainStats* stats) {
+  if (!rd.objects && c.by_instr && frees == c.frees && frees != kUncounted)
+    return verified_prefix_t<false, true>(rd, c, frame, frees, stop_at, hit);
+  ++stats->word_checks;
+  if (rd.objects) return verified_prefix_t<true, false>(rd, c, frame, frees, stop_at, hit);
+  return verified_prefix_t<false, false>(rd, c, frame, frees, stop_at, hit);
 }
 
 inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
@@ -702,8 +815,10 @@ inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
 namespace {
 
 // Serves chain `index` (every frame verified): its keys, memo and token, and it becomes the last chain served.
-inline int serve_chain(ChainCache* cc, uint32_t index, PyFrameKey* out, PyCapture* how) {
+// Its code objects' guards held at `frees` (checked, or skipped as unchanged since they last held).
+inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKey* out, PyCapture* how) {
   Chain& c = cc->c[index];
+  c.frees = frees;
   ++cc->stats.hits;
   cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
   if (cc->last) cc->c[cc->last - 1].succ = index + 1;
@@ -721,8 +836,8 @@ inline int serve_chain(ChainCache* cc, uint32_t index, PyFrameKey* out, PyCaptur
 
 // What follows when the chain tried first is not the live one: the chains found by the innermost frame's words,
 // else a walk from the first frame that differs into a new chain. Out of line: the launch path's hit stays small.
-[[gnu::noinline]] int capture_chain_miss(const Reader& rd, ChainCache* cc, const char* head, PyFrameKey* out, int max,
-                                         PyCapture* how) {
+[[gnu::noinline]] int capture_chain_miss(const Reader& rd, ChainCache* cc, const char* head, uint64_t frees,
+                                         PyFrameKey* out, int max, PyCapture* how) {
   const char* stop_at = nullptr;
   const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
   const uint32_t set = tag & (kChainSets - 1);
@@ -733,9 +848,9 @@ inline int serve_chain(ChainCache* cc, uint32_t index, PyFrameKey* out, PyCaptur
     const uint32_t way = static_cast<uint32_t>(__builtin_ctz(m));
     Chain& c = cc->c[set * kChainWays + way];
     if (c.max != max) continue;
-    const int k = verified_prefix(rd, c, head, &stop_at);
-    // Every frame and its link verified (the last one's: null where the chain ended).
-    if (k == c.n_visited) return serve_chain(cc, set * kChainWays + way, out, how);
+    bool hit;
+    const int k = verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats);
+    if (hit) return serve_chain(cc, set * kChainWays + way, frees, out, how);
     if (k > best_n) {
       best = &c;
       best_n = k;
@@ -770,6 +885,7 @@ inline int serve_chain(ChainCache* cc, uint32_t index, PyFrameKey* out, PyCaptur
   Chain& c = cc->c[set * kChainWays + way];
   cc->tags[set][way] = 0;
   c.token = ++cc->tokens;
+  c.frees = frees;  // read before the walk read the code objects
   c.memo = PyMemo{};
   c.head = reinterpret_cast<uintptr_t>(head);
   c.max = s.max;
@@ -810,18 +926,20 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   const Reader& rd = rd_once;
   const char* head = head_frame(R, ts);
   if (!head) return 0;
+  const uint64_t frees = code_frees_now();  // before any code object's words are read
   // First the chain that followed the last one served, the last time it was served: the same stack again (launches
   // from one C call, a loop), or sites called in a repeating order (an op-by-op forward pass), without the tag and
   // the set's scan. Any chain verified against the live frames is exact; a cleared cache has no successors.
   if (const uint32_t pred = cc->last ? cc->c[cc->last - 1].succ : 0) {
     const Chain& c = cc->c[pred - 1];
     const char* stop_at;
-    if (c.max == max && verified_prefix(rd, c, head, &stop_at) == c.n_visited) {
+    bool hit;
+    if (c.max == max && (verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats), hit)) {
       ++cc->stats.predicted;
-      return serve_chain(cc, pred - 1, out, how);
+      return serve_chain(cc, pred - 1, frees, out, how);
     }
   }
-  return capture_chain_miss(rd, cc, head, out, max, how);
+  return capture_chain_miss(rd, cc, head, frees, out, max, how);
 }
 
 void python_chain_cache_clear() noexcept {

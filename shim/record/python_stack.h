@@ -28,6 +28,12 @@
 //     under a one-time mutex; every later call is a single atomic load.
 //     Call it once early (e.g. when the shim loads or at the first launch) so
 //     that later captures never reach the detection path.
+//   * The init puts one counting wrapper into PyCode_Type's tp_dealloc slot
+//     (when the type object is writable data, as in every CPython build
+//     seen): it adds one to a counter and calls the interpreter's own
+//     function, which lets the chain cache below skip re-reading code
+//     objects while none was freed. Nothing else in the interpreter is
+//     written, ever.
 //   * After a successful init, capture_python_frames(), resolve_python_frame()
 //     and python_code_check() never take the GIL, never allocate, never lock,
 //     never touch a reference count, never call into the interpreter except
@@ -105,6 +111,9 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 // objects' immutable fields, which the identity words guard (a code object freed and another allocated at the same
 // address: an edited notebook cell). The chain first tried is the one that followed the last chain served, the last
 // time (the same stack again, or sites in a repeating order); then the chains found by the innermost frame's words.
+// While no code object was freed since a chain's guards last held (counted through PyCode_Type's tp_dealloc), the
+// guards hold unread, and on 3.11+ a chain of frames that the walk showed from their first traceable instruction on
+// (and entry frames) is verified by its frames' links and instruction pointers alone (python_stack.cc says why).
 // 512 chains of up to 48 visited frames per thread (deeper chains are walked plainly). Same guarantees as
 // capture_python_frames otherwise.
 struct PyMemo {  // kept with a cached chain for the caller (see NativeMemo); no initialisers
@@ -125,6 +134,8 @@ void python_chain_cache_clear() noexcept;
 struct PyChainStats {
   uint64_t hits, partial, fills, plain;
   uint64_t predicted;  // of the hits: served by the chain that followed the last one served
+  uint64_t word_checks;  // chain checks that compared the frames' words and the code objects' guards (the others:
+                         // by instruction and link alone, while no code object was freed)
 };
 PyChainStats python_chain_stats() noexcept;  // this thread's
 

@@ -89,15 +89,16 @@ __attribute__((visibility("default"))) int cdsa_probe_cached_once(char* out, int
   return format_frames(keys, n, out, cap);
 }
 
-// This thread's chain cache counters: hits, partial re-walks, fills, plain walks, and the hits served by the chain
-// that followed the last one served (of the hits).
-__attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long long* out5) {
+// This thread's chain cache counters: hits, partial re-walks, fills, plain walks, the hits served by the chain that
+// followed the last one served (of the hits), and the chain checks that read the frames' words and the guards.
+__attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long long* out6) {
   const cdsa::PyChainStats s = cdsa::python_chain_stats();
-  out5[0] = s.hits;
-  out5[1] = s.partial;
-  out5[2] = s.fills;
-  out5[3] = s.plain;
-  out5[4] = s.predicted;
+  out6[0] = s.hits;
+  out6[1] = s.partial;
+  out6[2] = s.fills;
+  out6[3] = s.plain;
+  out6[4] = s.predicted;
+  out6[5] = s.word_checks;
 }
 
 __attribute__((visibility("default"))) void cdsa_probe_chain_clear(void) { cdsa::python_chain_cache_clear(); }

@@ -439,9 +439,9 @@ def test_native_thread_and_rejections():
 
 
 def chain_stats():
-    a = (ctypes.c_ulonglong * 5)()
+    a = (ctypes.c_ulonglong * 6)()
     P.cdsa_probe_chain_stats(a)
-    return {"hits": a[0], "partial": a[1], "fills": a[2], "plain": a[3], "predicted": a[4]}
+    return {"hits": a[0], "partial": a[1], "fills": a[2], "plain": a[3], "predicted": a[4], "word_checks": a[5]}
 
 
 # Sites for the successor tests: each captures once through the chain cache alone (as a launch takes it; the probe
@@ -606,6 +606,38 @@ def test_verified_chains():
         gc.collect()
 
 
+def test_checks_by_instruction():
+    """3.11+: a repeated chain is verified by its frames' instructions and links alone while no code object was
+    freed since its code objects' words were last read (cdsa counts the frees through PyCode_Type's tp_dealloc); any
+    code object freed makes the next check compare the words and the guards again, once. 3.10 (frame objects, an
+    instruction index, not a pointer) always compares the words. Every capture is also checked against the walk."""
+    import gc
+    desc = P.cdsa_probe_description().decode()
+    assert "not counted" not in desc, desc  # the type object is writable data in every interpreter tested here
+    P.cdsa_probe_chain_clear()
+    stats = {}
+    # One capture line for every phase: the same chain throughout.
+    for phase in ["warm-up"] * 3 + ["repeated"] * 10 + ["free"] + ["after a code object was freed"] + ["again"] * 5:
+        if phase == "free":
+            ns = {}
+            exec(compile("def freed():\n    pass\n", "<freed>", "exec"), ns)
+            del ns
+            gc.collect()  # the function, its code object: one code object freed
+            continue
+        if phase not in stats:
+            stats[phase] = chain_stats()
+        check(site_plain(), phase, "site_plain")
+    stats["end"] = chain_stats()
+    s0, s1, s2, s3 = (stats[k] for k in ("repeated", "after a code object was freed", "again", "end"))
+    assert s1["hits"] - s0["hits"] == 20 and s3["hits"] - s2["hits"] == 10, stats  # two cached captures a site_plain
+    if sys.version_info < (3, 11):
+        assert s1["word_checks"] - s0["word_checks"] >= 20, (s0, s1)
+        return
+    assert s1["word_checks"] == s0["word_checks"], (s0, s1)
+    assert s2["word_checks"] - s1["word_checks"] == 1, (s1, s2)  # the first capture after the free, once
+    assert s3["word_checks"] == s2["word_checks"], (s2, s3)
+
+
 class _Yield:
     results = []
 
@@ -653,6 +685,7 @@ def run_ready(path, do_bench):
             test_native_thread_and_rejections()
             test_verified_chains()
             test_chain_successors()
+            test_checks_by_instruction()
             if do_bench:
                 bench()
     print("OK: %s; %d stack comparisons (CDLL and PyDLL)" % (desc, CHECKS))
