@@ -55,6 +55,7 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32
   s.surfaced_stack = surfaced_stack;
   s.launches_in_flight = launches_in_flight;
   ring_snapshot(&s.ring);
+  s.clock = launch_clock_reading();
   s.streams = stream_views();
   s.breadcrumbs_active = breadcrumbs_active();
   s.asserts = base::parse_device_asserts(kept_device_text() + captured_driver_stderr());

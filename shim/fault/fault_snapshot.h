@@ -24,6 +24,7 @@
 
 #include "base/device_assert.h"
 #include "shim/record/graph_capture.h"
+#include "shim/record/launch_clock.h"
 #include "shim/record/profile.h"
 #include "shim/record/recorder.h"
 #include "shim/common/reentrancy.h"
@@ -64,6 +65,7 @@ struct SnapshotStack {
 
 struct FaultSnapshot {
   std::vector<LaunchRecord> ring;                // the launch ring, oldest first
+  LaunchClockReading clock;  // makes the records' stamps CLOCK_MONOTONIC ns (default: they are already)
   // StringTable id -> kernel name, for the ring's records, the graph nodes and the profile rows.
   std::map<uint32_t, std::string> kernel_names;
   // Stack id -> the stack, for every id the ring, the graph nodes, the profile rows and surfaced_stack name.

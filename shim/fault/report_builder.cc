@@ -109,13 +109,14 @@ std::string SourceLines::line(const std::string& file, int n) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names) {
+report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names,
+                             const LaunchClockReading& clock) {
   report::Launch l;
   l.seq = r.seq;
   l.stream_seq = r.stream_seq;
   l.stream_id = r.stream_id;
   l.graph_id = r.graph_id;
-  l.time_ns = r.time_ns;
+  l.time_ns = clock.ns(r.stamp);
   l.ctx_id = r.ctx_id;
   l.tid = r.tid;
   l.stack_id = r.stack_id;
@@ -135,7 +136,7 @@ report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std
 ReportBuilder::ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Native native)
     : s_(snapshot), native_(native) {
   ring_.reserve(s_.ring.size());
-  for (const auto& r : s_.ring) ring_.push_back(report_launch(r, s_.kernel_names));
+  for (const auto& r : s_.ring) ring_.push_back(report_launch(r, s_.kernel_names, s_.clock));
 }
 
 void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
@@ -229,7 +230,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     out.why = c.ring_index >= 0 ? why_text(s, c) : lost_record_text(c, config().ring_size);
     for (size_t i : c.graph_nodes) {
       report::LaunchWithStack g;
-      g.launch = report_launch(s.graph_nodes[i], s.kernel_names);
+      g.launch = report_launch(s.graph_nodes[i], s.kernel_names, s.clock);
       g.stack = stack(s.graph_nodes[i].stack_id);
       if (i < s.graph_node_records.size()) {
         const GraphNodeRecord& n = s.graph_node_records[i];

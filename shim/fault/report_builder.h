@@ -79,6 +79,7 @@ class ReportBuilder {
 
 // A record as the report and the trace keep it (kernel name demangled, kind spelled out); `names` gives the
 // kernel names (FaultSnapshot::kernel_names).
-report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names);
+report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std::string>& names,
+                             const LaunchClockReading& clock);
 
 }  // namespace cdsa

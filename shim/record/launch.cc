@@ -1,4 +1,5 @@
 #include "shim/record/launch.h"
+#include "shim/record/launch_clock.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,12 +29,6 @@ std::atomic<LaunchFilter> g_filter{nullptr};
 uint32_t this_tid() {
   if (!tl_tid) tl_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   return tl_tid;
-}
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // Per-thread cache: stream handle (and, for the NULL / legacy / per-thread default streams, the context) -> stream
@@ -287,7 +282,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   r.ctx_id = sc->ctx_id;
   r.stream_slot = sc->slot >= 0 ? static_cast<uint32_t>(sc->slot) : 0xffffffffu;
   r.tid = this_tid();
-  r.time_ns = now_ns();
+  r.stamp = launch_stamp();
   for (int i = 0; i < 3; ++i) {
     r.grid[i] = info.grid[i];
     r.block[i] = info.block[i];

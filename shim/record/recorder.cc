@@ -1,4 +1,5 @@
 #include "shim/record/recorder.h"
+#include "shim/record/launch_clock.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -319,6 +320,7 @@ void init_tables() {
 }  // namespace
 
 bool recorder_init() noexcept {
+  launch_clock_init();  // before the first record's stamp
   std::call_once(g_init_once, init_tables);
   return g_ready.load(std::memory_order_acquire);
 }
@@ -988,7 +990,7 @@ void ring_publish(const LaunchRecord& r) noexcept {
   s.w[1].store(r.stream_seq, std::memory_order_relaxed);
   s.w[2].store(r.stream_id, std::memory_order_relaxed);
   s.w[3].store(r.graph_id, std::memory_order_relaxed);
-  s.w[4].store(r.time_ns, std::memory_order_relaxed);
+  s.w[4].store(r.stamp, std::memory_order_relaxed);
   s.w[5].store((static_cast<uint64_t>(r.ctx_id) << 32) | r.tid, std::memory_order_relaxed);
   s.w[6].store((static_cast<uint64_t>(r.stack_id) << 32) | r.kernel_name, std::memory_order_relaxed);
   s.w[7].store((static_cast<uint64_t>(r.grid[0]) << 32) | (static_cast<uint64_t>(r.grid[1] & 0xffff) << 16) |
@@ -1021,7 +1023,7 @@ void ring_snapshot(std::vector<LaunchRecord>* out) {
     r.stream_seq = w[1];
     r.stream_id = w[2];
     r.graph_id = w[3];
-    r.time_ns = w[4];
+    r.stamp = w[4];
     r.ctx_id = static_cast<uint32_t>(w[5] >> 32);
     r.tid = static_cast<uint32_t>(w[5]);
     r.stack_id = static_cast<uint32_t>(w[6] >> 32);

@@ -49,7 +49,7 @@ struct LaunchRecord {
   uint64_t stream_seq = 0;  // launch number on its stream, 1-based
   uint64_t stream_id = 0;   // cuStreamGetId
   uint64_t graph_id = 0;    // captured launches: capture id; graph launches: the capture id of the exec
-  uint64_t time_ns = 0;     // CLOCK_MONOTONIC
+  uint64_t stamp = 0;       // when it was made: a launch_stamp() (shim/record/launch_clock.h)
   uint32_t ctx_id = 0;      // cuCtxGetId
   uint32_t tid = 0;         // gettid
   uint32_t stack_id = kUnknownStack;

@@ -112,7 +112,7 @@ TEST_F(RecorderTest, RingSnapshotsAreNeverTorn) {
       ring_snapshot(&snap);
       for (const auto& r : snap) {
         // Writers derive every field from seq; a torn copy would mix two records.
-        if (r.stream_seq != r.seq * 3 || r.time_ns != r.seq + 7 || r.grid[0] != static_cast<uint32_t>(r.seq) ||
+        if (r.stream_seq != r.seq * 3 || r.stamp != r.seq + 7 || r.grid[0] != static_cast<uint32_t>(r.seq) ||
             r.tid != static_cast<uint32_t>(r.seq % 100000))
           torn.fetch_add(1);
         checked.fetch_add(1);
@@ -126,7 +126,7 @@ TEST_F(RecorderTest, RingSnapshotsAreNeverTorn) {
         LaunchRecord r;
         r.seq = next_launch_seq();
         r.stream_seq = r.seq * 3;
-        r.time_ns = r.seq + 7;
+        r.stamp = r.seq + 7;
         r.grid[0] = static_cast<uint32_t>(r.seq);
         r.tid = static_cast<uint32_t>(r.seq % 100000);
         ring_publish(r);

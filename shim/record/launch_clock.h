@@ -1,0 +1,49 @@
+// When a launch was made, at the price of a few instructions: the time stamp counter where the kernel itself keeps
+// time by it (x86-64, an invariant TSC, "tsc" the current clocksource), else CLOCK_MONOTONIC. A launch keeps the
+// raw stamp (LaunchRecord::stamp); a LaunchClockReading makes CLOCK_MONOTONIC nanoseconds of it when records are
+// read (the fault snapshot takes one), interpolating between the pair of readings taken at start-up and one taken then, so a
+// converted time is as close to CLOCK_MONOTONIC as those readings are to each other (tens of nanoseconds).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace cdsa {
+namespace launch_clock_internal {
+extern std::atomic<bool> g_tsc;  // set once by launch_clock_init, before the first launch is recorded
+inline uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace launch_clock_internal
+
+// Chooses the clock and takes the start-up pair. Idempotent; before the first launch_stamp() (recorder_init).
+void launch_clock_init() noexcept;
+
+// The launch path's reading.
+inline uint64_t launch_stamp() noexcept {
+#if defined(__x86_64__)
+  if (launch_clock_internal::g_tsc.load(std::memory_order_relaxed)) return __rdtsc();
+#endif
+  return launch_clock_internal::monotonic_ns();
+}
+
+// What converts stamps into CLOCK_MONOTONIC nanoseconds: the start-up pair and a pair read when it was made (one
+// for a whole snapshot's records).
+struct LaunchClockReading {
+  bool tsc = false;
+  uint64_t tsc0 = 0, ns0 = 0, tsc1 = 0, ns1 = 0;
+  uint64_t ns(uint64_t stamp) const noexcept;
+};
+LaunchClockReading launch_clock_reading() noexcept;
+
+// What the launch clock is, for `cdsa doctor` and the trace: "tsc" or "clock_gettime".
+const char* launch_clock_name() noexcept;
+
+}  // namespace cdsa
