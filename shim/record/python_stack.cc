@@ -527,7 +527,7 @@ struct Chain {
   int32_t max;
   uint16_t n_visited, n_out;
   uint8_t ends_null, truncated, n_guards, n_code_guards;  // guards: the n_code_guards code objects first
-  uint8_t by_instr;  // every visited frame's is (m[i].by_instr)
+  uint8_t by_instr;  // every visited frame's is (m[i].by_instr), and code frees are counted
   ChainWords w[kChainFrames];
   ChainMeta m[kChainFrames];
   ChainGuard g[kChainFrames];
@@ -695,7 +695,7 @@ void set_guards(const Reader& rd, Chain* c) {
     if (pass == 0) c->n_code_guards = static_cast<uint8_t>(k);
   }
   c->n_guards = static_cast<uint8_t>(k);
-  c->by_instr = 1;
+  c->by_instr = code_frees_now() != kUncounted;  // (set for the process before the walker was Ready)
   for (int i = 0; i < c->n_visited; ++i) c->by_instr &= c->m[i].by_instr;
 }
 
@@ -793,11 +793,28 @@ guards_slow:
 }
 inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
                            bool* hit, PyChainStats* stats) {
-  if (!rd.objects && c.by_instr && frees == c.frees && frees != kUncounted)
-    return verified_prefix_t<false, true>(rd, c, frame, frees, stop_at, hit);
+  if (c.by_instr && frees == c.frees) return verified_prefix_t<false, true>(rd, c, frame, frees, stop_at, hit);
   ++stats->word_checks;
   if (rd.objects) return verified_prefix_t<true, false>(rd, c, frame, frees, stop_at, hit);
   return verified_prefix_t<false, false>(rd, c, frame, frees, stop_at, hit);
+}
+
+// verified_prefix_t<false, true>'s answer alone (every frame's link and instruction pointer as the walk read them),
+// for the predicted chain: no prefix, no stop.
+__attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, const Chain& c, const char* at) {
+  const int32_t o_instr = rd.o_instr, o_previous = rd.o_previous;
+  const ChainWords* f = c.w;
+  const ChainWords* const end = f + c.n_visited;
+  const ChainWords* const pairs_end = f + (c.n_visited & ~1u);
+  for (; f != pairs_end; f += 2) {  // two frames a round; each frame read only after the link to it held
+    const uintptr_t link = load<uintptr_t>(at + o_previous);
+    if (((link ^ f->next) | (load<uintptr_t>(at + o_instr) ^ f->instr)) != 0) return false;
+    at = reinterpret_cast<const char*>(link);
+    const uintptr_t link2 = load<uintptr_t>(at + o_previous);
+    if (((link2 ^ f[1].next) | (load<uintptr_t>(at + o_instr) ^ f[1].instr)) != 0) return false;
+    at = reinterpret_cast<const char*>(link2);
+  }
+  return f == end || ((load<uintptr_t>(at + o_previous) ^ f->next) | (load<uintptr_t>(at + o_instr) ^ f->instr)) == 0;
 }
 
 inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
@@ -816,12 +833,14 @@ namespace {
 
 // Serves chain `index` (every frame verified): its keys, memo and token, and it becomes the last chain served.
 // Its code objects' guards held at `frees` (checked, or skipped as unchanged since they last held).
-inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKey* out, PyCapture* how) {
+// `predicted`: it is the last chain's successor already.
+inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKey* out, PyCapture* how,
+                       bool predicted = false) {
   Chain& c = cc->c[index];
   c.frees = frees;
   ++cc->stats.hits;
   cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
-  if (cc->last) cc->c[cc->last - 1].succ = index + 1;
+  if (!predicted && cc->last) cc->c[cc->last - 1].succ = index + 1;
   cc->last = index + 1;
   how->hit = true;
   how->truncated = c.truncated;
@@ -932,11 +951,18 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   // the set's scan. Any chain verified against the live frames is exact; a cleared cache has no successors.
   if (const uint32_t pred = cc->last ? cc->c[cc->last - 1].succ : 0) {
     const Chain& c = cc->c[pred - 1];
-    const char* stop_at;
-    bool hit;
-    if (c.max == max && (verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats), hit)) {
-      ++cc->stats.predicted;
-      return serve_chain(cc, pred - 1, frees, out, how);
+    if (c.max == max) {
+      bool hit;
+      if (c.by_instr && frees == c.frees) {  // (by_instr: never on 3.10, nor with the frees uncounted)
+        hit = holds_by_instr(rd, c, head);  // inline: the launch path's usual case
+      } else {
+        const char* stop_at;
+        verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats);
+      }
+      if (hit) {
+        ++cc->stats.predicted;
+        return serve_chain(cc, pred - 1, frees, out, how, true);
+      }
     }
   }
   return capture_chain_miss(rd, cc, head, frees, out, max, how);
