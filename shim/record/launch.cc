@@ -195,11 +195,12 @@ inline uint32_t kernel_name_of(const InCdsa&, CUfunction func) {
 
 // A mark is never enqueued on a capturing stream (it would become a node of the user's graph): a mark deferred
 // when the capture began (a launch recorded on another thread just then) is dropped instead.
-bool capturing(CUstream s) {
-  if (!captures_active() || !driver().StreamIsCapturing) return false;
+[[gnu::noinline]] bool capturing_slow(CUstream s) {
+  if (!driver().StreamIsCapturing) return false;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   return driver().StreamIsCapturing(s, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
+inline bool capturing(CUstream s) { return captures_active() && capturing_slow(s); }
 
 bool has_deferred(const StreamCacheEntry* sc) {
   StreamState* st = sc ? sc->state : nullptr;

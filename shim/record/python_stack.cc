@@ -206,6 +206,8 @@ void count_code_frees(const Runtime& R) {
     g_code_frees.store(kUncounted, std::memory_order_seq_cst);  // another layer changed the slot just now
 }
 
+void make_reader(const Runtime& R);  // the chain cache's Reader (below), from the final g_rt
+
 // Runs once, under g_init_mu. Returns the state; fills g_desc and g_rt.
 PyWalkerState detect() noexcept {
   auto* py_version = static_cast<const unsigned long*>(sym("Py_Version"));
@@ -307,6 +309,7 @@ PyWalkerState detect() noexcept {
   }
   g_rt = rt;
   count_code_frees(g_rt);
+  make_reader(g_rt);
   std::snprintf(g_desc, sizeof g_desc, "CPython %s (%s%s)", ver, source,
                 code_frees_now() == kUncounted ? ", code frees not counted" : "");
   return PyWalkerState::Ready;
@@ -561,6 +564,7 @@ struct Reader {
   FpOffsets fo;
   bool objects;  // 3.10: frame objects, f_lasti, no owner
 
+  Reader() = default;
   explicit Reader(const Runtime& R) {
     const PyLayout& L = R.L;
     objects = L.tstate_frame >= 0;
@@ -595,6 +599,9 @@ struct Reader {
   }
   uint8_t owner(const char* frame) const { return objects ? 0 : static_cast<uint8_t>(frame[o_owner]); }
 };
+
+Reader g_reader;  // made once by detect(), before the walker is Ready
+void make_reader(const Runtime& R) { g_reader = Reader(R); }
 
 const char* head_frame(const Runtime& R, const char* ts) {
   const PyLayout& L = R.L;
@@ -941,8 +948,7 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
   if (!ts) return 0;
   ChainCache* cc = ThreadBlock<ChainCache>::get();
   if (!cc) return capture_python_frames(out, max, &how->truncated);
-  static const Reader rd_once(R);  // g_rt is final once ready(): built at the first capture
-  const Reader& rd = rd_once;
+  const Reader& rd = g_reader;
   const char* head = head_frame(R, ts);
   if (!head) return 0;
   const uint64_t frees = code_frees_now();  // before any code object's words are read
