@@ -109,7 +109,20 @@ void counting_code_dealloc(void* code) {
   g_code_dealloc.load(std::memory_order_acquire)(code);
 }
 
+CodeDealloc* g_dealloc_slot = nullptr;  // PyCode_Type's tp_dealloc, once the wrapper is in it
+
 inline uint64_t code_frees_now() noexcept { return g_code_frees.load(std::memory_order_acquire); }
+// Whether another layer has put its own function into the slot after cdsa's wrapper. A layer that wraps the slot
+// calls on what it found there, as cdsa's wrapper does, and the count stays right; one that does not would leave frees
+// uncounted, so once the slot is found changed the frees stay uncounted for good. Checked where a chain is filled or
+// fully checked (a miss), not on the launch path's hit.
+void check_dealloc_slot() noexcept {
+  if (code_frees_now() != kUncounted && __atomic_load_n(g_dealloc_slot, __ATOMIC_RELAXED) != &counting_code_dealloc)
+    g_code_frees.store(kUncounted, std::memory_order_seq_cst);
+}
+// What a chain remembers of a count: never kUncounted (0 then, which no count is: counts start at 1), so an
+// uncounted capture never matches it.
+inline uint64_t remembered(uint64_t frees) noexcept { return frees == kUncounted ? 0 : frees; }
 std::mutex g_init_mu;
 char g_desc[256] = "Python walker not initialised";
 
@@ -201,7 +214,8 @@ void count_code_frees(const Runtime& R) {
   CodeDealloc orig = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   if (!orig || orig == &counting_code_dealloc) return;
   g_code_dealloc.store(orig, std::memory_order_release);
-  g_code_frees.store(0, std::memory_order_seq_cst);  // no chain reads the count before the walker is Ready
+  g_dealloc_slot = slot;
+  g_code_frees.store(1, std::memory_order_seq_cst);  // no chain reads the count before the walker is Ready
   if (!__atomic_compare_exchange_n(slot, &orig, &counting_code_dealloc, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
     g_code_frees.store(kUncounted, std::memory_order_seq_cst);  // another layer changed the slot just now
 }
@@ -530,7 +544,7 @@ struct Chain {
   int32_t max;
   uint16_t n_visited, n_out;
   uint8_t ends_null, truncated, n_guards, n_code_guards;  // guards: the n_code_guards code objects first
-  uint8_t by_instr;  // every visited frame's is (m[i].by_instr), and code frees are counted
+  uint8_t by_instr;  // every visited frame's is (m[i].by_instr)
   ChainWords w[kChainFrames];
   ChainMeta m[kChainFrames];
   ChainGuard g[kChainFrames];
@@ -702,7 +716,7 @@ void set_guards(const Reader& rd, Chain* c) {
     if (pass == 0) c->n_code_guards = static_cast<uint8_t>(k);
   }
   c->n_guards = static_cast<uint8_t>(k);
-  c->by_instr = code_frees_now() != kUncounted;  // (set for the process before the walker was Ready)
+  c->by_instr = 1;
   for (int i = 0; i < c->n_visited; ++i) c->by_instr &= c->m[i].by_instr;
 }
 
@@ -776,7 +790,7 @@ words_done:
   const ChainGuard* const g_code_end = g + c.n_code_guards;
   const ChainGuard* const g_end = g + c.n_guards;
   if (f == end) {  // every frame's words hold (a hit if the guards do): no index to compare, no kind to test
-    if (frees != c.frees || frees == kUncounted) {
+    if (frees != c.frees) {  // (never equal while uncounted: remembered())
       for (; g != g_code_end; ++g)
         if (load<const void*>(g->code + o_ob_type) != code_type || ident(fo, g->code) != g->ident) goto guards_slow;
     }
@@ -844,7 +858,7 @@ namespace {
 inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKey* out, PyCapture* how,
                        bool predicted = false) {
   Chain& c = cc->c[index];
-  c.frees = frees;
+  c.frees = remembered(frees);
   ++cc->stats.hits;
   cc->used[index / kChainWays] = static_cast<uint16_t>(cc->used[index / kChainWays] | (1u << (index % kChainWays)));
   if (!predicted && cc->last) cc->c[cc->last - 1].succ = index + 1;
@@ -864,6 +878,8 @@ inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKe
 // else a walk from the first frame that differs into a new chain. Out of line: the launch path's hit stays small.
 [[gnu::noinline]] int capture_chain_miss(const Reader& rd, ChainCache* cc, const char* head, uint64_t frees,
                                          PyFrameKey* out, int max, PyCapture* how) {
+  check_dealloc_slot();
+  frees = code_frees_now();  // read again (before any code object below): uncounted from now on if the slot changed
   const char* stop_at = nullptr;
   const uint32_t tag = chain_tag(reinterpret_cast<uintptr_t>(head), rd.code_word(head), rd.instr(head), max);
   const uint32_t set = tag & (kChainSets - 1);
@@ -911,7 +927,7 @@ inline int serve_chain(ChainCache* cc, uint32_t index, uint64_t frees, PyFrameKe
   Chain& c = cc->c[set * kChainWays + way];
   cc->tags[set][way] = 0;
   c.token = ++cc->tokens;
-  c.frees = frees;  // read before the walk read the code objects
+  c.frees = remembered(frees);  // read before the walk read the code objects
   c.memo = PyMemo{};
   c.head = reinterpret_cast<uintptr_t>(head);
   c.max = s.max;
@@ -959,7 +975,7 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
     const Chain& c = cc->c[pred - 1];
     if (c.max == max) {
       bool hit;
-      if (c.by_instr && frees == c.frees) {  // (by_instr: never on 3.10, nor with the frees uncounted)
+      if (c.by_instr && frees == c.frees) {  // (by_instr: never on 3.10; frees: never equal while uncounted)
         hit = holds_by_instr(rd, c, head);  // inline: the launch path's usual case
       } else {
         const char* stop_at;

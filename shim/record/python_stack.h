@@ -33,7 +33,9 @@
 //     seen): it adds one to a counter and calls the interpreter's own
 //     function, which lets the chain cache below skip re-reading code
 //     objects while none was freed. Nothing else in the interpreter is
-//     written, ever.
+//     written, ever. Should another layer later put its own function in
+//     the slot, the count is no longer trusted (checked at every chain
+//     miss): the cache then reads the code objects again at every check.
 //   * After a successful init, capture_python_frames(), resolve_python_frame()
 //     and python_code_check() never take the GIL, never allocate, never lock,
 //     never touch a reference count, never call into the interpreter except

@@ -1,6 +1,7 @@
 // pystack_probe: a shared library the Python test loads with ctypes. Every
 // export captures and resolves the *calling* thread's Python stack through
 // cdsa_python_stack, exactly as the shim does at a kernel launch.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -102,6 +103,22 @@ __attribute__((visibility("default"))) void cdsa_probe_chain_stats(unsigned long
 }
 
 __attribute__((visibility("default"))) void cdsa_probe_chain_clear(void) { cdsa::python_chain_cache_clear(); }
+
+// Another layer wrapping PyCode_Type's tp_dealloc after the walker's own wrapper (it calls on what it found there):
+// the walker must stop trusting its count of code frees. 0 when wrapped.
+namespace {
+void (*g_prev_code_dealloc)(void*) = nullptr;
+void other_layers_code_dealloc(void* code) { g_prev_code_dealloc(code); }
+}  // namespace
+__attribute__((visibility("default"))) int cdsa_probe_wrap_code_dealloc(void) {
+  const cdsa::pystack::PyLayout* L = cdsa::pystack::active_layout();
+  auto* type = static_cast<char*>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  if (!L || !type) return -1;
+  auto** slot = reinterpret_cast<void (**)(void*)>(type + L->ob_size + 32);  // tp_dealloc
+  g_prev_code_dealloc = *slot;
+  *slot = &other_layers_code_dealloc;
+  return 0;
+}
 
 __attribute__((visibility("default"))) int cdsa_probe_stack(char* out, int cap) {
   return cdsa_probe_stack_max(out, cap, kMaxFrames, nullptr);

@@ -61,6 +61,7 @@ def load(path, kind):
                                         ctypes.POINTER(ctypes.c_double)]
     lib.cdsa_probe_cached_once.restype = ctypes.c_int
     lib.cdsa_probe_cached_once.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    lib.cdsa_probe_wrap_code_dealloc.restype = ctypes.c_int
     lib.cdsa_probe_layout.restype = ctypes.c_int
     lib.cdsa_probe_layout.argtypes = [ctypes.c_char_p, ctypes.c_int]
     return lib
@@ -638,6 +639,23 @@ def test_checks_by_instruction():
     assert s3["word_checks"] == s2["word_checks"], (s2, s3)
 
 
+def test_dealloc_slot_replaced():
+    """Another layer puts its own function into PyCode_Type's tp_dealloc after the walker's wrapper: from the next
+    miss on, the walker no longer trusts its count of frees, and every check compares the words and guards again
+    (still exact). Run last: the walker stays that way for the rest of the process."""
+    if sys.version_info < (3, 11):
+        return
+    assert P.cdsa_probe_wrap_code_dealloc() == 0
+    P.cdsa_probe_chain_clear()
+    stats = []
+    for k in range(6):  # one capture line: a fill (a miss: the slot is checked), then hits
+        stats.append(chain_stats())
+        check(site_plain(), "after another layer wrapped tp_dealloc %d" % k, "site_plain")
+    stats.append(chain_stats())
+    for a, b in zip(stats[2:], stats[3:]):  # repeats: hits, each by words and guards
+        assert b["hits"] - a["hits"] == 2 and b["word_checks"] - a["word_checks"] >= 2, (a, b)
+
+
 class _Yield:
     results = []
 
@@ -688,6 +706,7 @@ def run_ready(path, do_bench):
             test_checks_by_instruction()
             if do_bench:
                 bench()
+    test_dealloc_slot_replaced()  # last: it turns the walker's count of code frees off for good
     print("OK: %s; %d stack comparisons (CDLL and PyDLL)" % (desc, CHECKS))
 
 
