@@ -687,7 +687,8 @@ StackMemo stack_memo(uint32_t id) noexcept {
   uint64_t epoch = g_epoch.load(std::memory_order_seq_cst);
   uint32_t slot;
   uint64_t s;
-  if (id == kUnknownStack || !live_entry(g_stacks, id, false, &slot, &s)) return kNoStackMemo;
+  // Touched (in `epoch` or later): a memo of the current epoch needs no other look (memo_id_now).
+  if (id == kUnknownStack || !live_entry(g_stacks, id, true, &slot, &s)) return kNoStackMemo;
   return (epoch << 32) | id;  // epoch >= 2: never 0
 }
 
@@ -716,6 +717,19 @@ __attribute__((always_inline)) inline uint32_t memo_id_ready(StackMemo memo) {
   EntryMeta& e = g_stacks.entries[slot];
   const uint64_t st = touch_entry(e);
   return (st & (kLive | kBusy)) == kLive && (st & kTagMask) == tag ? id : kUnknownStack;
+}
+// memo_id_ready, and the memo made new when it answers: a memo made in the current epoch names an entry this thread
+// touched in it, which no reclamation can take before the epoch moves on (every reclamation moves it first, then
+// keeps what was touched in the epoch before), so it is the id without another look while the epoch stays. A memo
+// made anew ages from then: the entry had the same generation then, and a generation comes back only after
+// tag_limit reclamations from there.
+__attribute__((always_inline)) inline uint32_t memo_id_now(StackMemo* memo) {
+  const StackMemo m = *memo;
+  const uint64_t now = g_epoch.load(std::memory_order_relaxed);
+  if (static_cast<uint32_t>(m >> 32) == static_cast<uint32_t>(now)) return static_cast<uint32_t>(m);  // (epoch >= 2)
+  const uint32_t id = memo_id_ready(m);  // touches the entry (in `now` or a later epoch)
+  if (id != kUnknownStack) *memo = (now << 32) | id;
+  return id;
 }
 }  // namespace
 
@@ -759,11 +773,11 @@ uint32_t capture_and_intern_stack() noexcept {
   const uint64_t py_token = n_py == 0 ? kNoPythonToken : pyhow.token;
   if (how.token && py_token) {
     if (n_py > 0 && pyhow.memo->other == how.token) {
-      const uint32_t id = memo_id_ready(pyhow.memo->stack);
+      const uint32_t id = memo_id_now(&pyhow.memo->stack);
       if (id != kUnknownStack) return id;
     }
     if (how.memo->other == py_token) {
-      const uint32_t id = memo_id_ready(how.memo->stack);
+      const uint32_t id = memo_id_now(&how.memo->stack);
       if (id != kUnknownStack) return id;
     }
   }

@@ -3,7 +3,7 @@
 //   - an id never reads as another entry: stack_at / string_at give the interned content or nothing;
 //   - what each kind of holder keeps survives: the ring, a pin (graph nodes), the kernel-name map, the profile,
 //     a memo (the native-stack cache), a live stack's Python strings;
-//   - unreferenced entries do go, and the holder of a memo finds out.
+//   - unreferenced entries do go, and the holder of a memo finds out (also a launch site's memo on the launch path).
 // Labelled `recorder`: the TSan build runs it (8 threads interning and checking each other's ids).
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -187,6 +187,41 @@ TEST_F(ReclaimTest, EveryHolderKeepsItsStack) {
   note_graph_destroy(fake_graph);
   churn(8000, 3000, 4);
   EXPECT_FALSE(stack_at(pinned.id, &s));
+}
+
+// One launch site taken `rounds` times from one call (the same native stack every time: a loop the compiler cannot
+// peel, its bound read through a volatile), with `between` run after each.
+__attribute__((noinline)) void one_site_rounds(int n, void (*between)(int, const Interned&)) {
+  volatile int rounds = n;
+  for (int r = 0; r < rounds; ++r) {
+    Interned i = intern_site(7);
+    asm volatile("" ::: "memory");
+    between(r, i);
+  }
+}
+Interned g_round[3];
+
+// A launch site's memo (kept by the native-stack cache with its entry) names its stack without a look while the
+// epoch stays; once reclamations have taken that stack, the same site (served from the cache, memo and all) must be
+// interned again, not named by the dead id.
+TEST_F(ReclaimTest, ASitesMemoIsNotTakenOnceItsStackWasReclaimed) {
+  // Rounds 2 on: the first that interns again (a table full of stacks used in the last two epochs waits for a
+  // reclamation or two, which a few more inserts bring).
+  one_site_rounds(66, [](int r, const Interned& i) {
+    if (r < 2 || g_round[2].id == kUnknownStack) g_round[r < 2 ? r : 2] = i;
+    if (r == 1) {
+      const uint64_t before = recorder_reclaims();
+      churn(20000, 3000, 8);  // other threads: this thread's cache and its memo stay
+      EXPECT_GT(recorder_reclaims(), before + 2);
+    }
+  });
+  ASSERT_NE(g_round[0].id, kUnknownStack);
+  EXPECT_EQ(g_round[1].id, g_round[0].id) << "served again from the memo within the epoch";
+  EXPECT_FALSE(stack_alive(g_round[0].id)) << "nothing held it through the churn";
+  ASSERT_NE(g_round[2].id, kUnknownStack);
+  Stack s;
+  ASSERT_TRUE(stack_at(g_round[2].id, &s)) << "the id the memo gave is dead";
+  EXPECT_EQ(g_round[2].native, g_round[0].native);
 }
 
 TEST_F(ReclaimTest, StringsAreReclaimedExactlyAndPinnedNamesStay) {
