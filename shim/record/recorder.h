@@ -116,7 +116,10 @@ uint32_t stack_count() noexcept;  // live entries
 //   (b) Remembers it as a StackMemo, checked at every use: a per-thread cache in front of the table (the native
 //       stack cache, the Python frame-chain cache). stack_memo(id) to store, stack_memo_id(memo) to use: the id,
 //       or kUnknownStack if it may have been reclaimed since (then look the stack up again). A memo costs no
-//       store on a shared line; using it keeps the entry "used now". Never compare raw ids kept across launches
+//       store on a shared line; using it keeps the entry "used now". (The launch path's own use,
+//       capture_and_intern_stack, takes a memo made or checked in the current epoch as it is: its entry was
+//       touched in that epoch, and no reclamation takes it before the epoch moves on.) Never compare raw ids kept
+//       across launches
 //       without one of (a) or (b): a dead id stays dead, but an unpinned live one may die at any time.
 // Everything here is lock-free and allocation-free; stack_pin and stack_memo_id are safe on the launch path.
 bool stack_pin(uint32_t id) noexcept;
