@@ -5,6 +5,7 @@
 // element; the stream is kept busy by a long sleep_us first, so every launch
 // only queues work and no worker wakes up in between.
 #include <cuda.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <array>
@@ -81,7 +82,13 @@ int setup(CUfunction* fill, CUfunction* sleep, CUstream* s, CUdeviceptr* buf) {
       cuModuleLoadData(&mod, "image") || cuModuleGetFunction(fill, mod, "fill_f32") ||
       cuModuleGetFunction(sleep, mod, "sleep_us"))
     return 2;
-  if (cuStreamCreate(s, 0) || cuMemAlloc(buf, 64)) return 3;
+  // CDSA_BENCH_NULL_STREAM=1: launch on the legacy NULL stream (cdsa then asks for the current context each time).
+  const char* null_stream = getenv("CDSA_BENCH_NULL_STREAM");
+  if (null_stream && *null_stream == '1')
+    *s = nullptr;
+  else if (cuStreamCreate(s, 0))
+    return 3;
+  if (cuMemAlloc(buf, 64)) return 3;
   return 0;
 }
 

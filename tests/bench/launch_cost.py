@@ -11,7 +11,8 @@ usage: launch_cost.py BUILD_DIR [--launches N] [--repeats R] [--sites]
 --callgrind counts instructions instead (valgrind --tool=callgrind; repeatable,
 unlike the timings): the measured launches alone are collected, from C 40 frames
 deep and from Python 20 frames deep, bare and with cdsa, from one launch site and
-from 200 distinct sites called in turn at one depth (C: 200 functions called
+from 200 distinct sites called in turn at one depth, and from C on the legacy NULL stream (one of the
+default streams, for which cdsa asks the driver for the current context) (C: 200 functions called
 from one loop; Python: 200 functions, each calling a C function that launches
 once). Each configuration runs at N and 3N launches and the difference is
 divided by 2N: the marginal cost, without start-up, warm-up and first-time
@@ -55,6 +56,8 @@ CALLGRIND_CONFIGS = [
     ("C 40 deep: bare", 1, 40, 1, None),
     ("C 40 deep: cdsa, no stacks", 1, 40, 1, {"CDSA_NATIVE_DEPTH": "0", "CDSA_PYTHON_DEPTH": "0"}),
     ("C 40 deep: cdsa, native 48", 1, 40, 1, {"CDSA_PYTHON_DEPTH": "0"}),
+    ("C 40 deep, NULL stream: bare", 1, 40, 1, None),
+    ("C 40 deep, NULL stream: cdsa, no stacks", 1, 40, 1, {"CDSA_NATIVE_DEPTH": "0", "CDSA_PYTHON_DEPTH": "0"}),
     ("Python 20 deep: bare", 20, 1, 1, None),
     ("Python 20 deep: cdsa defaults", 20, 1, 1, {}),
     ("Python 20 deep: cdsa, CDSA_NATIVE_FULL=1", 20, 1, 1, {"CDSA_NATIVE_FULL": "1"}),
@@ -137,6 +140,10 @@ def callgrind_counts(cg_file):
     return total, memop, (entry - driver_launch - memop) if entry else 0
 
 
+# The benchmark program's own settings for a group of rows (its bare row and cdsa's alike).
+GROUP_ENV = {"C 40 deep, NULL stream": {"CDSA_BENCH_NULL_STREAM": "1"}}  # launches on the legacy NULL stream
+
+
 def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra, keep=None, name=""):
     """(instructions collected, of which the sim's breadcrumb memop) in one child run of n launches; with `keep`
     (a folder), its callgrind output is copied there, named after the row and n."""
@@ -144,6 +151,7 @@ def callgrind_run(build, n, cdsa_lib, pydepth, cdepth, sites, env_extra, keep=No
     import tempfile
     env = child_env(build, cdsa_lib if env_extra is not None else None)
     env.update(env_extra or {})
+    env.update(GROUP_ENV.get(name.split(":")[0], {}))
     toggle = "*measured_one*" if sites == "py" else "*measured_launches*"
     with tempfile.TemporaryDirectory() as tmp:
         cg = os.path.join(tmp, "cg.out")
