@@ -730,7 +730,7 @@ void set_guards(const Reader& rd, Chain* c) {
 // identity words, or still no code object. The code objects' guards are skipped while no code object was freed since
 // they last held (frees == c.frees, counted by counting_code_dealloc): a frame's code word, unchanged, then names
 // the object the guard read. A failed guard at frame g leaves the frames before g verified.
-template <bool kObjects, bool kByInstr>
+template <bool kObjects>
 __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame,
                                                             uint64_t frees, const char** stop_at, bool* hit) {
   const int32_t o_code = rd.o_code, o_instr = rd.o_instr, o_owner = rd.o_owner, o_previous = rd.o_previous;
@@ -741,13 +741,7 @@ __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, co
   // Whether frame `at` still holds what f records; *next: its link.
   const auto differs = [&](const ChainWords* w, const char** next) {
     const uintptr_t link = load<uintptr_t>(at + o_previous);
-    uintptr_t diff = link ^ w->next;
-    if constexpr (kByInstr) {
-      diff |= load<uintptr_t>(at + o_instr) ^ w->instr;
-      *next = reinterpret_cast<const char*>(link);
-      return diff != 0;
-    }
-    diff |= load<uintptr_t>(at + o_code) ^ w->code_word;
+    uintptr_t diff = (link ^ w->next) | (load<uintptr_t>(at + o_code) ^ w->code_word);
     if constexpr (kObjects) {
       diff |= static_cast<uint32_t>(load<int32_t>(at + o_instr)) ^ w->instr;
     } else {
@@ -773,11 +767,6 @@ __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, co
   }
 words_done:
   int k = static_cast<int>(f - first);
-  if constexpr (kByInstr) {  // no code object freed since the guards held, and no frame needs its owner or guard
-    *stop_at = at;
-    *hit = f == end;
-    return k;
-  }
   const int32_t o_ob_type = rd.o_ob_type;
   const void* const code_type = rd.code_type;
   const FpOffsets fo = rd.fo;
@@ -812,16 +801,9 @@ guards_slow:
   *stop_at = at;
   return k;
 }
-inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
-                           bool* hit, PyChainStats* stats) {
-  if (c.by_instr && frees == c.frees) return verified_prefix_t<false, true>(rd, c, frame, frees, stop_at, hit);
-  ++stats->word_checks;
-  if (rd.objects) return verified_prefix_t<true, false>(rd, c, frame, frees, stop_at, hit);
-  return verified_prefix_t<false, false>(rd, c, frame, frees, stop_at, hit);
-}
-
-// verified_prefix_t<false, true>'s answer alone (every frame's link and instruction pointer as the walk read them),
-// for the predicted chain: no prefix, no stop.
+// Whether every visited frame of a by_instr chain still has the link and instruction pointer the walk read, while
+// no code object was freed since its guards held (frees == c.frees): then it is a hit ("Two shortcuts" above). No
+// prefix, no stop: a miss is checked again in full by verified_prefix_t, which finds the prefix to walk on from.
 __attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, const Chain& c, const char* at) {
   const int32_t o_instr = rd.o_instr, o_previous = rd.o_previous;
   const ChainWords* f = c.w;
@@ -836,6 +818,18 @@ __attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, cons
     at = reinterpret_cast<const char*>(link2);
   }
   return f == end || ((load<uintptr_t>(at + o_previous) ^ f->next) | (load<uintptr_t>(at + o_instr) ^ f->instr)) == 0;
+}
+
+inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
+                           bool* hit, PyChainStats* stats) {
+  if (c.by_instr && frees == c.frees && holds_by_instr(rd, c, frame)) {
+    *stop_at = nullptr;  // (a hit: not walked on from)
+    *hit = true;
+    return c.n_visited;
+  }
+  ++stats->word_checks;
+  return rd.objects ? verified_prefix_t<true>(rd, c, frame, frees, stop_at, hit)
+                    : verified_prefix_t<false>(rd, c, frame, frees, stop_at, hit);
 }
 
 inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
@@ -976,7 +970,7 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
     if (c.max == max) {
       bool hit;
       if (c.by_instr && frees == c.frees) {  // (by_instr: never on 3.10; frees: never equal while uncounted)
-        hit = holds_by_instr(rd, c, head);  // inline: the launch path's usual case
+        hit = holds_by_instr(rd, c, head);   // inline: the launch path's usual case
       } else {
         const char* stop_at;
         verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats);
