@@ -120,10 +120,6 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
   return r;
 }
 
-void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic) noexcept {
-  if (st) st->deferred.store(stream_seq | (programmatic ? kDeferredPdl : 0), std::memory_order_release);
-}
-
 namespace {
 
 // `v` becomes at least `seq` (a racing thread's older number never lowers it).

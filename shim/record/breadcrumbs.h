@@ -61,9 +61,11 @@ inline bool breadcrumbs_init(const InCdsa& guard) noexcept {
 CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t stream_seq) noexcept;
 // After a launch that got stream number `stream_seq`: its mark waits for the stream's next operation.
 // `programmatic`: the launch is a PDL launch, so the mark ends a group (its enqueue waits for the whole group).
-void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic = false) noexcept;
 // StreamState::deferred's bit for a PDL launch's mark.
 inline constexpr uint64_t kDeferredPdl = 1ull << 63;
+inline void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programmatic = false) noexcept {
+  if (st) st->deferred.store(stream_seq | (programmatic ? kDeferredPdl : 0), std::memory_order_release);
+}
 // Before a context is torn down: the streams' PDL events are dropped (never destroyed: the handle may be of the
 // context going away); the next PDL group on a stream makes a new one.
 void forget_pdl_events() noexcept;

@@ -268,7 +268,6 @@ struct RingSlot {
 struct Ring {
   RingSlot* slots = nullptr;
   uint32_t mask = 0;
-  std::atomic<uint64_t> seq{0};
 } g_ring;
 
 // ---------------------------------------------------------------- streams
@@ -846,7 +845,7 @@ void mark_id(Table& t, uint32_t id, uint32_t* budget) {
 // longer than the table (every launch from a new site) still leaves room for new stacks.
 void mark_ring() {
   uint32_t stack_budget = g_stacks.capacity / 2, string_budget = g_strings.capacity / 2;
-  uint64_t last = g_ring.seq.load(std::memory_order_acquire);
+  uint64_t last = recorder_internal::g_launch_seq.load(std::memory_order_acquire);
   uint64_t cap = static_cast<uint64_t>(g_ring.mask) + 1;
   uint64_t first = last > cap ? last - cap + 1 : 1;
   for (uint64_t seq = last; seq >= first && seq > 0 && (stack_budget > 0 || string_budget > 0); --seq) {
@@ -977,17 +976,17 @@ void recorder_hold_reclaim() noexcept {
 uint64_t recorder_reclaims() noexcept { return g_reclaims.load(std::memory_order_acquire); }
 
 // ================================================================ ring
-uint64_t next_launch_seq() noexcept { return g_ring.seq.fetch_add(1, std::memory_order_relaxed) + 1; }
 namespace recorder_internal {
 std::atomic<bool> g_ring_sealed{false};
+std::atomic<uint64_t> g_launch_seq{0};
 }  // namespace recorder_internal
 
-uint64_t launches_recorded() noexcept { return g_ring.seq.load(std::memory_order_relaxed); }
+uint64_t launches_recorded() noexcept { return recorder_internal::g_launch_seq.load(std::memory_order_relaxed); }
 
 void ring_publish(const LaunchRecord& r) noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
   // A number from next_launch_seq: 1-based (the slot is seq - 1), below the busy bit, and already handed out.
-  CDSA_DCHECK(r.seq != 0 && r.seq < (1ull << 63) && r.seq <= g_ring.seq.load(std::memory_order_relaxed));
+  CDSA_DCHECK(r.seq != 0 && r.seq < (1ull << 63) && r.seq <= recorder_internal::g_launch_seq.load(std::memory_order_relaxed));
   RingSlot& s = g_ring.slots[(r.seq - 1) & g_ring.mask];
   // Claim the slot. Two writers meet here only when one lags a whole ring behind the other: then the newer
   // record wins, and a writer finding another mid-write waits for it rather than interleaving fields.
@@ -1021,7 +1020,7 @@ void ring_publish(const LaunchRecord& r) noexcept {
 void ring_snapshot(std::vector<LaunchRecord>* out) {
   out->clear();
   if (!g_ready.load(std::memory_order_acquire)) return;
-  uint64_t last = g_ring.seq.load(std::memory_order_acquire);
+  uint64_t last = recorder_internal::g_launch_seq.load(std::memory_order_acquire);
   uint64_t cap = static_cast<uint64_t>(g_ring.mask) + 1;
   uint64_t first = last > cap ? last - cap + 1 : 1;
   for (uint64_t seq = first; seq <= last; ++seq) {

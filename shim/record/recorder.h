@@ -192,7 +192,13 @@ void recorder_hold_reclaim() noexcept;
 uint64_t recorder_reclaims() noexcept;
 
 // ---- launches ----
-uint64_t next_launch_seq() noexcept;
+namespace recorder_internal {
+[[gnu::visibility("hidden")]] extern std::atomic<uint64_t> g_launch_seq;  // the last launch number handed out
+}  // namespace recorder_internal
+// The next launch number: 1-based, never reused (the ring's slot is seq - 1 modulo its size).
+inline uint64_t next_launch_seq() noexcept {
+  return recorder_internal::g_launch_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 void ring_publish(const LaunchRecord& rec) noexcept;
 // Visits the records still in the ring, oldest first.
 void ring_snapshot(std::vector<LaunchRecord>* out);
