@@ -13,7 +13,7 @@ from suite_checks import (INFO, check_coredump, check_freed_copy, check_pci_bus_
                           check_pdl_pairs,
                           check_graph_update, check_named, check_native, check_no_report, check_report_first, names_py,
                           not_one_report, short, surfaced, traceback_block)
-from suite_procs import CASES, RUN_S, Skip  # first: it puts tests/support on sys.path
+from suite_procs import CASES, ROOT, RUN_S, Skip  # first: it puts tests/support on sys.path
 from cdsa_report import BANNER, hint_lines, kernel_name, marker_line, py_frames  # noqa: E402
 
 
@@ -539,6 +539,21 @@ def c_ddp_watchdog(ctx, key, backend):
 
 
 # ------------------------------------------------------------------------------ 27: the PCI bus id (info)
+def c_python_walker(ctx, key, backend):
+    """The CPython walker and its verified chain cache under this machine's Python (the one with torch): the unit
+    test that takes every capture through the cache and compares it with the walk, run here with the probe built
+    beside libcdsa.so. It checks the by-instruction check and the count of code frees on an interpreter build
+    other than the CI's."""
+    probe = pathlib.Path(ctx.libcdsa).resolve().parent.parent / "tests" / "unit" / "python_stack" / "libpystack_probe.so"
+    if not probe.is_file():
+        return False, f"no probe at {probe} (built with libcdsa.so on this machine only; see build.log)"
+    r = ctx.run(key, [ctx.python, str(ROOT / "tests" / "unit" / "python_stack" / "test_python_stack.py"),
+                      "--probe", str(probe)], preload=False)
+    ok = r.rc == 0 and "OK:" in r.out
+    m = re.search(r"OK: (.*)", r.out)
+    return ok, (m.group(1) if m else f"rc {r.rc}: {short(r.out + r.err, 160)}")
+
+
 def c_pci_bus_id(ctx, key, backend):
     """The letter case and format of cuDeviceGetPCIBusId's answer (cases/c27_pci_bus_id.py, bare; nvidia-smi's
     and torch's too), and whether cdsa's report header of a faulting run (case 14's program) shows the same
@@ -612,6 +627,9 @@ def all_cases():
              expect_s=20.0),
         Case(26, "26", "torch.distributed NCCL job, world size 1: the step asserts before an all-reduce (~15 s)",
              "one report, whole, before torch's and NCCL's own lines; step line named", c_ddp_watchdog, expect_s=15.0),
+        Case(28, "28", "the CPython walker's unit test under this machine's Python (every capture through the chain "
+             "cache, compared with the walk; ~2 s)", "passes: the by-instruction check and the code-free count hold "
+             "on this interpreter build", c_python_walker, expect_s=2.0),
         Case(27, "27", "fact: letter case and format of cuDeviceGetPCIBusId's answer, as cdsa's header prints it (~2 s)",
              "recorded (info): driver's string, its case, cdsa's header, Xid-style form; nvidia-smi, torch",
              c_pci_bus_id, expect_s=2.0),

@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 28))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 29))
     keys = [r[1] for r in rows]
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "26", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("27 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("28 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -290,9 +290,13 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
 
     class FakeCtx:
         python, sanitizer, logdir = sys.executable, "/usr/bin/true", tmp_path
+        libcdsa = str(tmp_path / "build" / "lib" / "libcdsa.so")  # with the walker's probe beside it (case 28)
 
         def __init__(self):
             self.calls = []
+            probe = tmp_path / "build" / "tests" / "unit" / "python_stack" / "libpystack_probe.so"
+            probe.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
 
         def left(self):
             return 300.0
@@ -320,7 +324,8 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
                    "kernel_waits_for_primary yes memop_ms 3.0 sync CUDA_SUCCESS\n"
                    "freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n"
                    "coredump-flags enable CUDA_SUCCESS file CUDA_SUCCESS generation lightweight+skip_abort\n"
-                   "coredump-survived yes\npci-driver rc 0 id 0000:3B:00.0\n")
+                   "coredump-survived yes\npci-driver rc 0 id 0000:3B:00.0\n"
+                   "OK: CPython 3.12.3 (built-in layout); 4000 stack comparisons (CDLL and PyDLL)\n")
             return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
 
     for case in suite.all_cases():
