@@ -147,6 +147,27 @@ extern "C" int cdsa_bench_launch_one() { return measured_one(); }
 
 extern "C" int cdsa_bench_launches(int n, int64_t* ns_out) { return launches(n, ns_out); }
 
+// The driver's own work for one breadcrumb, timed alone: `n` cuStreamWriteValue64 on the busy stream, as a launch
+// under cdsa enqueues one (launch_cost.py takes it off the timed launches' added cost).
+extern "C" int cdsa_bench_memops(int n, int64_t* ns_out) {
+  CUfunction fill, sleep;
+  CUstream s;
+  CUdeviceptr buf;
+  if (int rc = setup(&fill, &sleep, &s, &buf)) return rc;
+  for (int i = 0; i < 1000; ++i) cuStreamWriteValue64(s, buf, static_cast<cuuint64_t>(i), 0);
+  cuStreamSynchronize(s);
+  int64_t us = 60 * 1000 * 1000;
+  void* sp[1] = {&us};
+  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, s, sp, nullptr);
+  for (int i = -16; i < n; ++i) {
+    int64_t t0 = now_ns();
+    CUresult r = cuStreamWriteValue64(s, buf, static_cast<cuuint64_t>(i + 16), 0);
+    if (i >= 0) ns_out[i] = now_ns() - t0;
+    if (r != CUDA_SUCCESS) return 4;
+  }
+  return 0;
+}
+
 extern "C" int cdsa_bench_launches_deep(int depth, int n, int64_t* ns_out) {
   return launches_at_depth(depth, n, ns_out);
 }

@@ -3,7 +3,9 @@
 several recording depths. Each configuration is a fresh process; launches are
 made from a C loop at the bottom of a Python call stack PYDEPTH frames deep, so
 cdsa records real Python frames. Prints median and p99 (ns) per launch and the
-median added by cdsa.
+median added by cdsa; "cdsa own" leaves out the simulated driver's work for the
+breadcrumb (one cuStreamWriteValue64, timed alone and bare, printed above the
+table), which on a GPU is the real driver's stream memop.
 
 usage: launch_cost.py BUILD_DIR [--launches N] [--repeats R] [--sites]
        launch_cost.py BUILD_DIR --callgrind [--launches N] [--only TEXT] [--keep DIR]
@@ -101,6 +103,8 @@ def child(build, n, pydepth=PYDEPTH, cdepth=1, pin=True, sites=1):
     def descend(depth):
         if depth > 1:
             return descend(depth - 1)
+        if sites == "memop":
+            return lib.cdsa_bench_memops(n, out)
         if sites == "py":
             return python_sites(lib, n, out)  # plus this frame and the site's: pydepth frames at the launch
         return lib.cdsa_bench_launches_deep(cdepth, n, out)
@@ -247,14 +251,27 @@ def main():
                 p99s.append(percentile(vals, 99))
             results.append((name, statistics.median(medians), statistics.median(p99s), statistics.median(rss)))
         base = results[0][1]
+        # The simulated driver's breadcrumb (one cuStreamWriteValue64 per launch with breadcrumbs), timed alone and
+        # bare: on a GPU that is the real driver's stream memop, so it is left out of "cdsa's own".
+        memop = []
+        for _ in range(a.repeats):
+            proc = subprocess.run([sys.executable, __file__, str(build), "--launches", str(a.launches), "--child",
+                                   "--site-mode", "memop"], env=child_env(build, None), capture_output=True,
+                                  text=True, check=True)
+            memop.append(statistics.median(sorted(int(x) for x in proc.stdout.split())))
+        memop_ns = statistics.median(memop)
         where = f"{SITES} sites in turn {label}" if label else "one site"
         print(f"launch cost over the simulated driver: {a.launches} launches x {a.repeats} runs per configuration, "
               f"{PYDEPTH} Python frames at each launch, {where}, pinned to one core")
         print(f"machine: {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}")
-        print(f"{'configuration':<34} {'median ns':>10} {'p99 ns':>10} {'added (median)':>15} {'RSS added MiB':>14}")
+        print(f"the simulated driver's breadcrumb memop alone (bare, median): {memop_ns:.0f} ns")
+        print(f"{'configuration':<34} {'median ns':>10} {'p99 ns':>10} {'added (median)':>15} {'cdsa own':>9} "
+              f"{'RSS added MiB':>14}")
         base_rss = results[0][3]
-        for name, med, p99, rss in results:
-            print(f"{name:<34} {med:>10.0f} {p99:>10.0f} {med - base:>15.0f} {(rss - base_rss) / 1024:>14.1f}")
+        for (name, med, p99, rss), (_, env_extra) in zip(results, CONFIGS):
+            crumbs = env_extra is not None and env_extra.get("CDSA_BREADCRUMBS") != "0"
+            own = f"{med - base - memop_ns:.0f}" if crumbs else ("" if env_extra is None else f"{med - base:.0f}")
+            print(f"{name:<34} {med:>10.0f} {p99:>10.0f} {med - base:>15.0f} {own:>9} {(rss - base_rss) / 1024:>14.1f}")
 
 
 if __name__ == "__main__":
