@@ -1,8 +1,9 @@
 // When a launch was made, at the price of a few instructions: the time stamp counter where the kernel itself keeps
 // time by it (x86-64, an invariant TSC, "tsc" the current clocksource), else CLOCK_MONOTONIC. A launch keeps the
 // raw stamp (LaunchRecord::stamp); a LaunchClockReading makes CLOCK_MONOTONIC nanoseconds of it when records are
-// read (the fault snapshot takes one), interpolating between the pair of readings taken at start-up and one taken then, so a
-// converted time is as close to CLOCK_MONOTONIC as those readings are to each other (tens of nanoseconds).
+// read (the fault snapshot takes one), interpolating between the pair of readings taken at start-up and one taken
+// then, so a converted time is as close to CLOCK_MONOTONIC as those readings are to each other (tens of
+// nanoseconds).
 #pragma once
 
 #include <atomic>

@@ -725,11 +725,11 @@ void set_guards(const Reader& rd, Chain* c) {
 //
 // First pass, the words: frame i is read only once frame i - 1's link was found equal to what the walk read (so
 // every frame read is on the thread's live chain, and a chain that ended at a null link ends there again). Its code
-// word, instruction, owner and link are compared with one branch on their difference. Second pass, the guards (frames whose code object the walk
-// read: not hidden, not the same code word as a guarded frame just before): still a code object with the same
-// identity words, or still no code object. The code objects' guards are skipped while no code object was freed since
-// they last held (frees == c.frees, counted by counting_code_dealloc): a frame's code word, unchanged, then names
-// the object the guard read. A failed guard at frame g leaves the frames before g verified.
+// word, instruction, owner and link are compared with one branch on their difference. Second pass, the guards
+// (frames whose code object the walk read: not hidden, not the same code word as a guarded frame just before):
+// still a code object with the same identity words, or still no code object. The code objects' guards are skipped
+// while no code object was freed since they last held (frees == c.frees, counted by counting_code_dealloc): a
+// frame's code word, unchanged, then names the object the guard read. A failed guard at frame g leaves the frames before g verified.
 template <bool kObjects>
 __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame,
                                                             uint64_t frees, const char** stop_at, bool* hit) {

@@ -986,7 +986,8 @@ uint64_t launches_recorded() noexcept { return recorder_internal::g_launch_seq.l
 void ring_publish(const LaunchRecord& r) noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
   // A number from next_launch_seq: 1-based (the slot is seq - 1), below the busy bit, and already handed out.
-  CDSA_DCHECK(r.seq != 0 && r.seq < (1ull << 63) && r.seq <= recorder_internal::g_launch_seq.load(std::memory_order_relaxed));
+  CDSA_DCHECK(r.seq != 0 && r.seq < (1ull << 63) &&
+              r.seq <= recorder_internal::g_launch_seq.load(std::memory_order_relaxed));
   RingSlot& s = g_ring.slots[(r.seq - 1) & g_ring.mask];
   // Claim the slot. Two writers meet here only when one lags a whole ring behind the other: then the newer
   // record wins, and a writer finding another mid-write waits for it rather than interleaving fields.
