@@ -809,15 +809,17 @@ __attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, cons
   const ChainWords* f = c.w;
   const ChainWords* const end = f + c.n_visited;
   const ChainWords* const pairs_end = f + (c.n_visited & ~1u);
-  for (; f != pairs_end; f += 2) {  // two frames a round; each frame read only after the link to it held
+  // Two frames a round; each frame read only after the link to it held. Two compares a frame, each against the
+  // cached word in memory (a load and a compare-with-memory each, no copy of the link).
+  for (; f != pairs_end; f += 2) {
     const uintptr_t link = load<uintptr_t>(at + o_previous);
-    if (((link ^ f->next) | (load<uintptr_t>(at + o_instr) ^ f->instr)) != 0) return false;
+    if (link != f->next || load<uintptr_t>(at + o_instr) != f->instr) return false;
     at = reinterpret_cast<const char*>(link);
     const uintptr_t link2 = load<uintptr_t>(at + o_previous);
-    if (((link2 ^ f[1].next) | (load<uintptr_t>(at + o_instr) ^ f[1].instr)) != 0) return false;
+    if (link2 != f[1].next || load<uintptr_t>(at + o_instr) != f[1].instr) return false;
     at = reinterpret_cast<const char*>(link2);
   }
-  return f == end || ((load<uintptr_t>(at + o_previous) ^ f->next) | (load<uintptr_t>(at + o_instr) ^ f->instr)) == 0;
+  return f == end || (load<uintptr_t>(at + o_previous) == f->next && load<uintptr_t>(at + o_instr) == f->instr);
 }
 
 inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
