@@ -182,7 +182,10 @@ def test_eight_threads_repeated_never_state_a_wrong_launch(tmp_path):
 
 
 def test_trace_file_is_private_and_matches_the_report(tmp_path):
+    import time
+    before = time.monotonic_ns()
     run = run_python("nll_loss.py", 10, cwd=tmp_path)
+    after = time.monotonic_ns()
     files = run.traces()
     assert len(files) == 1
     st = os.lstat(files[0])
@@ -199,6 +202,11 @@ def test_trace_file_is_private_and_matches_the_report(tmp_path):
         {k: f[k] for k in ("file", "function", "line")} for f in frames]
     assert rep["candidates"][0]["launch"]["kernel"] == "nll_loss_forward_reduce_cuda_kernel_2d"
     assert any(l["seq"] == rep["candidates"][0]["launch"]["seq"] for l in t["launches"])
+    # Launch times are CLOCK_MONOTONIC ns (one clock for the host's processes), whatever the launch path stamped
+    # them with (the time stamp counter where the kernel keeps time by it: shim/record/launch_clock.h).
+    times = [l["time_ns"] for l in sorted(t["launches"], key=lambda l: l["seq"])]
+    assert times and all(before <= x <= after for x in times), (before, times, after)
+    assert times == sorted(times)
 
 
 @pytest.mark.parametrize("python", other_pythons("3.10", "3.12", "3.13"))
