@@ -160,6 +160,8 @@ bool build_from(int minor, const D& d, PyLayout* L, const char** why) {
   L->ob_type = int32_t(d.pyobject.ob_type);
   L->ob_size = int32_t(d.pyobject.size);  // PyVarObject = {PyObject; ob_size}
   L->type_flags = int32_t(d.type_object.tp_flags);
+  // PyTypeObject = PyVarObject; tp_name, tp_basicsize, tp_itemsize, tp_dealloc (the debug offsets give no tp_dealloc).
+  L->type_dealloc = L->ob_size + 32;
   L->str_length = int32_t(u.length);
   L->str_state = int32_t(u.state);
   L->str_ascii_size = int32_t(u.asciiobject_size);
@@ -228,6 +230,7 @@ constexpr BuiltinRow kBuiltinLayouts[] = {
     {&PyLayout::ob_type, 8, 8, 8},
     {&PyLayout::ob_size, 16, 16, 16},
     {&PyLayout::type_flags, 168, 168, 168},
+    {&PyLayout::type_dealloc, 48, 48, 48},
     {&PyLayout::str_length, 16, 16, 16},
     {&PyLayout::str_state, 32, 32, 32},
     {&PyLayout::str_ascii_size, 48, 48, 40},    // 3.10, 3.11: has wchar_t *wstr

@@ -51,6 +51,7 @@ struct PyLayout {
   int32_t ob_type = -1;
   int32_t ob_size = -1;     // PyVarObject.ob_size (3.11+ code: # code units; 3.10 co_code: # bytes)
   int32_t type_flags = -1;  // PyTypeObject.tp_flags
+  int32_t type_dealloc = -1;  // PyTypeObject.tp_dealloc (the walker counts code-object frees through it)
   // str
   int32_t str_length = -1;
   int32_t str_state = -1;            // 32-bit state word

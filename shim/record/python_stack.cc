@@ -204,12 +204,12 @@ bool in_writable_data(const void* addr) {
   return q.found && q.writable;
 }
 
-// Puts counting_code_dealloc in PyCode_Type's tp_dealloc slot (after tp_name, tp_basicsize and tp_itemsize, which
-// detect() checked), where the type object is writable data; else the code frees stay uncounted and every verified
+// Puts counting_code_dealloc in PyCode_Type's tp_dealloc slot (the layout's type_dealloc), where the type object is
+// writable data; else the code frees stay uncounted and every verified
 // chain reads its code objects' identity words again at each capture, as before.
 void count_code_frees(const Runtime& R) {
   auto* type = static_cast<char*>(const_cast<void*>(R.code_type));
-  auto* slot = reinterpret_cast<CodeDealloc*>(type + R.L.ob_size + 32);
+  auto* slot = reinterpret_cast<CodeDealloc*>(type + R.L.type_dealloc);
   if (!in_writable_data(slot)) return;
   CodeDealloc orig = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   if (!orig || orig == &counting_code_dealloc) return;

@@ -20,7 +20,7 @@ extern "C" {
   X(owner_generator) X(owner_skip_min)                                     \
   X(code_filename) X(code_name) X(code_qualname) X(code_linetable)         \
   X(code_firstlineno) X(code_firsttraceable) X(code_adaptive)              \
-  X(code_basicsize) X(ob_type) X(ob_size) X(type_flags)   \
+  X(code_basicsize) X(ob_type) X(ob_size) X(type_flags) X(type_dealloc)    \
   X(str_length) X(str_state) X(str_ascii_size) X(str_compact_size)         \
   X(str_data_any) X(str_basicsize) X(state_kind_shift)                     \
   X(state_compact_shift) X(state_ascii_shift) X(state_ready_shift)

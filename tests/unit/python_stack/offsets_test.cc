@@ -139,6 +139,7 @@ TEST(DebugOffsets, Parses314) {
   EXPECT_EQ(L.code_firsttraceable, 192);
   EXPECT_EQ(L.code_basicsize, 216);
   EXPECT_EQ(L.type_flags, 168);
+  EXPECT_EQ(L.type_dealloc, 48);
   EXPECT_EQ(L.str_compact_size, 56);
   EXPECT_EQ(L.code_tag_mask, 3u);
   EXPECT_TRUE(L.state_auto);

@@ -114,7 +114,7 @@ __attribute__((visibility("default"))) int cdsa_probe_wrap_code_dealloc(void) {
   const cdsa::pystack::PyLayout* L = cdsa::pystack::active_layout();
   auto* type = static_cast<char*>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
   if (!L || !type) return -1;
-  auto** slot = reinterpret_cast<void (**)(void*)>(type + L->ob_size + 32);  // tp_dealloc
+  auto** slot = reinterpret_cast<void (**)(void*)>(type + L->type_dealloc);
   g_prev_code_dealloc = *slot;
   *slot = &other_layers_code_dealloc;
   return 0;

@@ -79,6 +79,7 @@ void CDSA_HDR_FN(struct cdsa_header_layout* L) {
   L->ob_type = offsetof(PyObject, ob_type);
   L->ob_size = offsetof(PyVarObject, ob_size);
   L->type_flags = offsetof(PyTypeObject, tp_flags);
+  L->type_dealloc = offsetof(PyTypeObject, tp_dealloc);
   L->str_length = offsetof(PyASCIIObject, length);
   L->str_state = offsetof(PyASCIIObject, state);
   L->str_ascii_size = sizeof(PyASCIIObject);
