@@ -6,6 +6,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/io.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -26,7 +28,7 @@ bool kernel_keeps_time_by_tsc() {
   int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[16] = {};
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  const ssize_t n = base::read_full(fd, buf, sizeof buf - 1);
   close(fd);
   return n >= 3 && std::strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
 }

@@ -44,7 +44,7 @@ struct LaunchClockReading {
 };
 LaunchClockReading launch_clock_reading() noexcept;
 
-// What the launch clock is, for `cdsa doctor` and the trace: "tsc" or "clock_gettime".
+// Which clock launch_stamp() reads: "tsc" or "clock_gettime" (launch_clock_test).
 const char* launch_clock_name() noexcept;
 
 }  // namespace cdsa

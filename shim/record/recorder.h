@@ -119,8 +119,8 @@ uint32_t stack_count() noexcept;  // live entries
 //       store on a shared line; using it keeps the entry "used now". (The launch path's own use,
 //       capture_and_intern_stack, takes a memo made or checked in the current epoch as it is: its entry was
 //       touched in that epoch, and no reclamation takes it before the epoch moves on.) Never compare raw ids kept
-//       across launches
-//       without one of (a) or (b): a dead id stays dead, but an unpinned live one may die at any time.
+//       across launches without one of (a) or (b): a dead id stays dead, but an unpinned live one may die at any
+//       time.
 // Everything here is lock-free and allocation-free; stack_pin and stack_memo_id are safe on the launch path.
 bool stack_pin(uint32_t id) noexcept;
 void stack_unpin(uint32_t id) noexcept;  // one earlier successful stack_pin(id)
