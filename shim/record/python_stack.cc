@@ -729,7 +729,8 @@ void set_guards(const Reader& rd, Chain* c) {
 // (frames whose code object the walk read: not hidden, not the same code word as a guarded frame just before):
 // still a code object with the same identity words, or still no code object. The code objects' guards are skipped
 // while no code object was freed since they last held (frees == c.frees, counted by counting_code_dealloc): a
-// frame's code word, unchanged, then names the object the guard read. A failed guard at frame g leaves the frames before g verified.
+// frame's code word, unchanged, then names the object the guard read. A failed guard at frame g leaves the frames
+// before g verified.
 template <bool kObjects>
 __attribute__((always_inline)) inline int verified_prefix_t(const Reader& rd, const Chain& c, const char* frame,
                                                             uint64_t frees, const char** stop_at, bool* hit) {
@@ -801,9 +802,13 @@ guards_slow:
   *stop_at = at;
   return k;
 }
-// Whether every visited frame of a by_instr chain still has the link and instruction pointer the walk read, while
-// no code object was freed since its guards held (frees == c.frees): then it is a hit ("Two shortcuts" above). No
-// prefix, no stop: a miss is checked again in full by verified_prefix_t, which finds the prefix to walk on from.
+// Whether chain c may be checked by instruction now: all its frames allow it, and no code object was freed since its
+// guards held (never on 3.10, whose frames never allow it; never while frees are uncounted: remembered()).
+inline bool by_instr_now(const Chain& c, uint64_t frees) { return c.by_instr && frees == c.frees; }
+
+// Whether every visited frame of a chain checked by instruction (by_instr_now) still has the link and instruction
+// pointer the walk read: then it is a hit ("Two shortcuts" above). No prefix, no stop: a miss is checked again in
+// full by verified_prefix_t, which finds the prefix to walk on from.
 __attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, const Chain& c, const char* at) {
   const int32_t o_instr = rd.o_instr, o_previous = rd.o_previous;
   const ChainWords* f = c.w;
@@ -824,7 +829,7 @@ __attribute__((always_inline)) inline bool holds_by_instr(const Reader& rd, cons
 
 inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, uint64_t frees, const char** stop_at,
                            bool* hit, PyChainStats* stats) {
-  if (c.by_instr && frees == c.frees && holds_by_instr(rd, c, frame)) {
+  if (by_instr_now(c, frees) && holds_by_instr(rd, c, frame)) {
     *stop_at = nullptr;  // (a hit: not walked on from)
     *hit = true;
     return c.n_visited;
@@ -971,8 +976,8 @@ int capture_python_frames_cached(PyFrameKey* out, int max, PyCapture* how) noexc
     const Chain& c = cc->c[pred - 1];
     if (c.max == max) {
       bool hit;
-      if (c.by_instr && frees == c.frees) {  // (by_instr: never on 3.10; frees: never equal while uncounted)
-        hit = holds_by_instr(rd, c, head);   // inline: the launch path's usual case
+      if (by_instr_now(c, frees)) {
+        hit = holds_by_instr(rd, c, head);  // inline, and no full check after a miss: it could not hit either
       } else {
         const char* stop_at;
         verified_prefix(rd, c, head, frees, &stop_at, &hit, &cc->stats);
