@@ -92,6 +92,15 @@ int setup(CUfunction* fill, CUfunction* sleep, CUstream* s, CUdeviceptr* buf) {
   return 0;
 }
 
+// After the warm-up: waits for it, then keeps the stream busy for the whole measurement (a 60 s sleep kernel), so
+// every measured call queues behind it (its arguments are copied at the launch).
+void keep_busy(CUfunction sleep, CUstream s) {
+  cuStreamSynchronize(s);
+  int64_t us = 60 * 1000 * 1000;
+  void* sp[1] = {&us};
+  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, s, sp, nullptr);
+}
+
 int launches(int n, int64_t* ns_out) {
   CUfunction fill, sleep;
   CUstream s;
@@ -102,10 +111,7 @@ int launches(int n, int64_t* ns_out) {
   void* params[3] = {&buf, &count, &v};
   // Warm-up: first launches pay for one-time setup (cdsa's tables, libunwind's caches, interning).
   for (int i = 0; i < 1000; ++i) cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr);
-  cuStreamSynchronize(s);
-  int64_t us = 60 * 1000 * 1000;  // keep the stream busy for the whole measurement
-  void* sp[1] = {&us};
-  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, s, sp, nullptr);
+  keep_busy(sleep, s);
   if (g_n_sites > 1) return measured_launches_sites(fill, s, params, n, 2 * kSites, ns_out);
   return measured_launches(fill, s, params, n, 16, ns_out);
 }
@@ -136,10 +142,7 @@ extern "C" int cdsa_bench_launch_setup() {
   CUfunction sleep;
   if (int rc = setup(&g_fill, &sleep, &g_stream, &g_buf)) return rc;
   for (int i = 0; i < 1000; ++i) cuLaunchKernel(g_fill, 1, 1, 1, 1, 1, 1, 0, g_stream, g_params, nullptr);
-  cuStreamSynchronize(g_stream);
-  int64_t us = 60 * 1000 * 1000;
-  void* sp[1] = {&us};
-  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, g_stream, sp, nullptr);
+  keep_busy(sleep, g_stream);
   return 0;
 }
 
@@ -155,10 +158,7 @@ extern "C" int cdsa_bench_memops(int n, int64_t* ns_out) {
   CUdeviceptr buf;
   if (int rc = setup(&fill, &sleep, &s, &buf)) return rc;
   for (int i = 0; i < 1000; ++i) cuStreamWriteValue64(s, buf, static_cast<cuuint64_t>(i), 0);
-  cuStreamSynchronize(s);
-  int64_t us = 60 * 1000 * 1000;
-  void* sp[1] = {&us};
-  cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, s, sp, nullptr);
+  keep_busy(sleep, s);
   for (int i = -16; i < n; ++i) {
     int64_t t0 = now_ns();
     CUresult r = cuStreamWriteValue64(s, buf, static_cast<cuuint64_t>(i + 16), 0);
