@@ -544,7 +544,8 @@ def c_python_walker(ctx, key, backend):
     test that takes every capture through the cache and compares it with the walk, run here with the probe built
     beside libcdsa.so. It checks the by-instruction check and the count of code frees on an interpreter build
     other than the CI's."""
-    probe = pathlib.Path(ctx.libcdsa).resolve().parent.parent / "tests" / "unit" / "python_stack" / "libpystack_probe.so"
+    build = pathlib.Path(ctx.libcdsa).resolve().parent.parent
+    probe = build / "tests" / "unit" / "python_stack" / "libpystack_probe.so"
     if not probe.is_file():
         return False, f"no probe at {probe} (built with libcdsa.so on this machine only; see build.log)"
     r = ctx.run(key, [ctx.python, str(ROOT / "tests" / "unit" / "python_stack" / "test_python_stack.py"),

@@ -98,7 +98,8 @@ void DriverCallScope::leave_slow() noexcept {
 }
 
 std::string captured_driver_stderr() {
-  if (tl_driver_call_depth == 0 || !tl_buf || tl_capture_len <= tl_capture_published) return std::string();  // not inside a call
+  if (tl_driver_call_depth == 0 || !tl_buf || tl_capture_len <= tl_capture_published)
+    return std::string();  // not inside a call, or nothing new
   return std::string(tl_buf + tl_capture_published, tl_capture_len - tl_capture_published);
 }
 
