@@ -114,6 +114,10 @@ struct FaultReport {
   uint32_t surfaced_stack_id = 0xffffffffu;  // the interned stack surfaced_stack is (0xffffffff: none)
   CallStack surfaced_stack;
   Attribution attribution = Attribution::Unknown;
+  // Ambiguous: whether the failing launch is known to be among the candidates. False when a launch cdsa did not
+  // record may be it: a stream without marks, a launch in flight on another thread, work submitted through an entry
+  // point cdsa could only pass through (the notes say which).
+  bool candidates_complete = true;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
   // The device's assert lines, parsed once (base/device_assert.h); .message is each line as the driver printed it,
   // and all the trace file stores (its reader parses them again).

@@ -189,10 +189,20 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
       out += "cdsa: the failing launch (the first launch on its stream whose completion never landed):\n";
       break;
     case Attribution::Ambiguous:
-      out += fmt::format(
-          "cdsa: AMBIGUOUS: {} launches were unfinished when the fault surfaced (on different streams, or sharing "
-          "one completion mark); the failing launch is one of these:\n",
-          r.candidates.size());
+      if (!r.candidates_complete)
+        out += fmt::format(
+            "cdsa: AMBIGUOUS: {} unfinished when the fault surfaced; the failing launch may be {}, or work cdsa did "
+            "not record (see the notes):\n",
+            r.candidates.size() == 1 ? "1 launch was" : fmt::format("{} launches were", r.candidates.size()),
+            r.candidates.size() == 1 ? "this one" : "one of these");
+      else if (r.candidates.size() == 1)
+        out += "cdsa: AMBIGUOUS: 1 launch was unfinished when the fault surfaced; it is the failing one, but what "
+               "failed inside it is not known:\n";
+      else
+        out += fmt::format(
+            "cdsa: AMBIGUOUS: {} launches were unfinished when the fault surfaced (on different streams, or sharing "
+            "one completion mark); the failing launch is one of these:\n",
+            r.candidates.size());
       break;
     case Attribution::Unknown:
       out += "cdsa: the failing launch could not be identified";

@@ -156,6 +156,13 @@ void count_own_marks(const FaultSnapshot& s, const RecordIndex& idx, Attribution
 
 }  // namespace
 
+bool has_untracked_work(const FaultSnapshot& s) {
+  if (s.passthrough_pool_exhausted) return true;
+  for (const auto& c : s.passthrough_calls)
+    if (c.changes_work) return true;
+  return false;
+}
+
 AttributionResult attribute(const FaultSnapshot& s) {
   AttributionResult out;
   std::vector<AttributedLaunch>& picks = out.candidates;
@@ -213,6 +220,12 @@ AttributionResult attribute(const FaultSnapshot& s) {
   if (out.verdict == Verdict::Exact && s.launches_in_flight > 0) {
     out.verdict = Verdict::Ambiguous;
     out.launches_in_flight = true;
+  }
+  // Work submitted through an entry point cdsa could only pass through is in no record and behind no mark: the one
+  // candidate the records leave may not be the only launch that could have failed.
+  if (out.verdict == Verdict::Exact && has_untracked_work(s)) {
+    out.verdict = Verdict::Ambiguous;
+    out.untracked_calls = true;
   }
   for (auto& c : picks) add_graph_nodes(s, &c);
   // The replay is known but not which of its kernel nodes failed: not exact either.

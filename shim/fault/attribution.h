@@ -17,7 +17,8 @@
 // context's streams count (FaultSnapshot::fault_ctx).
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
-// recorded), since the failing launch may be that one. With nothing pending
+// recorded), since the failing launch may be that one; nor once the program called an entry point cdsa could only
+// pass through (a version newer than its headers) that can submit work: that work is in no record. With nothing pending
 // that the marks can see, the three most recent launches are shown, unproven.
 //
 // Contract: pure and deterministic; allocates the result; thread-safe.
@@ -98,7 +99,14 @@ struct AttributionResult {
   // Candidates kept only because a landed mark after a PDL launch, enqueued without its event wait, is not proof
   // (kReasonPdlUnproven); listed last.
   uint32_t pdl_unproven = 0;
+  // The program called an entry point cdsa passed through unwrapped that can submit work or change a stream or
+  // graph (FaultSnapshot::passthrough_calls): what it did is not in the records, so the verdict is not exact.
+  bool untracked_calls = false;
 };
+
+// Whether the snapshot's pass-through calls mean work cdsa never saw (a called thunk that can change work, or a
+// pool that overflowed, so something was handed back raw).
+bool has_untracked_work(const FaultSnapshot& snapshot);
 
 AttributionResult attribute(const FaultSnapshot& snapshot);
 

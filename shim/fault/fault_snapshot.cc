@@ -84,6 +84,9 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32
     copy_stack(row.stack_id, &s);
   }
   copy_stack(surfaced_stack, &s);
+  passthrough_called(&s.passthrough_calls);
+  s.passthrough_pool_exhausted = passthrough_pool_exhausted();
+  s.header_version = CUDA_VERSION;
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;
   return s;

@@ -27,6 +27,7 @@
 #include "shim/record/launch_clock.h"
 #include "shim/record/profile.h"
 #include "shim/record/recorder.h"
+#include "shim/common/passthrough.h"
 #include "shim/common/reentrancy.h"
 
 namespace cdsa {
@@ -86,6 +87,13 @@ struct FaultSnapshot {
   // 0: unknown (then no stream is left out).
   uintptr_t fault_ctx = 0;
   uint32_t surfaced_stack = kUnknownStack;  // the stack of the call that surfaced the fault
+  // Entry points cdsa handed back as pass-through thunks (shim/common/passthrough.h) that the program called, and
+  // the CUDA version of the headers cdsa's wrappers come from (cuda.h's CUDA_VERSION). A called one that can
+  // submit work or change a stream or graph (changes_work), or a full thunk pool, means launches and marks cdsa
+  // never saw: no verdict is exact.
+  std::vector<PassthroughCall> passthrough_calls;
+  bool passthrough_pool_exhausted = false;
+  int header_version = 0;
   bool has_profile = false;                 // CDSA_PROFILE was on: `profile` holds its rows
   ProfileRows profile;
 };

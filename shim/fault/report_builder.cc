@@ -91,6 +91,33 @@ std::string lost_record_text(const AttributedLaunch& c, uint32_t ring_size) {
          ") to keep its kernel and stack";
 }
 
+// "CUDA 13.0" from cuda.h's CUDA_VERSION (13000).
+std::string cuda_version_text(int v) {
+  return "CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+// The note for entry points cdsa passed through unwrapped, which the program called.
+std::string untracked_calls_text(const FaultSnapshot& s, bool made_ambiguous) {
+  std::string names;
+  int listed = 0, more = 0;
+  for (const auto& c : s.passthrough_calls) {
+    if (!c.changes_work) continue;
+    if (listed == 8) {
+      ++more;
+      continue;
+    }
+    names += (listed++ ? ", " : "") + c.name +
+             (c.version ? " (asked for at " + std::to_string(c.version) + ")" : std::string(" (by dlsym)"));
+  }
+  if (more) names += " and " + std::to_string(more) + " more";
+  std::string what = listed ? "the program called " + names + ", which cdsa could only pass through: "
+                            : "more entry points were asked for than cdsa can pass through and watch, so some were "
+                              "handed back as they are: ";
+  return "cdsa was built from " + cuda_version_text(s.header_version) + " headers; " + what +
+         "their prototypes are newer than those headers, so the work they submitted is in no record and behind no "
+         "mark" + (made_ambiguous ? ", and no launch can be named as certain" : "");
+}
+
 }  // namespace
 
 std::string SourceLines::line(const std::string& file, int n) {
@@ -213,6 +240,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   const FaultSnapshot& s = s_;
   rep->device_asserts = s.asserts;
   rep->attribution = attribution_of(a.verdict);
+  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s);
   if (a.unmarked_streams_pending)
     rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");
   for (const auto& c : a.candidates) {
@@ -295,6 +323,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
                          " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the "
                          "context of the call that surfaced it, so they are not candidates");
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
+  if (has_untracked_work(s)) rep->notes.push_back(untracked_calls_text(s, a.untracked_calls));
 }
 
 report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {

@@ -1,5 +1,7 @@
 #include "shim/intercept/entry_points.h"
 
+#include <cuda.h>
+
 namespace cdsa {
 namespace {
 
@@ -93,6 +95,13 @@ int find_entry_symbol(const char* symbol) noexcept {
       hi = mid;
   }
   return -1;
+}
+
+int header_version() noexcept { return CUDA_VERSION; }
+
+bool is_unknown_driver_symbol(const char* symbol) noexcept {
+  if (!symbol || symbol[0] != 'c' || symbol[1] != 'u' || symbol[2] < 'A' || symbol[2] > 'Z') return false;
+  return find_entry_symbol(symbol) < 0 && !is_exempt_entry(symbol);
 }
 
 bool is_exempt_entry(const char* name) noexcept {

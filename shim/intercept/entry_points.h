@@ -32,5 +32,11 @@ int select_entry_point(const char* name, int version, bool per_thread) noexcept;
 int find_entry_symbol(const char* symbol) noexcept;
 // A call that cannot surface a fault, never wrapped (driver_calls.def CDSA_EXEMPT).
 bool is_exempt_entry(const char* name) noexcept;
+// The CUDA version of the headers the table was generated from (cuda.h's CUDA_VERSION: 13000 for 13.0). A request
+// above it may name a prototype the table does not have (interpose.cc: wrap_proc_address).
+int header_version() noexcept;
+// A driver API name ("cu" and a capital: cuLaunchHostFunc_v2, not cudaMalloc or cublasCreate) that the table
+// neither wraps nor exempts: a newer driver's export, which dlsym hands back through a pass-through thunk.
+bool is_unknown_driver_symbol(const char* symbol) noexcept;
 
 }  // namespace cdsa

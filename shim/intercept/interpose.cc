@@ -48,6 +48,7 @@
 #include "shim/record/launch.h"
 #include "shim/intercept/lifecycle.h"
 #include "shim/common/log.h"
+#include "shim/common/passthrough.h"
 #include "shim/record/native_stack.h"
 #include "shim/common/reentrancy.h"
 
@@ -357,10 +358,12 @@ bool device_launch_flag(T flags_or_params) {
     return false;
 }
 
-// cuGetProcAddress: hand back a wrapper bound to the pointer the driver returned.
-void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags);
+// cuGetProcAddress: hand back a wrapper bound to the pointer the driver returned (or a pass-through thunk).
+// `ask(ctx, v)` asks the same cuGetProcAddress, with the same flags, for `sym` at version v.
+using AskDriver = void* (*)(const void* ctx, int version);
+void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags, AskDriver ask, const void* ctx);
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
-                 bool wrapped);
+                 bool wrapped, bool thunk = false);
 int debug_fd();
 
 template <int Id, typename F, typename... A>
@@ -429,7 +432,26 @@ CUresult dispatch(F real, A... a) {
     int version = std::get<2>(args);
     cuuint64_t flags = std::get<3>(args);
     if (r == CUDA_SUCCESS && sym && pfn && *pfn) {
-      void* w = wrap_proc_address(sym, *pfn, version, flags);
+      // The ceiling's question (wrap_proc_address): the driver's function for `sym` at another version, asked
+      // through the very lookup the program called, with its flags.
+      struct Ask {
+        F real;
+        const char* sym;
+        cuuint64_t flags;
+        static void* at(const void* self, int v) {
+          const Ask& q = *static_cast<const Ask*>(self);
+          void* p = nullptr;
+          CUresult res;
+          if constexpr (sizeof...(A) == 5) {
+            CUdriverProcAddressQueryResult status;
+            res = q.real(q.sym, &p, v, q.flags, &status);
+          } else {
+            res = q.real(q.sym, &p, v, q.flags);
+          }
+          return res == CUDA_SUCCESS ? p : nullptr;
+        }
+      } ask{real, sym, flags};
+      void* w = wrap_proc_address(sym, *pfn, version, flags, &Ask::at, &ask);
       if (w) *pfn = w;
     } else {
       if (debug_fd() >= 0)
@@ -495,8 +517,9 @@ void* bind(int id, void* real) {
 
 // CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
 // (tests/e2e/test_real_runtimes.py reads it). Each line:
-//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|passed|not-found:<code>>
-// where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing).
+//   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|thunk|passed|not-found:<code>>
+// where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing; "unknown"
+// with "thunk": no wrapper fits, the answer went back through a pass-through thunk, shim/common/passthrough.h).
 int debug_fd() {
   static int fd = [] {
     const char* path = config().debug_entry_points;
@@ -509,7 +532,7 @@ int debug_fd() {
 }
 
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
-                 bool wrapped) {
+                 bool wrapped, bool thunk) {
   int fd = debug_fd();
   if (fd < 0) return;
   const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
@@ -517,20 +540,99 @@ void log_request(const char* how, const char* name, int version, unsigned long l
   if (result != CUDA_SUCCESS)
     snprintf(outcome, sizeof outcome, "not-found:%d", result);
   else
-    snprintf(outcome, sizeof outcome, "%s", wrapped ? "wrapped" : "passed");
+    snprintf(outcome, sizeof outcome, "%s", thunk ? "thunk" : wrapped ? "wrapped" : "passed");
   char line[512];
   int n = snprintf(line, sizeof line, "%s %s %d %llu -> %s %s\n", how, name && *name ? name : "(empty)", version, flags,
                    selected, outcome);
   if (n > 0) (void)!::write(fd, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
 }
 
-void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags) {
-  int id = select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+// The decisions for requests above the table's header version, per (name, version, flags, the driver's answer):
+// each costs one more driver call the first time, and must give the same thunk every time.
+class CeilingCache {
+ public:
+  // The cached answer, or nullptr.
+  void* find(const char* sym, int version, cuuint64_t flags, void* real) const {
+    const int n = count_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      const Entry& e = entries_[i];
+      if (e.real == real && e.version == version && e.flags == flags && !strcmp(e.name, sym)) return e.result;
+    }
+    return nullptr;
+  }
+  void add(const char* sym, int version, cuuint64_t flags, void* real, void* result) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int n = count_.load(std::memory_order_relaxed);
+    if (n >= kEntries || strlen(sym) >= sizeof entries_[0].name) return;  // not cached: asked again next time
+    Entry& e = entries_[n];
+    snprintf(e.name, sizeof e.name, "%s", sym);
+    e.version = version, e.flags = flags, e.real = real, e.result = result;
+    count_.store(n + 1, std::memory_order_release);
+  }
+
+ private:
+  static constexpr int kEntries = 2048;
+  struct Entry {
+    char name[96];
+    int version;
+    cuuint64_t flags;
+    void* real;
+    void* result;
+  };
+  Entry entries_[kEntries];
+  std::atomic<int> count_{0};
+  std::mutex mu_;
+};
+CeilingCache g_ceiling;
+
+// Which function cdsa hands back for cuGetProcAddress(sym, version, flags), given the driver's answer `real`:
+// - a request at or below the table's header version: the wrapper of the newest typedef at or below `version`
+//   (the driver's own rule, on the same headers);
+// - a request above it: the driver is asked again for `sym` at the header version, through the same lookup and
+//   flags. The same pointer back is the same implementation, so the same prototype: the header version's wrapper.
+//   A different one (or none) is a version whose prototype the headers do not have (cuLaunchHostFunc at 13010 is
+//   cuLaunchHostFunc_v2, with a 4th argument): a wrapper of the old prototype would corrupt its arguments;
+// - no wrapper fits (that, or a name the headers lack): a pass-through thunk (shim/common/passthrough.h), never
+//   the raw pointer, so cdsa still knows the call was made. Exempt names come back raw.
+void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags, AskDriver ask, const void* ctx) {
+  const bool per_thread = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  const int ceiling = header_version();
+  if (is_exempt_entry(sym) || pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) {
+    if (debug_fd() >= 0) log_request("cuGetProcAddress", sym, version, flags, -1, CUDA_SUCCESS, false);
+    return nullptr;
+  }
+  if (version > ceiling)
+    if (void* cached = g_ceiling.find(sym, version, flags, real)) return cached;
+  int id = -1;
+  if (version <= ceiling)
+    id = select_entry_point(sym, version, per_thread);
+  else if (ask(ctx, ceiling) == real)
+    id = select_entry_point(sym, ceiling, per_thread);
   void* w = id >= 0 ? bind(id, real) : nullptr;
-  if (debug_fd() >= 0) log_request("cuGetProcAddress", sym, version, flags, id, CUDA_SUCCESS, w && w != real);
+  bool thunk = false;
+  if (!w) {
+    w = passthrough_thunk(sym, version, real);
+    thunk = w != nullptr;
+  }
+  if (version > ceiling && w) g_ceiling.add(sym, version, flags, real, w);
+  if (debug_fd() >= 0)
+    log_request("cuGetProcAddress", sym, version, flags, thunk ? -1 : id, CUDA_SUCCESS, w && !thunk, thunk);
   return w;
 }
 
+}  // namespace
+
+namespace {
+// Whether `p` is code of a library named libcuda.so* (the driver, or the simulated one), not of another object
+// that happens to export a cu* name.
+bool in_libcuda(void* p) {
+  Dl_info info;
+  if (!dladdr(p, &info) || !info.dli_fname) return false;
+  const char* base = info.dli_fname;
+  for (const char* c = info.dli_fname; *c; ++c)
+    if (*c == '/') base = c + 1;
+  return !strncmp(base, "libcuda.so", 10);
+}
 }  // namespace
 
 void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
@@ -540,6 +642,14 @@ void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
   if (!real) {
     if (debug_fd() >= 0) log_request("dlsym", name, 0, 0, id, CUDA_ERROR_NOT_FOUND, false);
     return real;
+  }
+  if (id < 0) {
+    // A driver export the table does not know (a newer libcuda's cuLaunchHostFunc_v2): its prototype is unknown,
+    // so no wrapper; a thunk keeps the call seen.
+    void* t = in_libcuda(real) && !pc_in_cdsa(reinterpret_cast<uintptr_t>(real)) ? passthrough_thunk(name, 0, real)
+                                                                                   : nullptr;
+    if (debug_fd() >= 0) log_request("dlsym", name, 0, 0, -1, CUDA_SUCCESS, false, t != nullptr);
+    return t ? t : real;
   }
   void* w = real;
   if (id >= 0 && !pc_in_cdsa(reinterpret_cast<uintptr_t>(real))) {
@@ -551,7 +661,9 @@ void* wrap_dlsym_result(void* handle, const char* name, void* real) noexcept {
   return w;
 }
 
-bool is_wrapped_symbol(const char* name) noexcept { return find_entry_symbol(name) >= 0; }
+bool is_wrapped_symbol(const char* name) noexcept {
+  return find_entry_symbol(name) >= 0 || is_unknown_driver_symbol(name);
+}
 
 void interpose_init() noexcept { (void)tramps(); }
 

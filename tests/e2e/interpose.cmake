@@ -5,6 +5,11 @@ add_executable(e2e_interpose_cases programs/interpose_cases.c)
 target_link_libraries(e2e_interpose_cases PRIVATE cdsa_sim_cuda_link ${CMAKE_DL_LIBS} Threads::Threads)
 set_target_properties(e2e_interpose_cases PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_e2e_dir})
 
+# Entry points newer than the headers (test_entry_versions.py).
+add_executable(e2e_entry_versions programs/entry_versions.c)
+target_link_libraries(e2e_entry_versions PRIVATE cdsa_sim_cuda_link)
+set_target_properties(e2e_entry_versions PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_e2e_dir})
+
 foreach(lib stdio_driver layer_driver fake_cudart)
   add_library(e2e_${lib} SHARED programs/${lib}.c)
   target_include_directories(e2e_${lib} PRIVATE ${CDSA_CUDA_INCLUDE})

@@ -374,6 +374,15 @@ void fill_memory(void* dst, uint64_t value, size_t n, bool is32);
 
 // ---- context (sim_context.cc)
 bool no_64bit_memops();  // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0, 64-bit memops fail
+// ---- versions (sim_proc.cc)
+// SIM_CUDA_DRIVER_VERSION=<n> (default: the headers' CUDA_VERSION): what cuDriverGetVersion answers; cuGetProcAddress
+// hides the rows newer than it and refuses requests above it.
+int driver_version();
+// The test-only entry point newer than every header (sim_kernels.cc): cuLaunchKernel at 13990.
+CUresult future_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                              unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                              unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra,
+                              unsigned int futureCheck);
 
 CUresult pack_args(const KernelDesc& k, void** params, void** extra, Item& it);  // kernelParams or extra
 

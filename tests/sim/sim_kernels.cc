@@ -189,6 +189,19 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
   return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
 }
+// The test-only "future" entry point (tests/sim/README.md): cuLaunchKernel as a driver newer than every header might
+// give it at 13990, with one more argument that must arrive as 13990, and at its own address. Not exported: reached
+// only through cuGetProcAddress with SIM_CUDA_DRIVER_VERSION >= 13990.
+namespace sim {
+CUresult future_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                              unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                              unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra,
+                              unsigned int futureCheck) {
+  if (futureCheck != 13990) return CUDA_ERROR_INVALID_VALUE;  // an argument moved: the caller's prototype was wrong
+  return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
+}
+}  // namespace sim
+
 SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   return launch_ex(config, f, kernelParams, extra, false);
 }

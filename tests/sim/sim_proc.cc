@@ -30,20 +30,30 @@ void log_request(const char* symbol, int version, cuuint64_t flags, CUresult r, 
   close(fd);
 }
 
+// Rows beyond the generated table: the test-only future entry point (tests/sim/README.md).
+const ProcEntry kFutureRows[] = {
+    {"cuLaunchKernel", 13990, ProcVariant::Plain, "(cuLaunchKernel at 13990: not exported)",
+     reinterpret_cast<void*>(&future_launch_kernel)},
+};
+
 // The newest entry for `symbol` at or below `version`; the per-thread variant
-// when asked for and at least as new as the plain one.
+// when asked for and at least as new as the plain one. Rows newer than the driver's version do not exist.
 const ProcEntry* lookup(const char* symbol, int version, bool per_thread, CUdriverProcAddressQueryResult& status) {
   const ProcEntry *plain = nullptr, *pt = nullptr;
+  const int driver = driver_version();
+  auto consider = [&](const ProcEntry* e) {
+    if (e->version > version || e->version > driver) return;
+    const ProcEntry*& best = e->variant == ProcVariant::Plain ? plain : pt;
+    if (best == nullptr || e->version > best->version) best = e;
+  };
   // The table is sorted by name (strcmp order): the rows of `symbol` are one run.
   const ProcEntry* end = kProcTable + kProcTableSize;
   const ProcEntry* first = std::lower_bound(
       kProcTable, end, symbol, [](const ProcEntry& e, const char* name) { return strcmp(e.name, name) < 0; });
   bool known = first != end && strcmp(first->name, symbol) == 0;
-  for (const ProcEntry* e = first; e != end && strcmp(e->name, symbol) == 0; ++e) {
-    if (e->version > version) continue;
-    const ProcEntry*& best = e->variant == ProcVariant::Plain ? plain : pt;
-    if (best == nullptr || e->version > best->version) best = e;
-  }
+  for (const ProcEntry* e = first; e != end && strcmp(e->name, symbol) == 0; ++e) consider(e);
+  for (const ProcEntry& e : kFutureRows)
+    if (strcmp(e.name, symbol) == 0) consider(&e);
   const ProcEntry* e =
       (per_thread && pt != nullptr && (plain == nullptr || pt->version >= plain->version)) ? pt : plain;
   status = e != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
@@ -55,6 +65,13 @@ const ProcEntry* lookup(const char* symbol, int version, bool per_thread, CUdriv
 CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status_out) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (version > driver_version()) {
+    // cuda.h: "If the specified CUDA version is greater than the driver version, the API will return
+    // CUDA_ERROR_INVALID_VALUE."
+    *pfn = nullptr;
+    log_request(symbol, version, flags, CUDA_ERROR_INVALID_VALUE, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, nullptr);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CUdriverProcAddressQueryResult status;
   const ProcEntry* e = lookup(symbol, version, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, status);
   *pfn = e != nullptr ? e->fn : nullptr;
@@ -65,6 +82,12 @@ CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_
 }
 
 }  // namespace
+
+int driver_version() {  // read at every call: a test may set it
+  const char* e = getenv("SIM_CUDA_DRIVER_VERSION");
+  int n = e && *e ? atoi(e) : 0;
+  return n > 0 ? n : CUDA_VERSION;
+}
 
 // Before cuInit: CUDA_ERROR_NOT_INITIALIZED; after a fault: the sticky error
 // (like every call that can surface one; not cuGetExportTable); else 801.

@@ -162,7 +162,7 @@ TEST_F(SimTest, GetProcAddress) {
   ASSERT_EQ(cuGetProcAddress("cuDriverGetVersion", &fn, CUDA_VERSION, 0, nullptr), CUDA_SUCCESS);
   int v = 0;
   ASSERT_EQ(reinterpret_cast<CUresult (*)(int*)>(fn)(&v), CUDA_SUCCESS);
-  EXPECT_EQ(v, 13000);
+  EXPECT_EQ(v, CUDA_VERSION);
   ASSERT_EQ(
       cuGetProcAddress("cuStreamGetId", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr),
       CUDA_SUCCESS);
@@ -185,6 +185,25 @@ TEST_F(SimTest, GetProcAddress) {
   EXPECT_EQ(fn, nullptr);
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
+}
+
+// cuda.h: a version above the driver's own is refused with CUDA_ERROR_INVALID_VALUE. SIM_CUDA_DRIVER_VERSION sets the
+// driver's version; at 13990 the test-only cuLaunchKernel of that version exists, at its own address.
+TEST(SimProcTest, VersionsAboveTheDriversAreRefusedAndTheFutureRowIsItsOwnFunction) {
+  void* fn = &fn;
+  EXPECT_EQ(cuGetProcAddress("cuLaunchKernel", &fn, CUDA_VERSION + 10, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fn, nullptr);
+  setenv("SIM_CUDA_DRIVER_VERSION", "13990", 1);
+  int v = 0;
+  EXPECT_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13990);
+  ASSERT_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 13990, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_NE(fn, nullptr);
+  EXPECT_NE(fn, sym("cuLaunchKernel"));
+  ASSERT_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 13989, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, sym("cuLaunchKernel"));
+  unsetenv("SIM_CUDA_DRIVER_VERSION");
+  EXPECT_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 13990, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
 // Names of the functions an ELF shared library exports, read from its .dynsym.

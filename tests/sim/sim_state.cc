@@ -189,7 +189,7 @@ SIM_API CUresult cuInit(unsigned int Flags) {
 
 SIM_API CUresult cuDriverGetVersion(int* driverVersion) {
   if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = 13000;
+  *driverVersion = driver_version();
   return CUDA_SUCCESS;
 }
 

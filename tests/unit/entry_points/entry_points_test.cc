@@ -1,5 +1,6 @@
 // Which wrapper a (name, version, flags) request selects: checked against the
 // toolkit's own cudaTypedefs.h, read here independently of tools/cuda_api.py.
+#include <cuda.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -130,6 +131,19 @@ TEST(EntryPoints, TheTableIsTheToolkitsTypedefs) {
   }
   EXPECT_GT(expected.size(), 600u);
   EXPECT_EQ(static_cast<size_t>(entry_point_count()), expected.size());
+}
+
+// The ceiling (shim/intercept/interpose.cc: wrap_proc_address) asks again at the headers' version; these are its
+// inputs: the version, and which exported names dlsym hands back through a thunk.
+TEST(EntryPoints, TheHeaderVersionAndTheDriverNamesTheTableDoesNotKnow) {
+  EXPECT_EQ(header_version(), CUDA_VERSION);
+  for (const char* unknown : {"cuLaunchHostFunc_v9", "cuNoSuchEntryPoint", "cuStreamBeginCaptureToCigX"})
+    EXPECT_TRUE(is_unknown_driver_symbol(unknown)) << unknown;
+  for (const char* other : std::initializer_list<const char*>{"cuLaunchKernel", "cuCtxSynchronize_v2",  // wrapped
+                            "cuGetErrorString", "cuDriverGetVersion",  // exempt
+                            "cudaMalloc", "cublasCreate_v2", "cufftPlan1d", "curandCreateGenerator", "cu", "cuda",
+                            nullptr})
+    EXPECT_FALSE(is_unknown_driver_symbol(other)) << (other ? other : "null");
 }
 
 }  // namespace
