@@ -32,7 +32,7 @@
 #include "cli/process.h"
 #include "cupti_tracer/discovery.h"
 #include "shim/common/config.h"
-#include "shim/record/python_stack.h"
+#include "shim/stacks/python_stack.h"
 #include "symbolizer/bundled_dlopen.h"
 #include "symbolizer/native_symbolizer.h"
 

@@ -10,7 +10,7 @@
 #include "shim/record/assert_capture.h"
 #include "shim/intercept/interpose.h"
 #include "shim/intercept/launcher_summary.h"
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 #include "symbolizer/native_symbolizer.h"
 
 #include "base/export.h"

@@ -4,16 +4,16 @@
 Top level, each layer including only itself and the layers after it:
     cli -> cupti_tracer -> shim -> report -> symbolizer -> base
 Inside shim/, the stages of libcdsa.so, the same way (shim/entry.cc, the constructor, sits above them all):
-    shim/intercept -> shim/fault -> shim/record -> shim/common
-with one more rule: shim/record (the launch path) includes nothing from report/ either, so the launch stage links
-without the fault path and the report model. A violation prints FILE:LINE and the rule it breaks; exit 1."""
+    shim/intercept -> shim/fault -> shim/record -> shim/stacks -> shim/common
+with one more rule: shim/record (the launch path) and shim/stacks (the walkers it takes stacks from) include
+nothing from report/ either, so the launch stage links without the fault path and the report model. A violation prints FILE:LINE and the rule it breaks; exit 1."""
 import pathlib
 import re
 import sys
 
 TOP = ["cli", "cupti_tracer", "shim", "report", "symbolizer", "base"]
-STAGES = ["intercept", "fault", "record", "common"]
-EXTRA_FORBIDDEN = {"shim/record": {"report"}}
+STAGES = ["intercept", "fault", "record", "stacks", "common"]
+EXTRA_FORBIDDEN = {"shim/record": {"report"}, "shim/stacks": {"report"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = (".c", ".cc", ".h", ".def", ".inc")
 

@@ -181,7 +181,7 @@ def c_side(r, part):
 
 
 # 13d: libcuda dlopen'ed RTLD_NOW | RTLD_DEEPBIND first: its fprintf binds to libc, past cdsa's stdio hooks, unless
-# cdsa binds libcuda's stdio imports when it starts (shim/record/driver_stdio.cc). The device text must be in the
+# cdsa binds libcuda's stdio imports when it starts (shim/intercept/driver_stdio.cc). The device text must be in the
 # report and the side-stream line named exactly.
 @judge_one_report("c13_side_stream.py", "deepbind")
 def c_side_deepbind(r, part):

@@ -33,7 +33,7 @@
 
 #include "shim/common/driver.h"
 #include "shim/intercept/interpose.h"
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 
 #include "base/export.h"
 

@@ -4,7 +4,7 @@
 
 #include "shim/common/driver.h"
 #include "shim/fault/fault.h"
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 
 namespace cdsa {
 

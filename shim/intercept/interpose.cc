@@ -49,7 +49,7 @@
 #include "shim/intercept/lifecycle.h"
 #include "shim/common/log.h"
 #include "shim/common/passthrough.h"
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 #include "shim/common/reentrancy.h"
 
 #include "base/export.h"

@@ -13,8 +13,8 @@
 #include "base/check.h"
 #include "shim/common/config.h"
 #include "shim/common/log.h"
-#include "shim/record/native_stack.h"
-#include "shim/record/python_stack.h"
+#include "shim/stacks/native_stack.h"
+#include "shim/stacks/python_stack.h"
 
 namespace cdsa {
 namespace {

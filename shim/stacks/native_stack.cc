@@ -1,4 +1,4 @@
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>

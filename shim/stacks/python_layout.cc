@@ -1,5 +1,5 @@
 // Per-version CPython layouts: see python_layout.h.
-#include "shim/record/python_layout.h"
+#include "shim/stacks/python_layout.h"
 
 #include <cstring>
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shim/record/python_layout_fields.h"
+#include "shim/stacks/python_layout_fields.h"
 
 namespace cdsa {
 namespace pystack {

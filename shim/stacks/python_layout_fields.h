@@ -1,5 +1,5 @@
 /* The fields of CPython's _Py_DebugOffsets (3.13+) that the frame walker reads, in one table for the shim
-   (shim/record/python_layout.cc: their positions in its mirrors, DebugOffsetsFields) and for the offsets test
+   (shim/stacks/python_layout.cc: their positions in its mirrors, DebugOffsetsFields) and for the offsets test
    (tests/unit/python_stack/py_header_layout.c: the same positions, and the values, from a real CPython's headers).
    Plain preprocessor, so C and C++ include it alike.
 

@@ -16,7 +16,7 @@
 // The instruction pointer field is prev_instr (3.11/3.12) or instr_ptr
 // (3.13+); CPython computes f_lineno from it with exactly this offset
 // (_PyInterpreterFrame_LASTI * sizeof(_Py_CODEUNIT)) and PyCode_Addr2Line.
-#include "shim/record/python_stack.h"
+#include "shim/stacks/python_stack.h"
 
 #include <dlfcn.h>
 #include <link.h>

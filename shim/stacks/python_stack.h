@@ -55,7 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shim/record/python_layout.h"
+#include "shim/stacks/python_layout.h"
 
 namespace cdsa {
 

@@ -14,8 +14,8 @@
 #include <ctime>
 
 #include "shim/common/config.h"
-#include "shim/record/native_stack.h"
-#include "shim/record/python_stack.h"
+#include "shim/stacks/native_stack.h"
+#include "shim/stacks/python_stack.h"
 #include "shim/record/recorder.h"
 
 namespace {

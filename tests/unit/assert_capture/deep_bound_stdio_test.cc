@@ -1,4 +1,4 @@
-// bind_driver_stdio (shim/record/driver_stdio.cc): a library dlopen'ed with RTLD_DEEPBIND binds its fprintf to libc,
+// bind_driver_stdio (shim/intercept/driver_stdio.cc): a library dlopen'ed with RTLD_DEEPBIND binds its fprintf to libc,
 // past the capture hooks; after bind_driver_stdio its GOT entry holds what the global scope resolves (the hooks,
 // which this test program defines and exports, as libcdsa.so does for a program), in a read-only RELRO GOT
 // (-z now), in a lazily bound one, and never for a library bound the plain way.

@@ -22,6 +22,9 @@ def run(tmp_path, files):
     ("shim/record/launch.cc", "shim/intercept/lifecycle.h", "shim/intercept is above it"),
     ("shim/record/profile.h", "report/trace.h", "the launch stage stays out of report"),
     ("shim/common/log.cc", "shim/record/recorder.h", "shim/record is above it"),
+    ("shim/stacks/native_stack.cc", "shim/record/recorder.h", "shim/record is above it"),
+    ("shim/stacks/python_stack.h", "report/frames.h", "the launch stage stays out of report"),
+    ("shim/common/thread_block.h", "shim/stacks/native_stack.h", "shim/stacks is above it"),
     ("shim/fault/fault.cc", "shim/intercept/interpose.h", "shim/intercept is above it"),
     ("report/trace.cc", "shim/common/config.h", "shim/common is above it"),
     ("base/io.cc", "symbolizer/module_map.h", "symbolizer is above it"),
@@ -39,6 +42,8 @@ def test_downward_and_same_layer_includes_pass(tmp_path):
                                        '#include "shim/intercept/interpose.h"\n#include "cuda_entry_points.inc"\n',
         "shim/fault/fault.cc": '#include "shim/record/recorder.h"\n#include "report/trace.h"\n',
         "shim/record/launch.cc": '#include "shim/common/driver.h"\n#include "symbolizer/bundled_dlopen.h"\n',
+        "shim/record/recorder.cc": '#include "shim/stacks/native_stack.h"\n',
+        "shim/stacks/native_stack.cc": '#include "shim/common/log.h"\n#include "symbolizer/bundled_dlopen.h"\n',
         "shim/entry.cc": '#include "shim/intercept/interpose.h"\n',
         "cli/main.cc": '#include "shim/common/config.h"\n#include "cupti_tracer/decode.h"\n',
     })

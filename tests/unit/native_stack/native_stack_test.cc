@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 #include "shim/record/recorder.h"
 
 using namespace cdsa;

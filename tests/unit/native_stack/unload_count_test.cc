@@ -1,4 +1,4 @@
-// The native stack cache (shim/record/native_stack.h) against dlclose: cdsa's own dlclose (linked into this test, as
+// The native stack cache (shim/stacks/native_stack.h) against dlclose: cdsa's own dlclose (linked into this test, as
 // it is into libcdsa.so) drops the cached stacks only when glibc says something was unloaded. Most dlcloses
 // unload nothing (a library still referenced, cdsa's dlopen(RTLD_NOLOAD) + dlclose in its dlsym hook): those
 // keep the cache.
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "shim/record/native_stack.h"
+#include "shim/stacks/native_stack.h"
 
 namespace cdsa {
 namespace {

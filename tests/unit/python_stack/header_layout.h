@@ -1,12 +1,12 @@
 /* Layout facts computed from a CPython installation's own headers (compiled
    with -DPy_BUILD_CORE, one object per installation), compared by
-   offsets_test.cc with the tables in shim/record/python_layout.cc. Plain C. */
+   offsets_test.cc with the tables in shim/stacks/python_layout.cc. Plain C. */
 #ifndef CDSA_TESTS_PYSTACK_HEADER_LAYOUT_H
 #define CDSA_TESTS_PYSTACK_HEADER_LAYOUT_H
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim/record/python_layout_fields.h"
+#include "shim/stacks/python_layout_fields.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,7 +31,7 @@ struct cdsa_header_layout {
   int64_t hexversion;     /* PY_VERSION_HEX of the headers */
   CDSA_HDR_LAYOUT_FIELDS(CDSA_HDR_DECL)
   int has_debug_offsets;  /* 3.13+: the fields below are filled */
-  /* positions inside _Py_DebugOffsets of the fields of shim/record/python_layout_fields.h */
+  /* positions inside _Py_DebugOffsets of the fields of shim/stacks/python_layout_fields.h */
   struct { CDSA_PY_DEBUG_OFFSETS_FIELDS(CDSA_HDR_DEBUG_DECL, CDSA_HDR_DEBUG_DECL, CDSA_HDR_DEBUG_DECL) } dbg;
   /* A _Py_DebugOffsets as the runtime initialiser fills it (only the fields
      the walker reads; the rest zero), 3.13+ only. */

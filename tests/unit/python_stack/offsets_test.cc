@@ -10,7 +10,7 @@
 
 #include "header_layout.h"
 #include "pystack_header_sets.h"  // generated: CDSA_PYSTACK_HEADER_SETS / _MISSING
-#include "shim/record/python_stack.h"
+#include "shim/stacks/python_stack.h"
 
 using cdsa::pystack::DebugOffsetsFields;
 using cdsa::pystack::PyLayout;

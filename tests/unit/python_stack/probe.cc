@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "shim/record/python_stack.h"
+#include "shim/stacks/python_stack.h"
 
 namespace {
 

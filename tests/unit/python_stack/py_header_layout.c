@@ -106,7 +106,7 @@ void CDSA_HDR_FN(struct cdsa_header_layout* L) {
 #  undef DPOS
   {
     /* A _Py_DebugOffsets as the runtime initialiser (_PyRuntimeState_INIT, _Py_DebugOffsets_INIT) fills
-       it, for the fields the walker reads (shim/record/python_layout_fields.h); the rest zero. */
+       it, for the fields the walker reads (shim/stacks/python_layout_fields.h); the rest zero. */
     _Py_DebugOffsets d;
     memset(&d, 0, sizeof d);
     memcpy(d.cookie, "xdebugpy", 8);

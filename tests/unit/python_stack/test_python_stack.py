@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end test of cdsa's CPython frame walker (shim/record/python_stack.cc).
+"""End-to-end test of cdsa's CPython frame walker (shim/stacks/python_stack.cc).
 
 Loads the pystack_probe library with ctypes.CDLL (the GIL is released during
 the call, as PyTorch does around its ops) and with ctypes.PyDLL (the GIL is
