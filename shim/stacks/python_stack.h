@@ -55,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shim/stacks/python_frame_key.h"
 #include "shim/stacks/python_layout.h"
 
 namespace cdsa {
@@ -62,18 +63,6 @@ namespace cdsa {
 // The CPython minor versions (3.x) whose frames the walker reads. `cdsa doctor` reports against the same range.
 constexpr int kPythonMinMinor = 10;
 constexpr int kPythonMaxMinor = 14;
-
-// One captured Python frame: enough to resolve it later *while the frame is
-// still alive*, and to guard an intern key.
-struct PyFrameKey {
-  const void* code;      // PyCodeObject*, borrowed: no reference is held
-  int32_t instr_offset;  // byte offset of the current instruction in the code
-                         // object's bytecode (co_code_adaptive; 3.10: co_code,
-                         // f_lasti * 2); may be -2 for
-                         // a frame that has not started (line = co_firstlineno)
-  uint32_t code_check;   // python_code_check(code) at capture time (never 0
-                         // for a captured frame)
-};
 
 enum class PyWalkerState { NoPython, Ready, Unsupported };
 
