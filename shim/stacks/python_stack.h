@@ -29,6 +29,7 @@
 //     Call it once early (e.g. when the shim loads or at the first launch) so
 //     that later captures never reach the detection path.
 //   * The init puts one counting wrapper into PyCode_Type's tp_dealloc slot
+//     (shim/stacks/code_frees.h, the contract of that one write)
 //     (when the type object is writable data, as in every CPython build
 //     seen): it adds one to a counter and calls the interpreter's own
 //     function, which lets the chain cache below skip re-reading code
