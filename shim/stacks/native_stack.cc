@@ -1,79 +1,25 @@
+// Native stacks through the verified cache in front of libunwind (native_stack.h has the contract; libunwind
+// itself is loaded by native_unwinder.cc).
 #include "shim/stacks/native_stack.h"
 
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
 #include <ucontext.h>
 #include <emmintrin.h>
 #include <atomic>
 #include <cstring>
-#include <mutex>
 #include <type_traits>
 
-#include "shim/common/driver.h"
-#include "shim/common/libc_symbols.h"
-#include "shim/common/log.h"
 #include "shim/common/thread_block.h"
-#include "symbolizer/bundled_dlopen.h"
+#include "shim/stacks/native_unwinder_internal.h"
 
 namespace cdsa {
 namespace {
 
-using BacktraceFn = int (*)(void**, int);
-using SetCachingFn = int (*)(void*, int);
+using namespace native_internal;
 
-std::atomic<BacktraceFn> g_backtrace{nullptr};
-std::once_flag g_once;
 uintptr_t g_self_lo = 0, g_self_hi = 0;
 std::atomic<uintptr_t> g_interp_lo{0}, g_interp_hi{0};
-
-// ---- the step-by-step unwinder behind the verified cache (libunwind's local API, no headers needed) ----
-// unw_cursor_t is 127 words on x86-64; unw_context_t is a ucontext_t; register numbers are the DWARF ones.
-constexpr int kUnwRBP = 6, kUnwRSP = 7, kUnwRIP = 16;
-constexpr int kSlotMemory = 1;  // UNW_SLT_MEMORY
-struct alignas(16) UnwCursor {
-  uint64_t w[140];
-};
-struct UnwSaveLoc {
-  int type;
-  uint64_t addr;  // union { addr; regnum }
-  uint64_t extra[2];
-};
-struct UnwProcInfo {
-  uint64_t start_ip, end_ip;
-  uint64_t rest[14];
-};
-struct Walker {
-  int (*getcontext)(ucontext_t*) = nullptr;
-  int (*init_local)(UnwCursor*, ucontext_t*) = nullptr;
-  int (*step)(UnwCursor*) = nullptr;
-  int (*get_reg)(UnwCursor*, int, uint64_t*) = nullptr;
-  int (*get_save_loc)(UnwCursor*, int, UnwSaveLoc*) = nullptr;
-  int (*is_signal_frame)(UnwCursor*) = nullptr;
-  int (*get_proc_info)(UnwCursor*, UnwProcInfo*) = nullptr;
-};
-Walker g_walker;
-std::atomic<bool> g_walker_ready{false};
-
-// Loads the step-by-step API next to unw_backtrace; without any of it, stacks are not cached.
-void load_walker(void* h) {
-  Walker w;
-  w.getcontext = reinterpret_cast<decltype(w.getcontext)>(dlsym(h, "_Ux86_64_getcontext"));
-  w.init_local = reinterpret_cast<decltype(w.init_local)>(dlsym(h, "_ULx86_64_init_local"));
-  w.step = reinterpret_cast<decltype(w.step)>(dlsym(h, "_ULx86_64_step"));
-  w.get_reg = reinterpret_cast<decltype(w.get_reg)>(dlsym(h, "_ULx86_64_get_reg"));
-  w.get_save_loc = reinterpret_cast<decltype(w.get_save_loc)>(dlsym(h, "_ULx86_64_get_save_loc"));
-  w.is_signal_frame = reinterpret_cast<decltype(w.is_signal_frame)>(dlsym(h, "_ULx86_64_is_signal_frame"));
-  w.get_proc_info = reinterpret_cast<decltype(w.get_proc_info)>(dlsym(h, "_ULx86_64_get_proc_info"));
-  if (!w.getcontext || !w.init_local || !w.step || !w.get_reg || !w.get_save_loc || !w.is_signal_frame ||
-      !w.get_proc_info)
-    return;
-  g_walker = w;
-  g_walker_ready.store(true, std::memory_order_release);
-}
-
-void note_dlclose_hook();
 
 int find_self(dl_phdr_info* info, size_t, void* data) {
   auto self = reinterpret_cast<uintptr_t>(data);
@@ -99,33 +45,6 @@ int find_self(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-void init_once() {
-#if defined(__SANITIZE_THREAD__)
-  // libunwind frees its per-thread trace cache from a TSD destructor that runs after ThreadSanitizer has torn
-  // down the exiting thread, which crashes TSan. TSan builds (tests only) unwind with glibc's backtrace().
-  g_backtrace.store(&backtrace, std::memory_order_release);
-  return;
-#endif
-  // The copy shipped next to libcdsa.so (the wheel's cdsa/lib/vendor/) first, then the system's.
-  char used[PATH_MAX], why[1024];
-  void* h = bundled::dlopen_bundled_first("libunwind.so.8", reinterpret_cast<const void*>(&init_once), used,
-                                          sizeof used, why, sizeof why);
-  if (!h) {
-    log_line("no usable libunwind (%s): native frames will not be recorded, Python frames only", why);
-    return;
-  }
-  auto bt = reinterpret_cast<BacktraceFn>(dlsym(h, "unw_backtrace"));
-  auto set_caching = reinterpret_cast<SetCachingFn>(dlsym(h, "_ULx86_64_set_caching_policy"));
-  auto* local_as = reinterpret_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
-  if (!bt) {
-    log_line("%s has no unw_backtrace: native frames will not be recorded, Python frames only", used);
-    return;
-  }
-  if (set_caching && local_as) set_caching(*local_as, 2 /* UNW_CACHE_PER_THREAD */);
-  load_walker(h);
-  note_dlclose_hook();
-  g_backtrace.store(bt, std::memory_order_release);
-}
 
 // ---- the object holding an address ----
 struct ObjectQuery {
@@ -149,34 +68,6 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
   return 1;
 }
 
-// Unloads so far: a library unloaded mid-run may be replaced by another at the same addresses, whose unwind
-// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) keeps the
-// count for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
-// not ours, and glibc's own counter is read through dl_iterate_phdr (its first callback stops the walk).
-//
-// cdsa's count: a generation, bumped only when glibc's counter says a dlclose unloaded something (most unload
-// nothing: a library still referenced, or cdsa's own dlopen(RTLD_NOLOAD) + dlclose), plus, in the top bits, the
-// dlcloses in progress: no stack cached before a dlclose is served while it may be unmapping code, and none
-// unwound meanwhile is cached (a capture with those bits set is not kept). glibc's count never reaches them.
-constexpr uint64_t kUnloadGeneration = 1, kDlcloseInProgress = uint64_t{1} << 48;
-std::atomic<uint64_t> g_unloads{0};
-std::atomic<bool> g_unloads_hooked{false};
-int read_subs(dl_phdr_info* info, size_t size, void* data) {
-  uint64_t subs = 0;
-  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) subs = info->dlpi_subs;
-  *static_cast<uint64_t*>(data) = subs;
-  return 1;
-}
-// glibc's count of objects unloaded so far (dlpi_subs: the same in every object's entry).
-uint64_t glibc_unloads() {
-  uint64_t subs = 0;
-  dl_iterate_phdr(read_subs, &subs);
-  return subs;
-}
-inline uint64_t unload_count() {
-  if (g_unloads_hooked.load(std::memory_order_relaxed)) return g_unloads.load(std::memory_order_acquire);
-  return glibc_unloads();
-}
 
 // ---- the verified cache ----
 //
@@ -545,7 +436,7 @@ __attribute__((noinline)) int plain_backtrace(BacktraceFn bt, uintptr_t* out, in
 }  // namespace
 
 bool native_stack_init() noexcept {
-  std::call_once(g_once, init_once);
+  load_unwinder();
   // The warming-up thread's cache now (for the main thread, pthread_getattr_np reads /proc/self/maps): its
   // launches then allocate nothing. Other threads map theirs on their first capture.
   if (g_walker_ready.load(std::memory_order_acquire)) thread_cache();
@@ -699,33 +590,3 @@ NativeCacheStats native_cache_stats() noexcept {
 uint64_t native_cache_bytes_per_thread() noexcept { return sizeof(ThreadCache); }
 
 }  // namespace cdsa
-
-// Counts unloads for the cache (see unload_count); otherwise exactly the real dlclose.
-// Forwards to the next dlclose (another interposer's after cdsa, else libc's), looked up from here: a
-// dlsym(RTLD_NEXT) through the dlsym chain could be answered relative to a hook before cdsa, which is cdsa.
-extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
-  using DlcloseFn = int (*)(void*);
-  static DlcloseFn real = reinterpret_cast<DlcloseFn>(cdsa::next_function("dlclose"));
-  if (!real) return -1;
-  cdsa::g_unloads.fetch_add(cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
-  const uint64_t before = cdsa::glibc_unloads();
-  int rc = real(handle);
-  const uint64_t unloaded = cdsa::glibc_unloads() != before ? cdsa::kUnloadGeneration : 0;
-  cdsa::g_unloads.fetch_add(unloaded - cdsa::kDlcloseInProgress, std::memory_order_acq_rel);
-  return rc;
-}
-
-namespace cdsa {
-namespace {
-void note_dlclose_hook() {
-  // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
-  g_unloads_hooked.store(real_dlsym()(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
-                         std::memory_order_release);
-}
-}  // namespace
-bool native_unloads_tracked() noexcept { return g_unloads_hooked.load(std::memory_order_acquire); }
-}  // namespace cdsa
-
-// Its own address, for libcdsa.so's dlclose@GLIBC_2.2.5 (shim/entry.cc; the name itself is dlclose@@GLIBC_2.34).
-extern "C" [[gnu::visibility("hidden")]] decltype(dlclose) cdsa_dlclose_local
-    __attribute__((alias("dlclose"), copy(dlclose)));
