@@ -1,12 +1,12 @@
+// The graph bookkeeping (graph_capture.h): graph entries and node tables, stream capture, and the report's view;
+// the graph-building and exec calls are graph_calls.cc.
 #include "shim/record/graph_capture.h"
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <unordered_map>
 
 #include "shim/common/driver.h"
+#include "shim/record/graph_capture_internal.h"
 
 namespace cdsa {
 
@@ -17,57 +17,16 @@ namespace cdsa {
 namespace graph_capture_internal {
 std::atomic<int> g_captures_active{0};
 std::atomic<uint32_t> g_launched[kLaunchedSlots];
-}  // namespace graph_capture_internal
-
-namespace {
-
-using graph_capture_internal::g_captures_active;
-
-// One node as cdsa keeps it: in a graph's entry (kernel, child, conditional and other nodes) or in a node table
-// (kernel nodes only, flattened).
-struct NodeRec {
-  GraphNodeRecord rec;
-  IdPins pins;  // rec's stack, kernel name and call, pinned in the recorder while the record lives (recorder.h)
-  IdPins update_pins;  // rec's update_stack and update_call (an exec update gave the exec this node)
-  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
-  std::vector<uintptr_t> handles;  // the CUgraphNode handles that may name it (none: a captured node, or a copy)
-  std::vector<uint32_t> bodies;    // child graph node: its copy of the child; conditional node: its bodies
-  uintptr_t top = 0;               // in a table: the top-level child/conditional node it came from (0: itself)
-  bool enabled = true;
-};
-
-struct Entry {  // one CUgraph (or a body: a child node's copy, a conditional node's body)
-  std::vector<NodeRec> nodes;
-  bool device_changes = false;
-  bool unpaired_change = false;
-  // A clone holding conditional nodes: the driver's copies of their bodies are graphs cdsa is never handed (only
-  // cuGraphNodeGetParams names them), so nodes added to them later would be missing from its replays.
-  bool unmapped_bodies = false;
-  bool owned = false;  // a body: goes with its node's graph
-};
-
-struct Table {  // what one version of an exec runs
-  std::vector<NodeRec> nodes;
-  GraphTableInfo info;
-  std::vector<uintptr_t> pre_update;  // after cuGraphExecUpdate: the handles of the nodes it replaced
-  bool retired = false;
-};
-
-constexpr size_t kMaxRecords = 1 << 16;
 
 std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
-uint32_t g_next_id = 0;                                   // entries and tables share one id space, from 1
-std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;  // stream id -> entry id
+uint32_t g_next_id = 0;
+std::map<uint64_t, uint32_t>* g_capture_by_stream = nullptr;
 std::unordered_map<uintptr_t, uint32_t>* g_entry_by_graph = nullptr;
 std::unordered_map<uintptr_t, uint32_t>* g_table_by_exec = nullptr;
 std::map<uint32_t, Entry>* g_entries = nullptr;
 std::map<uint32_t, Table>* g_tables = nullptr;
-size_t g_records = 0;  // node records in entries and tables
-// A destroyed CUgraphExec's entry in the lock-free exec map (which has no erase): no table.
-constexpr uint32_t kNoTable = 0;
-
-bool ready() { return g_ready.load(std::memory_order_acquire); }
+size_t g_records = 0;
 
 uint32_t name_of(const InCdsa& guard, CUfunction f) { return &kernel_name_id ? kernel_name_id(guard, f) : kNoString; }
 
@@ -109,7 +68,7 @@ void drop_entry(uint32_t id) {
 }
 
 // The entry of `graph`, made on first sight (a graph cdsa saw no call for, e.g. a child node's copy it was handed).
-Entry* entry_of(CUgraph graph, uint32_t* id_out = nullptr) {
+Entry* entry_of(CUgraph graph, uint32_t* id_out) {
   if (!graph) return nullptr;
   auto [it, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), 0);
   if (fresh) it->second = new_entry(false);
@@ -308,7 +267,10 @@ void retire_table(uint32_t id) {
   if (t != g_tables->end()) t->second.retired = true;
 }
 
-}  // namespace
+
+}  // namespace graph_capture_internal
+
+using namespace graph_capture_internal;
 
 void graph_capture_init() noexcept {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -374,322 +336,6 @@ void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
   n.rec.origin = NodeOrigin::Captured;
   pin_record(n);
   add_record((*g_entries)[it->second].nodes, std::move(n), nullptr);
-}
-
-// ---- graphs
-
-void note_kernel_node_added(CUgraph graph, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
-  if (!ready() || !graph || !node) return;
-  NodeRec n = kernel_record(k, call, NodeOrigin::Added);
-  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Entry* e = entry_of(graph);
-  add_record(e->nodes, std::move(n), nullptr);
-}
-
-void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type) noexcept {
-  (void)graph, (void)node, (void)type;  // kept as what they are: no kernel, never a candidate
-}
-
-void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept {
-  if (!ready() || !graph || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  uint32_t child_id = 0;
-  entry_of(child, &child_id);
-  NodeRec n;
-  n.type = CU_GRAPH_NODE_TYPE_GRAPH;
-  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
-  n.bodies.push_back(copy_entry(child_id, true, false));  // the node holds a copy of the child, as the driver does
-  add_record(entry_of(graph)->nodes, std::move(n), nullptr);
-}
-
-void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph* bodies, unsigned count) noexcept {
-  if (!ready() || !graph || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  NodeRec n;
-  n.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-  n.handles.push_back(reinterpret_cast<uintptr_t>(node));
-  for (unsigned i = 0; bodies && i < count; ++i) {
-    uint32_t id = 0;
-    entry_of(bodies[i], &id);  // a live graph of its own: nodes are added to it later
-    (*g_entries)[id].owned = true;
-    n.bodies.push_back(id);
-  }
-  add_record(entry_of(graph)->nodes, std::move(n), nullptr);
-}
-
-void note_child_graph_of(CUgraphNode node, CUgraph embedded) noexcept {
-  if (!ready() || !node || !embedded) return;
-  const Driver& d = driver();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  size_t i = 0;
-  Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i);
-  if (!e || e->nodes[i].type != CU_GRAPH_NODE_TYPE_GRAPH || e->nodes[i].bodies.empty()) return;
-  const uint32_t body = e->nodes[i].bodies.front();
-  auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(embedded), body);
-  if (!fresh) at->second = body;  // a handle the driver reused: it names the node's graph now
-  (*g_entries)[body].owned = true;
-  // The embedded graph's kernel nodes: a handle for each record the driver's view names alone.
-  if (!d.GraphGetNodes) return;
-  size_t count = 0;
-  InCdsa guard;
-  if (d.GraphGetNodes(embedded, nullptr, &count) != CUDA_SUCCESS || count == 0 || count > 4096) return;
-  std::vector<CUgraphNode> handles(count);
-  if (d.GraphGetNodes(embedded, handles.data(), &count) != CUDA_SUCCESS) return;
-  handles.resize(count);
-  std::vector<std::pair<uintptr_t, LaunchRecord>> views;
-  for (CUgraphNode h : handles) {
-    LaunchRecord seen;
-    if (h && driver_kernel_node(h, &seen)) views.emplace_back(reinterpret_cast<uintptr_t>(h), seen);
-  }
-  std::vector<NodeRec>& recs = (*g_entries)[body].nodes;
-  for (const auto& [h, seen] : views) {
-    size_t same_view = 0, match = 0, at_rec = 0;
-    for (const auto& [h2, other] : views) same_view += same_kernel(seen, other);
-    bool known = false;
-    for (size_t j = 0; j < recs.size(); ++j) {
-      if (recs[j].type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
-      if (has_handle(recs[j], h)) known = true;
-      if (recs[j].handles.empty() && same_kernel(recs[j].rec.launch, seen)) ++match, at_rec = j;
-    }
-    if (!known && same_view == 1 && match == 1) recs[at_rec].handles.push_back(h);
-  }
-}
-
-void note_node_destroy(CUgraphNode node) noexcept {
-  if (!ready() || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  size_t i = 0;
-  Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i);
-  if (!e) return;
-  std::vector<uint32_t> bodies = e->nodes[i].bodies;
-  e->nodes.erase(e->nodes.begin() + static_cast<ptrdiff_t>(i));
-  --g_records;
-  for (auto& [h, id] : *g_entry_by_graph)
-    if (std::find(bodies.begin(), bodies.end(), id) != bodies.end()) id = 0;
-  std::erase_if(*g_entry_by_graph, [](const auto& kv) { return kv.second == 0; });
-  for (uint32_t b : bodies) drop_entry(b);
-}
-
-// Whether entry `id` holds a conditional node with bodies, at any depth (child copies included).
-bool holds_conditional_bodies(uint32_t id, int depth = 0) {
-  auto it = g_entries->find(id);
-  if (it == g_entries->end() || depth > 64) return false;
-  for (const NodeRec& n : it->second.nodes) {
-    if (n.type == CU_GRAPH_NODE_TYPE_CONDITIONAL && !n.bodies.empty()) return true;
-    for (uint32_t b : n.bodies)
-      if (holds_conditional_bodies(b, depth + 1)) return true;
-  }
-  return false;
-}
-
-void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
-  if (!ready() || !clone || !original) return;
-  const Driver& d = driver();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  uint32_t orig_id = 0;
-  entry_of(original, &orig_id);
-  uint32_t id = copy_entry(orig_id, false, true);
-  // The clone's nodes have handles of their own: cuGraphNodeFindInClone names each (top level; deeper copies stay
-  // without handles, found by the driver's view of the node when they change).
-  const bool unmapped = holds_conditional_bodies(id);
-  Entry& e = (*g_entries)[id];
-  e.unmapped_bodies = unmapped;
-  for (NodeRec& n : e.nodes) {
-    std::vector<uintptr_t> mine;
-    for (uintptr_t h : n.handles) {
-      CUgraphNode found = nullptr;
-      InCdsa guard;
-      if (d.GraphNodeFindInClone &&
-          d.GraphNodeFindInClone(&found, reinterpret_cast<CUgraphNode>(h), clone) == CUDA_SUCCESS && found)
-        mine.push_back(reinterpret_cast<uintptr_t>(found));
-    }
-    n.handles = std::move(mine);
-  }
-  auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(clone), id);
-  if (!fresh) {
-    drop_entry(at->second);
-    at->second = id;
-  }
-}
-
-void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
-  if (!ready() || !node) return;
-  NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto h = reinterpret_cast<uintptr_t>(node);
-  size_t i = 0;
-  if (Entry* e = entry_holding(h, &i)) {
-    apply_change(e->nodes, h, std::move(fresh), nullptr, nullptr);
-    return;
-  }
-  // A node cdsa holds no handle for (a captured one): the graph is not known either. Each graph with a node the
-  // driver's view matches takes the change, certain only where exactly one node of one graph matches.
-  LaunchRecord seen;
-  bool known = driver_kernel_node(node, &seen);
-  std::vector<std::pair<Entry*, size_t>> matches;
-  for (auto& [id, e] : *g_entries)
-    for (size_t j = 0; j < e.nodes.size(); ++j)
-      if (e.nodes[j].type == CU_GRAPH_NODE_TYPE_KERNEL && e.nodes[j].handles.empty() &&
-          (known && same_kernel(e.nodes[j].rec.launch, seen)))
-        matches.emplace_back(&e, j);
-  if (matches.size() == 1) {
-    matches[0].first->nodes[matches[0].second].handles.push_back(h);
-    apply_change(matches[0].first->nodes, h, std::move(fresh), nullptr, nullptr);
-    return;
-  }
-  for (auto& [e, j] : matches) {
-    e->nodes[j].rec.uncertain = true;
-    e->unpaired_change = true;
-  }
-}
-
-void note_device_updatable(CUgraphNode node) noexcept {
-  if (!ready() || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  size_t i = 0;
-  if (Entry* e = entry_holding(reinterpret_cast<uintptr_t>(node), &i)) {
-    e->device_changes = true;
-    return;
-  }
-  for (auto& [id, e] : *g_entries) e.device_changes = true;  // cdsa cannot tell which graph holds it: all of them
-}
-
-// ---- execs
-
-void note_graph_instantiate(CUgraphExec exec, CUgraph graph, bool device_launch) noexcept {
-  if (!ready() || !exec) return;
-  uint32_t id = 0;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_entry_by_graph->find(reinterpret_cast<uintptr_t>(graph));
-    if (it == g_entry_by_graph->end()) return;
-    Table t;
-    flatten((*g_entries)[it->second], 0, false, t.nodes, &t.info);
-    t.info.device_changes |= device_launch;
-    if (!room_for(t.nodes.size())) {
-      t.nodes.clear();
-      t.info.incomplete = true;
-    }
-    g_records += t.nodes.size();
-    id = ++g_next_id;
-    (*g_tables)[id] = std::move(t);
-    auto [at, fresh] = g_table_by_exec->try_emplace(reinterpret_cast<uintptr_t>(exec), id);
-    if (!fresh) {
-      retire_table(at->second);
-      at->second = id;
-    }
-  }
-  handle_map_put(HandleMap::GraphExec, reinterpret_cast<uintptr_t>(exec), id);
-}
-
-void note_exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
-  if (!ready() || !exec || !node) return;
-  NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Table* t = table_for_change(exec);
-  if (!t) return;
-  if (!apply_change(t->nodes, reinterpret_cast<uintptr_t>(node), std::move(fresh), &t->pre_update, &t->info.incomplete))
-    t->info.unpaired_change = true;
-}
-
-void note_exec_node_enabled(CUgraphExec exec, CUgraphNode node, bool enabled) noexcept {
-  if (!ready() || !exec || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Table* t = table_for_change(exec);
-  if (!t) return;
-  bool certain = false;
-  std::vector<size_t> idx = targets_of(t->nodes, reinterpret_cast<uintptr_t>(node), &t->pre_update, &certain);
-  if (certain) t->nodes[idx[0]].enabled = enabled;  // not certain: every node it may be stays a candidate
-}
-
-void note_exec_child_set(CUgraphExec exec, CUgraphNode node, CUgraph child) noexcept {
-  if (!ready() || !exec || !node) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Table* t = table_for_change(exec);
-  if (!t) return;
-  auto h = reinterpret_cast<uintptr_t>(node);
-  uint32_t child_id = 0;
-  entry_of(child, &child_id);
-  std::vector<NodeRec> fresh;
-  flatten((*g_entries)[child_id], h, false, fresh, &t->info);
-  size_t before = t->nodes.size();
-  std::erase_if(t->nodes, [h](const NodeRec& n) { return n.top == h; });
-  bool found = t->nodes.size() != before;
-  g_records -= before - t->nodes.size();
-  for (auto& n : fresh) {
-    if (!found) n.rec.uncertain = true;
-    add_record(t->nodes, std::move(n), &t->info.incomplete);
-  }
-  if (!found) t->info.unpaired_change = true;
-}
-
-void note_exec_update(CUgraphExec exec, CUgraph graph, const char* call) noexcept {
-  if (!ready() || !exec) return;
-  uint32_t update_stack = kUnknownStack, update_call = kNoString;
-  {
-    InCdsa guard;
-    update_stack = capture_and_intern_stack();
-    if (call) update_call = intern_string(call, strlen(call));
-  }
-  IdPins update_pins(update_stack, update_call);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Table* t = table_for_change(exec);
-  if (!t) return;
-  // The exec takes the new graph's nodes. Which old node each pairs with is the driver's business: the old
-  // handles name any of them from now on (candidate sets, never a guess).
-  std::vector<uintptr_t> old;
-  for (const NodeRec& n : t->nodes) old.insert(old.end(), n.handles.begin(), n.handles.end());
-  old.insert(old.end(), t->pre_update.begin(), t->pre_update.end());
-  uint32_t id = 0;
-  entry_of(graph, &id);
-  std::vector<NodeRec> fresh;
-  GraphTableInfo info;
-  flatten((*g_entries)[id], 0, false, fresh, &info);
-  for (NodeRec& n : fresh) {  // each node the exec now runs came by this call
-    n.update_pins = update_pins;
-    n.rec.update_stack = n.update_pins.stack();
-    n.rec.update_call = n.update_pins.string(0);
-  }
-  g_records -= t->nodes.size();
-  t->nodes.clear();
-  t->info = info;
-  t->pre_update = std::move(old);
-  if (!room_for(fresh.size())) {
-    t->info.incomplete = true;
-    return;
-  }
-  g_records += fresh.size();
-  t->nodes = std::move(fresh);
-}
-
-void note_graph_destroy(CUgraph graph) noexcept {
-  if (!ready() || !graph) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_entry_by_graph->find(reinterpret_cast<uintptr_t>(graph));
-  if (it == g_entry_by_graph->end()) return;
-  uint32_t id = it->second;
-  g_entry_by_graph->erase(it);
-  auto e = g_entries->find(id);
-  if (e != g_entries->end() && e->second.owned) return;  // a body: it goes with its node's graph
-  std::vector<uint32_t> bodies;
-  if (e != g_entries->end())
-    for (auto& n : e->second.nodes) bodies.insert(bodies.end(), n.bodies.begin(), n.bodies.end());
-  std::erase_if(*g_entry_by_graph, [&](const auto& kv) {
-    return std::find(bodies.begin(), bodies.end(), kv.second) != bodies.end();
-  });
-  drop_entry(id);
-}
-
-void note_graph_destroy(CUgraphExec exec) noexcept {
-  if (!ready() || !exec) return;
-  auto key = reinterpret_cast<uintptr_t>(exec);
-  handle_map_put(HandleMap::GraphExec, key, kNoTable);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_table_by_exec->find(key);
-  if (it == g_table_by_exec->end()) return;
-  retire_table(it->second);  // a launch of it may still be running, and fault
-  g_table_by_exec->erase(it);
 }
 
 // ---- the report's view
