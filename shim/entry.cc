@@ -7,9 +7,9 @@
 
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
-#include "shim/record/assert_capture.h"
 #include "shim/intercept/interpose.h"
 #include "shim/intercept/launcher_summary.h"
+#include "shim/intercept/libc_hooks.h"
 #include "shim/stacks/native_stack.h"
 #include "symbolizer/native_symbolizer.h"
 
@@ -20,8 +20,9 @@ extern "C" CDSA_EXPORT void cdsa_library_copy() {}
 // This copy's own address of it (the exported name, taken here, would go through the GOT to the first copy's).
 extern "C" [[gnu::visibility("hidden")]] void cdsa_this_library_copy() __attribute__((alias("cdsa_library_copy")));
 
-// dlsym, dlvsym and dlclose are exported as NAME@@GLIBC_2.34 by the version script (shim/exports.map.in) and here
-// as NAME@<base version> too (x86-64: GLIBC_2.2.5), as libc exports them: a lookup by either version finds cdsa's.
+// The dl family (shim/intercept/libc_hooks.def's CDSA_DL_HOOK rows: dlsym, dlvsym, dlclose) is exported as
+// NAME@@GLIBC_2.34 by the version script (shim/exports.map.in) and here as NAME@<base version> too (x86-64:
+// GLIBC_2.2.5), as libc exports them: a lookup by either version finds cdsa's.
 // Each entry is a jump to the hook itself (its hidden alias): a jump keeps the caller's return address, which
 // dlsym's RTLD_NEXT and RTLD_DEFAULT answers depend on. Only in libcdsa.so: a version needs its version node.
 #ifdef CDSA_GLIBC_BASE_VERSION
@@ -35,9 +36,13 @@ extern "C" [[gnu::visibility("hidden")]] void cdsa_this_library_copy() __attribu
           "cdsa_" #name "_base:\n\t" CDSA_JUMP "cdsa_" #name "_local\n"               \
           ".size cdsa_" #name "_base, .-cdsa_" #name "_base\n"                         \
           ".symver cdsa_" #name "_base, " #name "@" CDSA_GLIBC_BASE_VERSION "\n");
-CDSA_BASE_VERSION_ENTRY(dlsym)
-CDSA_BASE_VERSION_ENTRY(dlvsym)
-CDSA_BASE_VERSION_ENTRY(dlclose)
+#define CDSA_LIBC_HOOK(name, node, type)
+#define CDSA_LIBC_HOOK_VIA(name, node, type, via)
+#define CDSA_DL_HOOK(name, type) CDSA_BASE_VERSION_ENTRY(name)
+#include "shim/intercept/libc_hooks.def"
+#undef CDSA_LIBC_HOOK
+#undef CDSA_LIBC_HOOK_VIA
+#undef CDSA_DL_HOOK
 #undef CDSA_BASE_VERSION_ENTRY
 #endif
 
@@ -56,7 +61,7 @@ __attribute__((constructor(101))) void cdsa_load() {
   else cdsa::launcher_session_init();  // the first process of a tree is its root (one copy: one summary)
   cdsa::next_dlsym();
   cdsa::next_dlvsym();
-  cdsa::prepare_stdio_hooks();
+  cdsa::prepare_libc_hooks();
   cdsa::self_range_init();
   cdsa::interpose_init();
 }

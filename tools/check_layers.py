@@ -6,7 +6,9 @@ Top level, each layer including only itself and the layers after it:
 Inside shim/, the stages of libcdsa.so, the same way (shim/entry.cc, the constructor, sits above them all):
     shim/intercept -> shim/fault -> shim/record -> shim/stacks -> shim/common
 with one more rule: shim/record (the launch path) and shim/stacks (the walkers it takes stacks from) include
-nothing from report/ either, so the launch stage links without the fault path and the report model. A violation prints FILE:LINE and the rule it breaks; exit 1."""
+nothing from report/ either, so the launch stage links without the fault path and the report model; and only
+shim/intercept (and shim/entry.cc) exports a symbol: every hook of libc or of the driver is there
+(shim/intercept/libc_hooks.def, driver_calls.def), so the stages below it interpose nothing. A violation prints FILE:LINE and the rule it breaks; exit 1."""
 import pathlib
 import re
 import sys
@@ -15,6 +17,8 @@ TOP = ["cli", "cupti_tracer", "shim", "report", "symbolizer", "base"]
 STAGES = ["intercept", "fault", "record", "stacks", "common"]
 EXTRA_FORBIDDEN = {"shim/record": {"report"}, "shim/stacks": {"report"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+EXPORT = re.compile(r'\bCDSA_EXPORT\b|visibility\("default"\)')
+EXPORTING = {"shim/intercept", "shim"}
 SOURCES = (".c", ".cc", ".h", ".def", ".inc")
 
 
@@ -46,6 +50,8 @@ def violations(root):
             rel = p.relative_to(root).as_posix()
             here = layer_of(rel)
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                if here.startswith("shim/") and here not in EXPORTING and EXPORT.search(line.split("//")[0]):
+                    out.append(f"{rel}:{n}: {here} exports a symbol (only shim/intercept interposes)")
                 m = INCLUDE.match(line)
                 if not m or "/" not in m.group(1):
                     continue  # a system header, or a generated file found through the include path

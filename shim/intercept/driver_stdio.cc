@@ -1,5 +1,5 @@
 // The device text under any binding: libcuda's own stdio imports bound as the
-// global scope binds them (see assert_capture.h).
+// global scope binds them (see libc_hooks.h).
 //
 // dlopen("libcuda.so.1", RTLD_NOW | RTLD_DEEPBIND) makes libcuda look up its
 // symbols in its own dependencies first: its fprintf then binds to libc's, past
@@ -27,7 +27,7 @@
 
 #include "shim/common/driver.h"
 #include "shim/common/libc_symbols.h"
-#include "shim/record/assert_capture.h"
+#include "shim/intercept/libc_hooks.h"
 
 namespace cdsa {
 namespace {

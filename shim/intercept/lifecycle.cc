@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "shim/common/config.h"
-#include "shim/record/assert_capture.h"
+#include "shim/intercept/libc_hooks.h"
 #include "shim/common/driver.h"
 #include "shim/fault/fault.h"
 #include "shim/record/graph_capture.h"

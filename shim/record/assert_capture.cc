@@ -9,12 +9,9 @@
 #include <ctime>
 #include <mutex>
 
-#include "shim/common/driver.h"
-#include "shim/common/libc_symbols.h"
 #include "shim/common/thread_slots.h"
 
 #include "base/device_assert.h"
-#include "base/export.h"
 
 namespace cdsa {
 
@@ -67,6 +64,8 @@ void publish_lines() {
 // reporter) must not take g_kept_mutex again on the same thread. Its bytes still reach stderr, uncaptured.
 [[gnu::tls_model("initial-exec")]] thread_local bool tl_publishing = false;
 
+}  // namespace
+
 void capture_stderr_bytes(const void* buf, size_t n) noexcept {
   if (tl_driver_call_depth == 0 || !buf || n == 0 || tl_publishing || !capture_buffer()) return;
   size_t room = kCapture - tl_capture_len;
@@ -77,8 +76,6 @@ void capture_stderr_bytes(const void* buf, size_t n) noexcept {
   publish_lines();
   tl_publishing = false;
 }
-
-}  // namespace
 
 void DriverCallScope::leave_slow() noexcept {
   // What a driver call printed may be the device's assert text even when this call itself succeeded (the
@@ -127,13 +124,8 @@ bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexce
   }
 }
 
-// ---------------------------------------------------------------- the stdio and write hooks
-namespace {
-
-// Only evaluated inside a driver call: whether `f` writes to fd 2.
-inline bool capturing(FILE* f) { return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2); }
-
-void capture_format(const char* fmt, va_list ap) {
+// ---------------------------------------------------------------- what the stdio and write hooks hand over
+void capture_format(const char* fmt, va_list ap) noexcept {
   if (!fmt || !capture_buffer()) return;
   char line[1024];
   va_list cp;
@@ -143,155 +135,9 @@ void capture_format(const char* fmt, va_list ap) {
   if (n > 0) capture_stderr_bytes(line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
 }
 
-void capture_char(int c) {
+void capture_char(int c) noexcept {
   char ch = static_cast<char>(c);
   capture_stderr_bytes(&ch, 1);
 }
 
-}  // namespace
-}  // namespace cdsa
-
-using cdsa::capturing;
-using cdsa::next_libc;
-
-// The next definition of each hooked function (libc's, or another interposer's loaded after cdsa): filled in the
-// constructor (prepare_stdio_hooks). A variadic hook forwards to the next v* function (fprintf to vfprintf): a
-// variadic call cannot be forwarded as one.
-#define CDSA_NEXT_FUNCTIONS(X)                                                                                      \
-  X(vfprintf, int (*)(FILE*, const char*, va_list))                                                                 \
-  X(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list))                                                      \
-  X(vdprintf, int (*)(int, const char*, va_list))                                                                   \
-  X(fputs, int (*)(const char*, FILE*))                                                                             \
-  X(fputs_unlocked, int (*)(const char*, FILE*))                                                                    \
-  X(fwrite, size_t(*)(const void*, size_t, size_t, FILE*))                                                          \
-  X(fwrite_unlocked, size_t(*)(const void*, size_t, size_t, FILE*))                                                 \
-  X(fputc, int (*)(int, FILE*))                                                                                     \
-  X(putc, int (*)(int, FILE*))                                                                                      \
-  X(_IO_putc, int (*)(int, FILE*))                                                                                  \
-  X(fputc_unlocked, int (*)(int, FILE*))                                                                            \
-  X(putc_unlocked, int (*)(int, FILE*))                                                                             \
-  X(write, ssize_t(*)(int, const void*, size_t))
-namespace cdsa {
-namespace {
-#define CDSA_NEXT_SLOT(name, type) std::atomic<type> g_next_##name{nullptr};
-CDSA_NEXT_FUNCTIONS(CDSA_NEXT_SLOT)
-#undef CDSA_NEXT_SLOT
-}  // namespace
-
-void prepare_stdio_hooks() noexcept {
-#define CDSA_NEXT_PREPARE(name, type) (void)next_libc(g_next_##name, #name);
-  CDSA_NEXT_FUNCTIONS(CDSA_NEXT_PREPARE)
-#undef CDSA_NEXT_PREPARE
-}
-}  // namespace cdsa
-
-// Declares `next`, the next definition of `name`.
-#define CDSA_REAL(name, type) \
-  using Next = type;          \
-  Next next = next_libc(cdsa::g_next_##name, #name)
-
-extern "C" {
-
-CDSA_EXPORT int vfprintf(FILE* f, const char* fmt, va_list ap) {
-  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
-  return next(f, fmt, ap);
-}
-
-CDSA_EXPORT int fprintf(FILE* f, const char* fmt, ...) {
-  CDSA_REAL(vfprintf, int (*)(FILE*, const char*, va_list));
-  va_list ap;
-  va_start(ap, fmt);
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
-  int r = next(f, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
-CDSA_EXPORT int __vfprintf_chk(FILE* f, int flag, const char* fmt, va_list ap) {
-  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
-  return next(f, flag, fmt, ap);
-}
-
-CDSA_EXPORT int __fprintf_chk(FILE* f, int flag, const char* fmt, ...) {
-  CDSA_REAL(__vfprintf_chk, int (*)(FILE*, int, const char*, va_list));
-  va_list ap;
-  va_start(ap, fmt);
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_format(fmt, ap);
-  int r = next(f, flag, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
-CDSA_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) {
-  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
-  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
-  return next(fd, fmt, ap);
-}
-
-CDSA_EXPORT int dprintf(int fd, const char* fmt, ...) {
-  CDSA_REAL(vdprintf, int (*)(int, const char*, va_list));
-  va_list ap;
-  va_start(ap, fmt);
-  if (__builtin_expect(fd == 2 && cdsa::tl_driver_call_depth > 0, 0)) cdsa::capture_format(fmt, ap);
-  int r = next(fd, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
-CDSA_EXPORT int fputs(const char* s, FILE* f) {
-  CDSA_REAL(fputs, int (*)(const char*, FILE*));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
-  return next(s, f);
-}
-
-CDSA_EXPORT int fputs_unlocked(const char* s, FILE* f) {
-  CDSA_REAL(fputs_unlocked, int (*)(const char*, FILE*));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(s, strlen(s));
-  return next(s, f);
-}
-
-CDSA_EXPORT size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
-  CDSA_REAL(fwrite, size_t(*)(const void*, size_t, size_t, FILE*));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
-  return next(p, size, n, f);
-}
-
-CDSA_EXPORT size_t fwrite_unlocked(const void* p, size_t size, size_t n, FILE* f) {
-  CDSA_REAL(fwrite_unlocked, size_t(*)(const void*, size_t, size_t, FILE*));
-  if (__builtin_expect(capturing(f), 0)) cdsa::capture_stderr_bytes(p, size * n);
-  return next(p, size, n, f);
-}
-
-#define CDSA_PUTC_HOOK(name)                                      \
-  CDSA_EXPORT int name(int c, FILE* f) {                          \
-    CDSA_REAL(name, int (*)(int, FILE*));                         \
-    if (__builtin_expect(capturing(f), 0)) cdsa::capture_char(c); \
-    return next(c, f);                                            \
-  }
-CDSA_PUTC_HOOK(fputc)
-CDSA_PUTC_HOOK(putc)
-CDSA_PUTC_HOOK(_IO_putc)
-CDSA_PUTC_HOOK(fputc_unlocked)
-CDSA_PUTC_HOOK(putc_unlocked)
-#undef CDSA_PUTC_HOOK
-
-CDSA_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-  CDSA_REAL(write, ssize_t(*)(int, const void*, size_t));
-  if (fd == 2) cdsa::capture_stderr_bytes(buf, n);
-  return next(fd, buf, n);
-}
-
-}  // extern "C"
-
-namespace cdsa {
-const char* const* stdio_hook_names(size_t* count) noexcept {
-  static const char* const kNames[] = {"vfprintf", "fprintf",  "__vfprintf_chk", "__fprintf_chk",  "vdprintf",
-                                       "dprintf",  "fputs",    "fputs_unlocked", "fwrite",         "fwrite_unlocked",
-                                       "fputc",    "putc",     "_IO_putc",       "fputc_unlocked", "putc_unlocked",
-                                       "write"};
-  *count = sizeof kNames / sizeof kNames[0];
-  return kNames;
-}
 }  // namespace cdsa

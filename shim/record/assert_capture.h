@@ -4,28 +4,18 @@
 // How: the real libcuda prints the lines through stdio (fprintf, vfprintf, fputs,
 // fwrite, fputc, putc, _IO_putc, the _chk variants), and glibc's stdio writes with
 // its internal __write, which an interposed write(2) never sees. So libcdsa.so
-// interposes those stdio functions and write(2). While a thread is inside a
-// wrapped driver call (DriverCallScope), what that call prints to stderr (fd 2)
-// is also copied into a small per-thread buffer; every call is still forwarded
-// to the real function with its own arguments, so the program's stderr bytes are
-// exactly what they would be without cdsa. Outside driver calls a hook is one
-// thread-local test and a jump.
+// interposes those stdio functions and write(2) (shim/intercept/libc_hooks.def and
+// libc_hooks.cc; under RTLD_DEEPBIND, driver_stdio.cc binds libcuda's imports to
+// them). While a thread is inside a wrapped driver call (DriverCallScope), what
+// that call prints to stderr (fd 2) is handed here (capture_stderr_bytes and its
+// two siblings below) and copied into a small per-thread buffer; every call is
+// still forwarded to the real function with its own arguments, so the program's
+// stderr bytes are exactly what they would be without cdsa. Outside driver calls
+// a hook is one thread-local test and a jump.
 //
 // As soon as a thread's buffer holds a whole assert line it is published for
 // the process (kept_device_text), so the fault report can read it whichever
 // thread printed it, even while that thread's driver call is still running.
-//
-// Every hook forwards to the *next* definition (libc's, or another interposer's
-// loaded after cdsa: next_libc), resolved in the constructor (prepare_stdio_hooks).
-//
-// Under RTLD_DEEPBIND (or any binding that gives libcuda libc's stdio past the
-// global scope) libcuda's own imports would miss the hooks: bind_driver_stdio,
-// run once when cdsa starts, points libcuda's GOT entries for these functions
-// that hold libc's definition, or are not bound yet, at what the global scope
-// resolves them to (cdsa's hooks, or an interposer before cdsa that forwards to
-// them), as a plain load would have bound them. Every call still reaches libc
-// with its own arguments: the program's bytes are unchanged. (A dlmopen
-// namespace has its own libc: out of scope.)
 //
 // Contract: DriverCallScope is allocation-free and lock-free after a thread's
 // first driver call. `captured_driver_stderr` returns what this thread's current
@@ -33,7 +23,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdarg>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 
 #include "shim/common/thread_slots.h"
@@ -81,14 +73,17 @@ std::string kept_device_text();
 // that may be printing it). True when text is there. For the fault path: a 710
 // with no text yet may wait a few hundred ms for a concurrent call's print.
 bool wait_for_device_text(std::chrono::steady_clock::time_point deadline) noexcept;
-// The constructor's part: looks up the next definition of every stdio/write hook.
-void prepare_stdio_hooks() noexcept;
 
-// The names of the stdio/write hooks (shim/exports.map.in exports them).
-const char* const* stdio_hook_names(size_t* count) noexcept;
-
-// Binds the stdio imports of the object holding `driver_function` (libcuda) as the global scope would (above).
-// Returns how many GOT entries it changed. Not thread-safe against itself: call once, at start.
-int bind_driver_stdio(const void* driver_function) noexcept;
+// ---- what the stdio and write hooks (shim/intercept/libc_hooks.cc) hand over ----
+// Only evaluated inside a driver call (the hooks test it first): whether `f` writes to fd 2.
+inline bool capturing(FILE* f) noexcept {
+  return tl_driver_call_depth > 0 && f && (f == stderr || fileno_unlocked(f) == 2);
+}
+// Bytes written to fd 2: copied when this thread is inside a driver call (else nothing happens).
+void capture_stderr_bytes(const void* buf, size_t n) noexcept;
+// A formatted print to fd 2 inside a driver call: formatted again here (up to 1 KiB) and copied.
+void capture_format(const char* fmt, va_list ap) noexcept;
+// One character written to fd 2 inside a driver call.
+void capture_char(int c) noexcept;
 
 }  // namespace cdsa

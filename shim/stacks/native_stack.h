@@ -68,6 +68,11 @@ void native_cache_clear() noexcept;
 
 // True where cdsa's dlclose counts unloads (preloaded); false where glibc's counter is read per capture.
 bool native_unloads_tracked() noexcept;
+// The dlclose hook's part (shim/intercept/libc_hooks.cc), around the next dlclose: begin before it (no stack cached
+// before it is served while it may be unmapping code, and none unwound meanwhile is cached; returns glibc's count
+// of unloads), end after it with what begin returned (every cached stack is dropped if it unloaded something).
+uint64_t native_unload_begin() noexcept;
+void native_unload_end(uint64_t before) noexcept;
 
 // Counters of the verified cache, for tests and benchmarks (this thread only).
 struct NativeCacheStats {

@@ -8,7 +8,6 @@
 #include <mutex>
 
 #include "shim/common/driver.h"
-#include "shim/common/libc_symbols.h"
 #include "shim/common/log.h"
 #include "symbolizer/bundled_dlopen.h"
 
@@ -44,7 +43,11 @@ void load_walker(void* h) {
   g_walker_ready.store(true, std::memory_order_release);
 }
 
-void note_dlclose_hook();
+void note_dlclose_hook() {
+  // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
+  g_unloads_hooked.store(real_dlsym()(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
+                         std::memory_order_release);
+}
 
 void init_once() {
 #if defined(__SANITIZE_THREAD__)
@@ -80,35 +83,16 @@ namespace native_internal {
 void load_unwinder() { std::call_once(g_once, init_once); }
 }  // namespace native_internal
 
-}  // namespace cdsa
-
-// Counts unloads for the cache (see unload_count); otherwise exactly the real dlclose.
-// Forwards to the next dlclose (another interposer's after cdsa, else libc's), looked up from here: a
-// dlsym(RTLD_NEXT) through the dlsym chain could be answered relative to a hook before cdsa, which is cdsa.
-extern "C" __attribute__((visibility("default"))) int dlclose(void* handle) {
-  namespace ni = cdsa::native_internal;
-  using DlcloseFn = int (*)(void*);
-  static DlcloseFn real = reinterpret_cast<DlcloseFn>(cdsa::next_function("dlclose"));
-  if (!real) return -1;
-  ni::g_unloads.fetch_add(ni::kDlcloseInProgress, std::memory_order_acq_rel);
-  const uint64_t before = ni::glibc_unloads();
-  int rc = real(handle);
-  const uint64_t unloaded = ni::glibc_unloads() != before ? ni::kUnloadGeneration : 0;
-  ni::g_unloads.fetch_add(unloaded - ni::kDlcloseInProgress, std::memory_order_acq_rel);
-  return rc;
-}
-
-namespace cdsa {
-namespace {
-void note_dlclose_hook() {
-  // Ours only if the program's dlclose resolves to it (preloaded, or linked into a test).
-  g_unloads_hooked.store(real_dlsym()(RTLD_DEFAULT, "dlclose") == reinterpret_cast<void*>(&::dlclose),
-                         std::memory_order_release);
-}
-}  // namespace
 bool native_unloads_tracked() noexcept { return g_unloads_hooked.load(std::memory_order_acquire); }
+
+uint64_t native_unload_begin() noexcept {
+  g_unloads.fetch_add(kDlcloseInProgress, std::memory_order_acq_rel);
+  return glibc_unloads();
+}
+
+void native_unload_end(uint64_t before) noexcept {
+  const uint64_t unloaded = glibc_unloads() != before ? kUnloadGeneration : 0;
+  g_unloads.fetch_add(unloaded - kDlcloseInProgress, std::memory_order_acq_rel);
+}
 }  // namespace cdsa
 
-// Its own address, for libcdsa.so's dlclose@GLIBC_2.2.5 (shim/entry.cc; the name itself is dlclose@@GLIBC_2.34).
-extern "C" [[gnu::visibility("hidden")]] decltype(dlclose) cdsa_dlclose_local
-    __attribute__((alias("dlclose"), copy(dlclose)));

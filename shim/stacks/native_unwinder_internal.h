@@ -49,8 +49,8 @@ extern std::atomic<bool> g_walker_ready;
 void load_unwinder();
 
 // Unloads so far: a library unloaded mid-run may be replaced by another at the same addresses, whose unwind
-// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose (below) keeps the
-// count for an atomic load per capture; where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
+// rules differ; every cached stack from before is dropped. Where cdsa is preloaded, its dlclose keeps the
+// count for an atomic load per capture (native_unload_begin/end, native_stack.h); where it was dlopen'ed (CUDA_INJECTION64_PATH) the program's dlclose is
 // not ours, and glibc's own counter is read through dl_iterate_phdr (its first callback stops the walk).
 //
 // cdsa's count: a generation, bumped only when glibc's counter says a dlclose unloaded something (most unload

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <string>
 
+#include "shim/intercept/libc_hooks.h"
 #include "shim/record/assert_capture.h"
 
 namespace cdsa {

@@ -36,6 +36,16 @@ def test_a_break_is_named(tmp_path, rel, include, why):
     assert f"{rel}:2:" in r.stdout and include in r.stdout and why in r.stdout
 
 
+@pytest.mark.parametrize("rel, line", [
+    ("shim/record/assert_capture.cc", 'extern "C" CDSA_EXPORT int fputs(const char* s, FILE* f) { return 0; }'),
+    ("shim/stacks/native_stack.cc", 'extern "C" __attribute__((visibility("default"))) int dlclose(void* h);'),
+])
+def test_an_export_below_intercept_is_named(tmp_path, rel, line):
+    r = run(tmp_path, {rel: "#include <cstdio>\n" + line + "\n"})
+    assert r.returncode == 1, r.stdout
+    assert f"{rel}:2:" in r.stdout and "only shim/intercept interposes" in r.stdout
+
+
 def test_downward_and_same_layer_includes_pass(tmp_path):
     r = run(tmp_path, {
         "shim/intercept/interpose.cc": '#include "shim/fault/fault.h"\n#include "shim/record/launch.h"\n'
@@ -44,7 +54,8 @@ def test_downward_and_same_layer_includes_pass(tmp_path):
         "shim/record/launch.cc": '#include "shim/common/driver.h"\n#include "symbolizer/bundled_dlopen.h"\n',
         "shim/record/recorder.cc": '#include "shim/stacks/native_stack.h"\n',
         "shim/stacks/native_stack.cc": '#include "shim/common/log.h"\n#include "symbolizer/bundled_dlopen.h"\n',
-        "shim/entry.cc": '#include "shim/intercept/interpose.h"\n',
+        "shim/entry.cc": '#include "shim/intercept/interpose.h"\nextern "C" CDSA_EXPORT void cdsa_library_copy() {}\n',
+        "shim/intercept/libc_hooks.cc": 'extern "C" CDSA_EXPORT int fputs(const char* s, FILE* f);\n',
         "cli/main.cc": '#include "shim/common/config.h"\n#include "cupti_tracer/decode.h"\n',
     })
     assert r.returncode == 0, r.stdout
