@@ -133,10 +133,19 @@ const char* attribution_name(Attribution a);
 
 struct TextOptions {
   bool native_all = false;  // every native frame: no folding of interpreter frames (report/hybrid_stack.h)
+  // false: everything but the closing rule, for a copy that a signal handler ends with a line of its own and the
+  // rule (shim/fault/fault_signals.h)
+  bool closing_rule = true;
 };
 // The report as printed on stderr (ends with a newline). With a rank, every line that starts "cdsa: " starts
 // "cdsa[rank N]: " instead, so the ranks' reports can be told apart in an interleaved log.
 std::string format_report_text(const FaultReport& r, const TextOptions& options = {});
+// What is known first, the report's head: the banner, who reports (when known), the error and where it surfaced,
+// "cdsa: surfaced at CALL (thread N)" (without the stack), each line as format_report_text writes it.
+std::string format_report_head(const FaultReport& r);
+// The line that ends a report.
+inline constexpr const char kReportClosingRule[] =
+    "=======================================================================\n";
 // "rank 3 of 8, pid 1234 on node7, GPU 0 NVIDIA H200 (PCI 0000:3B:00.0)": what the header line says.
 std::string describe_origin(const Origin& o);
 // One-line description of a launch: kernel, grid, block, stream, launch number.

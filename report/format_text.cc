@@ -168,15 +168,25 @@ void append_graph_nodes(std::string& out, const Candidate& c, const TextOptions&
   for (const auto& g : c.graph_nodes) append_node(out, g, opt, "");
 }
 
-}  // namespace
-
-std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
-  std::string out;
+// The banner, who reports, the error, and where it surfaced (`then` ends that line).
+void append_head(std::string& out, const FaultReport& r, const char* then) {
   out += "\n==================== cdsa: asynchronous CUDA fault ====================\n";
   if (r.origin.pid || r.origin.rank >= 0) out += fmt::format("cdsa: {}\n", describe_origin(r.origin));
   out += fmt::format("cdsa: CUDA error {} {}: {}\n", r.code, r.error_name, r.error_string);
-  out += fmt::format("cdsa: surfaced at {} (thread {}), called from (most recent call last):\n", r.surfaced_call,
-                     r.surfaced_tid);
+  out += fmt::format("cdsa: surfaced at {} (thread {}){}\n", r.surfaced_call, r.surfaced_tid, then);
+}
+
+}  // namespace
+
+std::string format_report_head(const FaultReport& r) {
+  std::string out;
+  append_head(out, r, "");
+  return with_rank_prefix(out, r.origin.rank);
+}
+
+std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
+  std::string out;
+  append_head(out, r, ", called from (most recent call last):");
   append_stack(out, r.surfaced_stack, "    ", opt);
   if (!r.device_asserts.empty()) {
     out += fmt::format("cdsa: the device reported: {}\n", r.device_asserts.front().message);
@@ -241,7 +251,7 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
   if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);
-  out += "=======================================================================\n";
+  if (opt.closing_rule) out += kReportClosingRule;
   return with_rank_prefix(out, r.origin.rank);
 }
 

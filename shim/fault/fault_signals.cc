@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "report/fault_report.h"
 #include "shim/common/log.h"
 
 namespace cdsa {
@@ -154,7 +155,8 @@ void on_fatal_signal(int sig, siginfo_t* info, void* uc) {
       n = append(line, n, sizeof line, signal_name(sig));
       n = append(line, n, sizeof line,
                  " arrived before the report was finished: above is what was known then (native frames not "
-                 "symbolized)\n=======================================================================\n");
+                 "symbolized)\n");
+      n = append(line, n, sizeof line, report::kReportClosingRule);
       write_stderr_bounded(line, n, kWriteWaitMs);
       g_out.store(kHandlerWrote, std::memory_order_release);
     } else if (expected == kReporterWriting && !reporter) {

@@ -47,8 +47,10 @@ void copy_name(uint32_t id, FaultSnapshot* s) {
 
 }  // namespace
 
-FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32_t launches_in_flight) {
+FaultSnapshot take_fault_snapshot(const InCdsa&, const FaultFacts& fault, uint32_t surfaced_stack,
+                                  uint32_t launches_in_flight) {
   FaultSnapshot s;
+  s.fault = fault;
   // From here on no stack or string is reclaimed: the ids copied below, and those the report reads later
   // (surfaced stack, profile), keep naming what they named now.
   recorder_hold_reclaim();
@@ -89,6 +91,12 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack, uint32
   s.header_version = CUDA_VERSION;
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;
+  std::set<uint32_t> contexts = {0};
+  for (const auto& r : s.ring) contexts.insert(r.ctx_id);
+  for (uint32_t ctx : contexts) {
+    DeviceInfo dev;
+    if (context_device(ctx, &dev)) s.devices[ctx] = dev;
+  }
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/device_assert.h"
+#include "shim/record/device_info.h"
 #include "shim/record/graph_capture.h"
 #include "shim/record/launch_clock.h"
 #include "shim/record/profile.h"
@@ -64,7 +65,20 @@ struct SnapshotStack {
   std::vector<SnapshotPyFrame> python;    // innermost first
 };
 
+// What the fault itself is, as the report's head states it: taken when the fault surfaced (the exit-time trace of
+// CDSA_TRACE=always has none: all zero and empty).
+struct FaultFacts {
+  int code = 0;                  // the CUresult
+  std::string error_name;        // cuGetErrorName, e.g. CUDA_ERROR_ASSERT
+  std::string error_string;      // cuGetErrorString
+  std::string surfaced_call;     // the driver entry point that returned it, or the exit probe
+  uint32_t surfaced_tid = 0;     // the thread it surfaced on
+  uint64_t fault_time_unix_ns = 0;
+  uint64_t launches_recorded = 0;  // launch numbers handed out when it surfaced
+};
+
 struct FaultSnapshot {
+  FaultFacts fault;
   std::vector<LaunchRecord> ring;                // the launch ring, oldest first
   LaunchClockReading clock;  // makes the records' stamps CLOCK_MONOTONIC ns (default: they are already)
   // StringTable id -> kernel name, for the ring's records, the graph nodes and the profile rows.
@@ -96,11 +110,14 @@ struct FaultSnapshot {
   int header_version = 0;
   bool has_profile = false;                 // CDSA_PROFILE was on: `profile` holds its rows
   ProfileRows profile;
+  // The GPU of each context the ring's records ran on, as context_device answered for it (key 0: the first device
+  // noted), for the report's origin line: the device of the failing launch's context.
+  std::map<uint32_t, DeviceInfo> devices;
 };
 
-// `surfaced_stack`: the interned stack of the call that surfaced the fault (kUnknownStack at exit);
-// `launches_in_flight`: what the fault path counted (shim/common/thread_slots.h).
-FaultSnapshot take_fault_snapshot(const InCdsa&, uint32_t surfaced_stack = kUnknownStack,
+// `fault`: the facts of the fault (none at exit); `surfaced_stack`: the interned stack of the call that surfaced
+// it (kUnknownStack at exit); `launches_in_flight`: what the fault path counted (shim/common/thread_slots.h).
+FaultSnapshot take_fault_snapshot(const InCdsa&, const FaultFacts& fault = {}, uint32_t surfaced_stack = kUnknownStack,
                                   uint32_t launches_in_flight = 0);
 
 // The streams with launches, as the breadcrumbs see them now (the exit probe polls them: shim/fault/exit_probe.h).

@@ -6,6 +6,7 @@
 
 #include "report/autograd.h"
 #include "report/hints.h"
+#include "report/verdict_words.h"
 #include "shim/common/config.h"
 #include "shim/fault/process_facts.h"
 #include "shim/fault/python_bridge.h"
@@ -47,6 +48,17 @@ std::string nth_line(const std::string& text, int n) {
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
+report::NodeOriginWord origin_word(NodeOrigin o) {
+  switch (o) {
+    case NodeOrigin::Added:
+      return report::NodeOriginWord::Added;
+    case NodeOrigin::Changed:
+      return report::NodeOriginWord::Changed;
+    default:
+      return report::NodeOriginWord::Captured;
+  }
+}
+
 report::Attribution attribution_of(Verdict v) {
   switch (v) {
     case Verdict::Exact:
@@ -56,66 +68,6 @@ report::Attribution attribution_of(Verdict v) {
     default:
       return report::Attribution::Unknown;
   }
-}
-
-// One line: why this launch is named.
-std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
-  if (c.reasons & kReasonRecentUnproven) return "recent launch (not proven)";
-  std::string why;
-  if (c.reasons & kReasonPdlUnproven) {
-    why = "launched on stream " + std::to_string(c.stream_id) +
-          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished: that "
-          "mark went out without the event wait that makes it cover the whole group (CUDA does not document that "
-          "work after a PDL launch waits for the kernel before it), so it is listed after the launches the marks "
-          "point at";
-  } else if (c.group > 1) {
-    why = "one of " + std::to_string(c.group) + " launches on stream " + std::to_string(c.stream_id) +
-          " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
-          "between them); " +
-          std::to_string(c.pending) + " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
-  } else {
-    why = "first unfinished launch on stream " + std::to_string(c.stream_id) + "; " + std::to_string(c.pending) +
-          " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
-  }
-  if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty() && !s.asserts.front().function.empty())
-    why += "; other launches could not be ruled out by their marks, but only this kernel matches the device's assert in " +
-           s.asserts.front().function;
-  return why;
-}
-
-// The one line for a failing launch whose record the ring no longer holds.
-std::string lost_record_text(const AttributedLaunch& c, uint32_t ring_size) {
-  return "launch #" + std::to_string(c.stream_seq) + " on stream " + std::to_string(c.stream_id) +
-         " never finished, but its record is lost: the ring keeps the last " + std::to_string(ring_size) +
-         " launches and this one is older; raise CDSA_RING_SIZE (now " + std::to_string(ring_size) +
-         ") to keep its kernel and stack";
-}
-
-// "CUDA 13.0" from cuda.h's CUDA_VERSION (13000).
-std::string cuda_version_text(int v) {
-  return "CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
-
-// The note for entry points cdsa passed through unwrapped, which the program called.
-std::string untracked_calls_text(const FaultSnapshot& s, bool made_ambiguous) {
-  std::string names;
-  int listed = 0, more = 0;
-  for (const auto& c : s.passthrough_calls) {
-    if (!c.changes_work) continue;
-    if (listed == 8) {
-      ++more;
-      continue;
-    }
-    names += (listed++ ? ", " : "") + c.name +
-             (c.version ? " (asked for at " + std::to_string(c.version) + ")" : std::string(" (by dlsym)"));
-  }
-  if (more) names += " and " + std::to_string(more) + " more";
-  std::string what = listed ? "the program called " + names + ", which cdsa could only pass through: "
-                            : "more entry points were asked for than cdsa can pass through and watch, so some were "
-                              "handed back as they are: ";
-  return "cdsa was built from " + cuda_version_text(s.header_version) + " headers; " + what +
-         "their prototypes are newer than those headers, so the work they submitted is in no record and behind no "
-         "mark" + (made_ambiguous ? ", and no launch can be named as certain" : "");
 }
 
 }  // namespace
@@ -166,17 +118,38 @@ ReportBuilder::ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Nativ
   for (const auto& r : s_.ring) ring_.push_back(report_launch(r, s_.kernel_names, s_.clock));
 }
 
+report::FaultReport ReportBuilder::report(const AttributionResult& attribution) {
+  const FaultFacts& f = s_.fault;
+  report::FaultReport rep;
+  rep.code = f.code;
+  rep.error_name = f.error_name;
+  rep.error_string = f.error_string;
+  rep.surfaced_call = f.surfaced_call;
+  rep.surfaced_tid = f.surfaced_tid;
+  rep.launches_recorded = f.launches_recorded;
+  rep.fault_time_unix_ns = f.fault_time_unix_ns;
+  rep.surfaced_stack_id = s_.surfaced_stack;
+  rep.surfaced_stack = stack(s_.surfaced_stack);
+  add_attribution(attribution, &rep);
+  add_origin(rep.candidates.empty() ? 0 : rep.candidates.front().launch.ctx_id, &rep);
+  annotate(&rep);
+  return rep;
+}
+
 void ReportBuilder::add_origin(uint32_t ctx_id, report::FaultReport* rep) {
   report::Origin& o = rep->origin;
   o.rank = process_rank();
   o.world_size = process_world_size();
   o.pid = getpid();
   o.host = host_name();
-  DeviceInfo dev;
-  if (context_device(ctx_id, &dev)) {
-    o.gpu_ordinal = dev.ordinal;
-    o.gpu_name = dev.name;
-    o.gpu_pci_bus_id = dev.pci_bus_id;
+  // The device of context `ctx_id` as the snapshot copied it (with 0, or a context it holds none for: the first
+  // device noted).
+  auto dev = s_.devices.find(ctx_id);
+  if (dev == s_.devices.end()) dev = s_.devices.find(0);
+  if (dev != s_.devices.end()) {
+    o.gpu_ordinal = dev->second.ordinal;
+    o.gpu_name = dev->second.name;
+    o.gpu_pci_bus_id = dev->second.pci_bus_id;
   }
 }
 
@@ -241,11 +214,20 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   rep->device_asserts = s.asserts;
   rep->attribution = attribution_of(a.verdict);
   rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s);
-  if (a.unmarked_streams_pending)
-    rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");
+  report::EvidenceFacts evidence;
+  evidence.unmarked_streams_pending = a.unmarked_streams_pending;
   for (const auto& c : a.candidates) {
     report::Candidate out;
     out.pending = c.pending;
+    report::CandidateFacts why;
+    why.stream_id = c.stream_id;
+    why.stream_seq = c.stream_seq;
+    why.pending = c.pending;
+    why.group = c.group;
+    why.recent_unproven = c.reasons & kReasonRecentUnproven;
+    why.pdl_unproven = c.reasons & kReasonPdlUnproven;
+    if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty())
+      why.matched_assert_function = s.asserts.front().function;
     if (c.ring_index >= 0) {
       out.launch = ring_[static_cast<size_t>(c.ring_index)];
       out.stack = stack(s.ring[static_cast<size_t>(c.ring_index)].stack_id);
@@ -254,8 +236,10 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
       // (report::Launch's empty kind says so), and one line says why.
       out.launch.stream_id = c.stream_id;
       out.launch.stream_seq = c.stream_seq;
+      why.record_lost = true;
+      why.ring_size = config().ring_size;
     }
-    out.why = c.ring_index >= 0 ? why_text(s, c) : lost_record_text(c, config().ring_size);
+    out.why = report::why_text(why);
     for (size_t i : c.graph_nodes) {
       report::LaunchWithStack g;
       g.launch = report_launch(s.graph_nodes[i], s.kernel_names, s.clock);
@@ -264,8 +248,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
         const GraphNodeRecord& n = s.graph_node_records[i];
         auto named = s.call_names.find(n.call);
         const std::string call = named == s.call_names.end() ? std::string() : named->second;
-        g.node_origin = n.origin == NodeOrigin::Captured ? std::string("captured")
-                        : std::string(n.origin == NodeOrigin::Added ? "added by " : "changed by ") + call;
+        g.node_origin = report::node_origin_text(origin_word(n.origin), call);
         g.node_uncertain = n.uncertain;
         if (n.update_call != kNoString) {
           auto up = s.call_names.find(n.update_call);
@@ -280,50 +263,28 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     out.graph_nodes_ambiguous = c.graph_nodes_ambiguous;
     if (c.ring_index >= 0 && s.ring[static_cast<size_t>(c.ring_index)].kind == LaunchKind::Graph) {
       auto t = s.graph_tables.find(s.ring[static_cast<size_t>(c.ring_index)].graph_id);
-      if (t != s.graph_tables.end()) {
-        if (t->second.device_changes)
-          rep->notes.push_back("the replayed graph has device-updatable kernel nodes or may be launched from the "
-                               "device: cdsa cannot follow those changes, so its kernel nodes are candidates only");
-        if (t->second.unpaired_change)
-          rep->notes.push_back("a change of the replayed graph named a node cdsa could not pair with one it knew: "
-                               "the kernel nodes listed may not be all the replay ran");
-        if (t->second.unmapped_bodies)
-          rep->notes.push_back("the replayed graph is a clone with conditional nodes, whose bodies' copies cdsa is "
-                               "never handed: kernel nodes added to them are not known, so those listed may not be "
-                               "all the replay ran");
-        if (t->second.incomplete)
-          rep->notes.push_back("the graph node tables were full (65,536 nodes): some of the replay's kernel nodes "
-                               "were not kept");
-      }
+      if (t != s.graph_tables.end())
+        evidence.replayed_graphs.push_back({t->second.device_changes, t->second.unpaired_change,
+                                            t->second.unmapped_bodies, t->second.incomplete});
     }
     rep->candidates.push_back(std::move(out));
   }
-  if (s.launches_in_flight > 0)
-    rep->notes.push_back(std::to_string(s.launches_in_flight) +
-                         " launch(es) on other threads were still between the driver call and their record when "
-                         "cdsa stopped waiting for them; the failing launch may be one of them" +
-                         (a.launches_in_flight ? ", so the verdict above is not exact" : ""));
-  if (!s.breadcrumbs_active) rep->notes.push_back("breadcrumbs were off: candidates are not proven");
-  if (a.marks_shared && a.launches_seen > 0)
-    rep->notes.push_back(std::to_string(a.launches_own_mark) + " of " + std::to_string(a.launches_seen) +
-                         " recorded launches had a completion mark of their own; the others shared one with the launch "
-                         "after them (a programmatic dependent launch, which nothing may precede but its kernel) or "
-                         "were their stream's last, whose mark was not yet placed");
-  if (a.left_out_by_device_assert > 0)
-    rep->notes.push_back(std::to_string(a.left_out_by_device_assert) +
-                         " other candidate(s) were left out: their kernels are not the function the device's assert "
-                         "names");
-  if (a.pdl_unproven > 0 && a.candidates.size() > a.pdl_unproven)
-    rep->notes.push_back(std::to_string(a.pdl_unproven) + " candidate(s) listed last (\"not proven finished\") are "
-                         "there only because the completion mark after their programmatic dependent (PDL) successor "
-                         "went out without its event wait, so it does not prove they finished; the candidate listed first is the first launch whose own "
-                         "mark never landed");
-  if (a.other_context_streams > 0)
-    rep->notes.push_back(std::to_string(a.other_context_streams) +
-                         " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the "
-                         "context of the call that surfaced it, so they are not candidates");
-  if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
-  if (has_untracked_work(s)) rep->notes.push_back(untracked_calls_text(s, a.untracked_calls));
+  evidence.launches_in_flight = s.launches_in_flight;
+  evidence.in_flight_kept_inexact = a.launches_in_flight;
+  evidence.breadcrumbs_active = s.breadcrumbs_active;
+  evidence.marks_shared = a.marks_shared;
+  evidence.launches_seen = a.launches_seen;
+  evidence.launches_own_mark = a.launches_own_mark;
+  evidence.left_out_by_device_assert = a.left_out_by_device_assert;
+  evidence.pdl_unproven = a.pdl_unproven;
+  evidence.candidates = a.candidates.size();
+  evidence.other_context_streams = a.other_context_streams;
+  evidence.recorder_overflow = s.recorder_overflow;
+  evidence.untracked_work = has_untracked_work(s);
+  evidence.header_version = s.header_version;
+  for (const auto& c : s.passthrough_calls) evidence.passthrough_calls.push_back({c.name, c.version, c.changes_work});
+  evidence.untracked_kept_inexact = a.untracked_calls;
+  rep->notes = report::evidence_notes(evidence);
 }
 
 report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {

@@ -1,7 +1,6 @@
-// The report model from records: turns a FaultSnapshot and its attribution
-// into the report::FaultReport's candidates, reasons and notes (worded here, and only
-// here), and into the trace file's report::TraceData (process facts, configuration,
-// symbolized stacks, launches, streams). The snapshot is its only input about launches: it reads no live
+// The report model from records: turns a FaultSnapshot and its attribution into the report::FaultReport (the
+// fault's facts, the candidates, why each is named and the notes, in the words of report/verdict_words.h), and into
+// the trace file's report::TraceData (process facts, configuration, symbolized stacks, launches, streams). The snapshot is its only input about launches: it reads no live
 // recorder table (names, stacks and profile rows are copied into the snapshot), and converts the ring to the
 // report model once.
 //
@@ -12,9 +11,9 @@
 // which must outlive it.
 //
 //   InCdsa guard;
-//   FaultSnapshot snap = take_fault_snapshot(guard, surfaced_stack, in_flight);
+//   FaultSnapshot snap = take_fault_snapshot(guard, facts, surfaced_stack, in_flight);
 //   ReportBuilder build(guard, snap);
-//   build.add_attribution(attribute(snap), &report);
+//   report::FaultReport report = build.report(attribute(snap));
 //   report::TraceData trace = build.trace(start_unix_ns);
 #pragma once
 
@@ -52,20 +51,18 @@ class ReportBuilder {
   // A stack of the snapshot: Python frames with their source lines, native frames symbolized (empty for an id
   // the snapshot does not hold).
   report::CallStack stack(uint32_t stack_id);
-  // The stack of the call that surfaced the fault, and its id.
-  report::CallStack surfaced_stack() { return stack(s_.surfaced_stack); }
-  uint32_t surfaced_stack_id() const { return s_.surfaced_stack; }
-  // The verdict, the candidates with their stacks, why each is named, the device's messages and the notes.
-  void add_attribution(const AttributionResult& result, report::FaultReport* rep);
-  // Who reports: the rank (read now), pid, host, and the GPU of context `ctx_id` (0: the first one noted).
-  void add_origin(uint32_t ctx_id, report::FaultReport* rep);
-  // What the user reads next: the autograd node and its forward candidates (report/autograd.h), then the hints
-  // (report/hints.h).
-  void annotate(report::FaultReport* rep);
+  // The report: the fault's facts and where it surfaced, the verdict, the candidates with their stacks, why each
+  // is named and the notes, who reports (the rank, read now, pid, host, and the GPU of the first candidate's
+  // context), then what the user reads next: the autograd node and its forward candidates (report/autograd.h) and
+  // the hints (report/hints.h).
+  report::FaultReport report(const AttributionResult& attribution);
   // Everything the trace file holds but the report (the caller sets reason, has_fault and report).
   report::TraceData trace(uint64_t start_unix_ns);
 
  private:
+  void add_attribution(const AttributionResult& result, report::FaultReport* rep);
+  void add_origin(uint32_t ctx_id, report::FaultReport* rep);
+  void annotate(report::FaultReport* rep);
   std::vector<report::ResolvedFrame> unsymbolized(const std::vector<uintptr_t>& return_addresses);
 
   const FaultSnapshot& s_;

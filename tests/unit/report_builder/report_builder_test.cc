@@ -49,9 +49,7 @@ FaultSnapshot two_pending() {
 report::FaultReport build(const FaultSnapshot& s) {
   InCdsa guard;
   ReportBuilder b(guard, s);
-  report::FaultReport rep;
-  b.add_attribution(attribute(s), &rep);
-  return rep;
+  return b.report(attribute(s));
 }
 
 TEST(ReportWording, AnExactLaunchSaysWhyWithItsNameAndStackFromTheSnapshot) {

@@ -1,0 +1,73 @@
+// The exit probe (exit_probe.h has its poll): at exit, a sticky fault that no call of the program surfaced is found
+// and reported, also when the driver was already torn down; then the CDSA_TRACE=always (or profile) file.
+#include "shim/fault/exit_probe.h"
+
+#include <unistd.h>
+#include <ctime>
+#include <string>
+
+#include "shim/common/config.h"
+#include "shim/common/driver.h"
+#include "shim/common/reentrancy.h"
+#include "shim/fault/attribution.h"
+#include "shim/fault/fault.h"
+#include "shim/fault/fault_internal.h"
+#include "shim/fault/python_bridge.h"
+#include "shim/fault/report_builder.h"
+#include "shim/record/breadcrumbs.h"
+#include "shim/record/recorder.h"
+
+namespace cdsa::fault_internal {
+
+// At exit: poll the streams whose marks have not all landed, for up to CDSA_EXIT_PROBE_MS, and report a sticky
+// fault that no call of the program surfaced. Then write the CDSA_TRACE=always (or profile) file.
+void exit_probe() {
+  if (getpid() != g_pid || !driver_ready()) return;  // a forked child: not our CUDA state
+  InCdsa guard;
+  python_bridge_at_exit();  // a report the kernel's Python was to print but never did
+  const Config& c = config();
+  if (!g_reported.load()) {
+    const Driver& d = driver();
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
+    // finished stream reads as finished.
+    flush_all_breadcrumbs(guard);
+    // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
+    // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
+    ExitProbeResult probe = poll_streams_at_exit(
+        [] { return stream_views(); },
+        [&d](const StreamView& s) {
+          // The query runs in the stream's context: a sticky error it finds is that context's.
+          StreamState* st = stream_state(s.slot);
+          if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+          return d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+        },
+        [&start] {
+          timespec now;
+          clock_gettime(CLOCK_MONOTONIC, &now);
+          return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        },
+        [] { usleep(200); }, c.exit_probe_ms);
+    if (probe.verdict == ExitProbeVerdict::StickyFault) {
+      on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
+      return;
+    }
+    if (probe.verdict == ExitProbeVerdict::TornDown) {
+      on_sticky_fault(probe.result,
+                      "exit probe (the driver was torn down before cdsa's exit probe ran; the "
+                      "breadcrumbs show a launch that never finished)");
+      return;
+    }
+  }
+  if (!g_reported.load() && (c.trace == TraceMode::Always || (c.profile && c.trace != TraceMode::Off))) {
+    FaultSnapshot snapshot = take_fault_snapshot(guard);
+    ReportBuilder build(guard, snapshot);
+    report::TraceData t = build.trace(g_start_unix_ns);
+    t.reason = "exit";
+    std::string written;
+    write_trace(t, &written);
+  }
+}
+
+}  // namespace cdsa::fault_internal
