@@ -1,5 +1,4 @@
 // cdsa report FILE [--json] [--no-resymbolize] [--native-all]: the live report again, from the file alone.
-// alone.
 #include <fmt/format.h>
 #include <cstdio>
 #include <functional>
@@ -29,13 +28,7 @@ void for_each_native(report::TraceData& t, const std::function<void(report::Reso
     else
       for (auto& f : st.native) fn(f);
   };
-  report::FaultReport& r = t.report;
-  note(r.surfaced_stack_id, r.surfaced_stack);
-  for (auto& c : r.candidates) {
-    note(c.launch.stack_id, c.stack);
-    for (auto& g : c.graph_nodes) note(g.launch.stack_id, g.stack);
-    for (auto& g : c.forward_candidates) note(g.launch.stack_id, g.stack);
-  }
+  report::for_each_report_stack(t.report, note);
   for (auto& e : t.stacks)
     if (ids.count(e.id))
       for (auto& f : e.stack.native) fn(f);

@@ -131,6 +131,23 @@ struct FaultReport {
 
 const char* attribution_name(Attribution a);
 
+// Every stack of report `r`, each with the id it is interned as (0xffffffff: none), in the order the report shows
+// them: the surfaced stack, then for each candidate its own, its graph nodes' (each node's, then the stack of the
+// call that took it into the exec) and its forward candidates'. The one list of a report's stacks: the trace's
+// writer and reader and `cdsa report` walk it. R: FaultReport or const FaultReport; fn(uint32_t id, CallStack&).
+template <class R, class F>
+void for_each_report_stack(R& r, F&& fn) {
+  fn(r.surfaced_stack_id, r.surfaced_stack);
+  for (auto& c : r.candidates) {
+    fn(c.launch.stack_id, c.stack);
+    for (auto& g : c.graph_nodes) {
+      fn(g.launch.stack_id, g.stack);
+      fn(g.update_stack_id, g.update_stack);
+    }
+    for (auto& g : c.forward_candidates) fn(g.launch.stack_id, g.stack);
+  }
+}
+
 struct TextOptions {
   bool native_all = false;  // every native frame: no folding of interpreter frames (report/hybrid_stack.h)
   // false: everything but the closing rule, for a copy that a signal handler ends with a line of its own and the

@@ -18,7 +18,7 @@
 
 namespace cdsa::report {
 
-enum class Presence { Required, Optional, Inline, Since2 };
+enum class Presence { Required, Optional, Inline, InlineOnly, Since2 };
 
 namespace trace_kind {
 struct U64 {};
@@ -62,20 +62,5 @@ struct Objects {};
 #undef TRACE_NULLABLE
 #undef TRACE_CONST
 #undef TRACE_END
-
-// Each stack of report `r` with the id it is interned as (0xffffffff: none): the surfaced stack, then for each
-// candidate its own, its graph nodes' and its forward candidates'. R: FaultReport or const FaultReport.
-template <class R, class F>
-void for_each_report_stack(R& r, F&& fn) {
-  fn(r.surfaced_stack_id, r.surfaced_stack);
-  for (auto& c : r.candidates) {
-    fn(c.launch.stack_id, c.stack);
-    for (auto& g : c.graph_nodes) {
-      fn(g.launch.stack_id, g.stack);
-      fn(g.update_stack_id, g.update_stack);
-    }
-    for (auto& g : c.forward_candidates) fn(g.launch.stack_id, g.stack);
-  }
-}
 
 }  // namespace cdsa::report

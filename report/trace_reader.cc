@@ -163,6 +163,7 @@ class TraceReader {
   const json* find(const char* key, Presence p) {
     if (!ok()) return nullptr;
     if (p == Presence::Inline && version_ >= 2) return nullptr;  // stored once, under "stacks"
+    if (p == Presence::InlineOnly) return nullptr;                   // no file stores it in place
     if (p == Presence::Since2 && version_ < 2) return nullptr;
     auto it = obj_->find(key);
     if (it != obj_->end()) return &*it;

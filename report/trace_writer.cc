@@ -37,7 +37,8 @@ std::string json_escape(const std::string& s) {
 namespace {
 
 // Writes the objects of report/trace_fields.def as JSON, field by field in the table's order. Trace: the trace
-// file (stacks by id only); SelfContained: the report alone, each stack also in place (Presence::Inline).
+// file (stacks by id only); SelfContained: the report alone, each stack also in place (Presence::Inline,
+// InlineOnly).
 class JsonWriter {
  public:
   enum class Mode { Trace, SelfContained };
@@ -102,7 +103,9 @@ class JsonWriter {
   }
 
  private:
-  bool skipped(Presence p) const { return p == Presence::Inline && mode_ != Mode::SelfContained; }
+  bool skipped(Presence p) const {
+    return (p == Presence::Inline || p == Presence::InlineOnly) && mode_ != Mode::SelfContained;
+  }
   void key(const char* k) {
     if (!first_) out += ',';
     if (!first_ && depth_ == 1 && mode_ == Mode::Trace && ++top_keys_ > 2) out += '\n';  // after format, version

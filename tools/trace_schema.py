@@ -7,8 +7,8 @@ reader are made from too).
     trace_schema.py --check ROOT    exit 1 unless docs/trace-schema.json is what the table makes and
                                     docs/trace-format.md names every field of the table (ctest trace_format.schema)
 
-The schema describes what the writer writes now (version 2): a stack held in place (presence Inline) is only in
-the self-contained report (`cdsa report --json`), so it is not in the schema; Since2 fields are required."""
+The schema describes what the writer writes now (version 2): a stack held in place (presence Inline or InlineOnly) is
+only in the self-contained report (`cdsa report --json`), so it is not in the schema; Since2 fields are required."""
 import json
 import pathlib
 import re
@@ -120,7 +120,7 @@ def read_table(root):
 def object_schema(obj, version):
     props, required = {}, []
     for f in obj["fields"]:
-        if f["presence"] == "Inline":
+        if f["presence"] in ("Inline", "InlineOnly"):
             continue  # only in the self-contained report
         if "const" in f:
             s = {"const": "cdsa-trace" if f["const"] == "Format" else version}

@@ -182,3 +182,34 @@ def test_torch_replay_gets_the_rerun_without_graphs_hint(tmp_path):
     assert re.search(r"cdsa: hint: the fault is in a CUDA graph replay.*TORCHINDUCTOR_CUDAGRAPHS=0", run.report), run.report
     plain = run_python("graph_nodes.py", "add", cwd=tmp_path / "plain" if (tmp_path / "plain").mkdir() is None else tmp_path)
     assert "TORCHINDUCTOR_CUDAGRAPHS" not in plain.report  # no framework known: no such hint
+
+
+def test_cdsa_report_resymbolizes_the_update_stack_and_json_holds_it(tmp_path):
+    """A node taken into the exec by cuGraphExecUpdate: with the recorded native names removed from every stack of the
+    trace, `cdsa report` restores the update call's frames as it does the node's own (the report's list of stacks
+    includes the update stack), and `--json` holds that stack in place beside the id that names it."""
+    import json
+    import subprocess
+    from conftest import BUILD
+    run = run_program([PROGRAM, "exec-update"], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    trace = run.traces()[0]
+    data = json.loads(trace.read_text())
+    node = data["report"]["candidates"][0]["graph_nodes"][0]
+    assert node.get("update_stack_id") is not None, node
+    for s in data["stacks"]:
+        for f in s["stack"]["native"]:
+            f["function"], f["file"], f["line"] = "", "", 0
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(data))
+    cli = [str(BUILD / "bin" / "cdsa"), "report"]
+    again = subprocess.run(cli + [str(stripped)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    part = again.stdout[again.stdout.index("the device's assert names this one:"):]
+    taken = part.index("Taken into the exec by cuGraphExecUpdate_v2 at")
+    update, _ = marker_line(SOURCE, "UPDATE-SITE")
+    assert f"graph_nodes.cc:{update}" in part[taken:] and "exec_update(" in part[taken:], part
+    as_json = json.loads(subprocess.run(cli + ["--json", str(trace)], capture_output=True, text=True).stdout)
+    for n in as_json["candidates"][0]["graph_nodes"]:
+        if n.get("update_stack_id") is not None:
+            assert n["update_stack"]["native"], n
