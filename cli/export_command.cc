@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/trace_common.h"
+#include "report/trace_enums.h"
 
 namespace cdsa::cli {
 namespace {
@@ -67,7 +68,7 @@ void chrome_events(const report::TraceData& t, int pid, uint64_t t0, std::string
     const report::CallStack* st = it == stacks.end() ? nullptr : it->second;
     bool failed = failing.count(l.seq) > 0;
     std::string name =
-        l.kind == "graph" ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
+        l.kind == report::trace_enum::LaunchKind::graph ? fmt::format("graph {}", l.graph_id) : (l.kernel.empty() ? "<unknown>" : l.kernel);
     double ts = static_cast<double>(l.time_ns - std::min(t0, l.time_ns)) / 1000.0;
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":1,\"args\":{{"

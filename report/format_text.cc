@@ -3,20 +3,21 @@
 #include "base/path.h"
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
+#include "report/trace_enums.h"
 
 namespace cdsa::report {
 
 const char* attribution_name(Attribution a) {
   switch (a) {
-    case Attribution::Exact: return "exact";
-    case Attribution::Ambiguous: return "ambiguous";
-    default: return "unknown";
+    case Attribution::Exact: return trace_enum::Attribution::exact.data();
+    case Attribution::Ambiguous: return trace_enum::Attribution::ambiguous.data();
+    default: return trace_enum::Attribution::unknown.data();
   }
 }
 
 std::string describe_launch(const Launch& l) {
   std::string s;
-  if (l.kind == "graph")
+  if (l.kind == trace_enum::LaunchKind::graph)
     s = fmt::format("graph launch (graph {})", l.graph_id);
   else
     s = fmt::format("kernel {}  grid ({},{},{}) block ({},{},{}) shared {} B", l.kernel.empty() ? "<unknown>" : l.kernel,

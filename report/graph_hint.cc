@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "report/trace_enums.h"
+
 namespace cdsa::report {
 namespace {
 
@@ -27,7 +29,7 @@ GraphFramework graph_framework(const CallStack& stack) {
 
 void add_graph_replay_hint(FaultReport& r) {
   for (const auto& c : r.candidates) {
-    if (c.launch.kind != "graph") continue;
+    if (c.launch.kind != trace_enum::LaunchKind::graph) continue;
     switch (graph_framework(c.stack)) {
       case GraphFramework::PyTorch:
         r.hints.push_back(

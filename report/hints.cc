@@ -8,6 +8,7 @@
 #include "base/identifier.h"
 #include "base/path.h"
 #include "report/graph_hint.h"
+#include "report/trace_enums.h"
 
 namespace cdsa::report {
 namespace {
@@ -136,14 +137,14 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
           first->thread[0], first->thread[0]));
     return;
   }
-  if (!is_fault_without_text(r.code) || !failing || failing->kind == "graph" || failing->kernel.empty()) return;
+  if (!is_fault_without_text(r.code) || !failing || failing->kind == trace_enum::LaunchKind::graph || failing->kernel.empty()) return;
   // compute-sanitizer's --kernel-name kns= matches a substring of the (mangled) name and counts, for
   // --launch-skip, only launches that match: count what it will count, up to the failing launch.
   // The report's kernel names are demangled: filter on the bare identifier, which the mangled name contains.
   const std::string ident = kernel_identifier(failing->kernel);
   uint64_t nth = 0;
   for (const auto& l : ctx.launches)
-    if (!l.captured && l.kind != "graph" && l.seq <= failing->seq && l.kernel.find(ident) != std::string::npos) ++nth;
+    if (!l.captured && l.kind != trace_enum::LaunchKind::graph && l.seq <= failing->seq && l.kernel.find(ident) != std::string::npos) ++nth;
   if (nth == 0) nth = 1;
   r.hints.push_back(fmt::format(
       "no assert text; for the faulting thread and address, re-run only this launch under compute-sanitizer: {}",

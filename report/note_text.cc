@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/path.h"
+#include "report/trace_enums.h"
 
 namespace cdsa::report {
 namespace {
@@ -45,7 +46,7 @@ std::string trace_part(const FaultReport& r) {
 std::string what_launched(const FaultReport& r) {
   if (r.candidates.empty()) return {};
   const Candidate& c = r.candidates.front();
-  std::string kernel = c.launch.kind == "graph" ? fmt::format("a graph launch (graph {})", c.launch.graph_id)
+  std::string kernel = c.launch.kind == trace_enum::LaunchKind::graph ? fmt::format("a graph launch (graph {})", c.launch.graph_id)
                                                 : "kernel " + one_line(c.launch.kernel.empty() ? "<unknown>"
                                                                                                : c.launch.kernel,
                                                                        120);

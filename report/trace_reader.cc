@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/io.h"
+#include "report/trace_enums.h"
 #include "report/trace_fields.h"
 
 namespace cdsa::report {
@@ -83,7 +84,7 @@ class TraceReader {
     obj_ = &doc;
     visit_trace(*t, *this);
     if (!ok()) return false;
-    if (t->reason == "fault" && !t->has_fault) return fail("report", "reason is \"fault\" but the report is null");
+    if (t->reason == trace_enum::Reason::fault && !t->has_fault) return fail("report", "reason is \"fault\" but the report is null");
     if (t->has_fault && !report_stacks(t)) return false;
     return true;
   }
@@ -324,27 +325,32 @@ class TraceReader {
     uint64_t v = 0;
     if (u64_value(j, w, UINT32_MAX - 1, &v)) m = static_cast<uint32_t>(v);
   }
+  // `s` as one of the values of `kind` (report/trace_enums.h): its index, or -1 after saying what was expected
+  // (`also`: one more accepted value, named last).
+  int enum_index(const std::string& w, std::string_view kind, const std::string& s, const char* also = nullptr) {
+    std::vector<std::string_view> values = trace_enum_values(kind);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (s == values[i]) return static_cast<int>(i);
+    if (also) values.push_back(also);
+    std::string expected;
+    for (size_t i = 0; i < values.size(); ++i)
+      expected += fmt::format("{}{}", i == 0 ? "" : i + 1 == values.size() ? " or " : ", ", values[i]);
+    fail(w, fmt::format("expected {}, found \"{}\"", expected, s.substr(0, 40)));
+    return -1;
+  }
   void value(const json& j, const std::string& w, std::string& m, trace_kind::LaunchKind) {
     if (!string_value(j, w, &m)) return;
     // "": a candidate whose launch record was overwritten in the ring (only its stream and number are known).
-    if (!m.empty() && m != "kernel" && m != "kernel_ex" && m != "cooperative" && m != "graph")
-      fail(w, fmt::format("expected kernel, kernel_ex, cooperative, graph or \"\", found \"{}\"", m.substr(0, 40)));
+    if (!m.empty()) enum_index(w, "LaunchKind", m, "\"\"");
   }
   void value(const json& j, const std::string& w, std::string& m, trace_kind::Reason) {
-    if (string_value(j, w, &m) && m != "fault" && m != "exit")
-      fail(w, fmt::format("expected fault or exit, found \"{}\"", m.substr(0, 40)));
+    if (string_value(j, w, &m)) enum_index(w, "Reason", m);
   }
   void value(const json& j, const std::string& w, Attribution& m, trace_kind::Attribution) {
     std::string a;
     if (!string_value(j, w, &a)) return;
-    if (a == "exact")
-      m = Attribution::Exact;
-    else if (a == "ambiguous")
-      m = Attribution::Ambiguous;
-    else if (a == "unknown")
-      m = Attribution::Unknown;
-    else
-      fail(w, fmt::format("expected exact, ambiguous or unknown, found \"{}\"", a.substr(0, 40)));
+    const int i = enum_index(w, "Attribution", a);  // the rows are in report::Attribution's order
+    if (i >= 0) m = static_cast<Attribution>(i);
   }
   void value(const json& j, const std::string& w, std::vector<base::DeviceAssert>& m, trace_kind::DeviceMessages) {
     std::vector<std::string> lines;

@@ -19,7 +19,9 @@ SCHEMA = pathlib.Path("docs", "trace-schema.json")
 DOC = pathlib.Path("docs", "trace-format.md")
 VERSION = re.compile(r"constexpr int kTraceVersion = (\d+);")
 
-CALL = re.compile(r"^(TRACE_OBJECT|TRACE_FIELD|TRACE_NESTED|TRACE_NULLABLE|TRACE_CONST|TRACE_END)\((.*)\)\s*$")
+CALL = re.compile(r"^(TRACE_OBJECT|TRACE_FIELD|TRACE_NESTED|TRACE_NULLABLE|TRACE_CONST|TRACE_END|TRACE_ENUM)\((.*)\)\s*$")
+# Kinds whose values are TRACE_ENUM rows, and the values each also accepts (a lost launch record has the empty kind).
+ENUM_ALSO = {"LaunchKind": [""], "Attribution": [], "Reason": []}
 STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 U64 = {"$ref": "#/$defs/u64"}
@@ -35,9 +37,6 @@ KINDS = {
     "Hex": {"$ref": "#/$defs/hex"},
     "Dim3": {"$ref": "#/$defs/dim3"},
     "StackId": {"oneOf": [{"type": "integer", "minimum": 0, "maximum": 4294967294}, {"type": "null"}]},
-    "LaunchKind": {"enum": ["kernel", "kernel_ex", "cooperative", "graph", ""]},
-    "Attribution": {"enum": ["exact", "ambiguous", "unknown"]},
-    "Reason": {"enum": ["fault", "exit"]},
     "Config": {"type": "object", "additionalProperties": {"type": "string"}},
     "Ranges": {"type": "array", "items": {"type": "array", "items": {"$ref": "#/$defs/hex"}, "minItems": 2,
                                           "maxItems": 2}},
@@ -81,8 +80,22 @@ def unquote(s):
     return json.loads('"' + m.group(1) + '"')
 
 
+def read_enums(root):
+    """{kind: {"enum": [values...]}} from the TRACE_ENUM rows, in the table's order."""
+    enums = {kind: [] for kind in ENUM_ALSO}
+    for n, line in enumerate((root / DEF).read_text().splitlines(), 1):
+        m = CALL.match(line.strip())
+        if m and m.group(1) == "TRACE_ENUM":
+            kind, value, _doc = split_args(m.group(2))
+            if kind not in enums:
+                raise SystemExit(f"{DEF}:{n}: TRACE_ENUM of an unknown kind {kind}")
+            enums[kind].append(value)
+    return {kind: {"enum": values + ENUM_ALSO[kind]} for kind, values in enums.items()}
+
+
 def read_table(root):
     """[(def, description, [field dicts])] in the table's order."""
+    KINDS.update(read_enums(root))
     objects, cur = [], None
     for n, line in enumerate((root / DEF).read_text().splitlines(), 1):
         m = CALL.match(line.strip())
@@ -92,6 +105,8 @@ def read_table(root):
         where = f"{DEF}:{n}"
         if macro == "TRACE_OBJECT":
             cur = {"def": args[0], "type": args[1], "doc": unquote(args[2]), "fields": []}
+        elif macro == "TRACE_ENUM":
+            continue
         elif macro == "TRACE_END":
             objects.append(cur)
             cur = None

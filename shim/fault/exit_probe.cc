@@ -6,6 +6,7 @@
 #include <ctime>
 #include <string>
 
+#include "report/trace_enums.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
 #include "shim/common/reentrancy.h"
@@ -64,7 +65,7 @@ void exit_probe() {
     FaultSnapshot snapshot = take_fault_snapshot(guard);
     ReportBuilder build(guard, snapshot);
     report::TraceData t = build.trace(g_start_unix_ns);
-    t.reason = "exit";
+    t.reason = std::string(report::trace_enum::Reason::exit);
     std::string written;
     write_trace(t, &written);
   }

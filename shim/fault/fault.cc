@@ -21,6 +21,7 @@
 #include "report/fault_report.h"
 #include "report/note_text.h"
 #include "report/trace.h"
+#include "report/trace_enums.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
@@ -164,7 +165,7 @@ uintptr_t last_launch_context(const FaultSnapshot& s, uint32_t tid) {
 void write_fault_trace(ReportBuilder& build, report::FaultReport* rep) {
   if (config().trace == TraceMode::Off) return;
   report::TraceData t = build.trace(g_start_unix_ns);
-  t.reason = "fault";
+  t.reason = std::string(report::trace_enum::Reason::fault);
   t.has_fault = true;
   t.report = *rep;
   std::string written;

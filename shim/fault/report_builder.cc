@@ -6,6 +6,7 @@
 
 #include "report/autograd.h"
 #include "report/hints.h"
+#include "report/trace_enums.h"
 #include "report/verdict_words.h"
 #include "shim/common/config.h"
 #include "shim/fault/process_facts.h"
@@ -20,16 +21,16 @@
 namespace cdsa {
 namespace {
 
-const char* kind_name(LaunchKind k) {
+std::string_view kind_name(LaunchKind k) {
   switch (k) {
     case LaunchKind::KernelEx:
-      return "kernel_ex";
+      return report::trace_enum::LaunchKind::kernel_ex;
     case LaunchKind::Cooperative:
-      return "cooperative";
+      return report::trace_enum::LaunchKind::cooperative;
     case LaunchKind::Graph:
-      return "graph";
+      return report::trace_enum::LaunchKind::graph;
     default:
-      return "kernel";
+      return report::trace_enum::LaunchKind::kernel;
   }
 }
 
@@ -101,7 +102,7 @@ report::Launch report_launch(const LaunchRecord& r, const std::map<uint32_t, std
   l.stack_id = r.stack_id;
   auto name = names.find(r.kernel_name);
   if (name != names.end()) l.kernel = symbolizer::demangle(name->second.c_str());  // cuFuncGetName gives the mangled name
-  l.kind = kind_name(r.kind);
+  l.kind = std::string(kind_name(r.kind));
   for (int i = 0; i < 3; ++i) {
     l.grid[i] = r.grid[i];
     l.block[i] = r.block[i];

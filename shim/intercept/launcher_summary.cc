@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/path.h"
-#include "report/trace.h"
+#include "report/trace_head.h"
 #include "shim/common/config.h"
 #include "shim/common/log.h"
 #include "shim/common/reentrancy.h"
@@ -32,7 +32,6 @@ namespace {
 constexpr int kSummarySeconds = 10;   // the CLI's time to read and merge the traces
 constexpr long kSlackSeconds = 5;     // a trace's mtime may lag the session's start by this (another host's clock)
 constexpr size_t kMaxFiles = 4096;    // names the pattern matches that are looked at
-constexpr size_t kHeadBytes = 8192;   // what is read of each: "reason" and process.session are in the first bytes
 
 // Plain storage: the exit handler runs in libcdsa.so's own finalization, after the C++ objects of other files.
 char g_session[320];
@@ -86,19 +85,19 @@ std::string taken_names(const std::string& g) {
   return g + "-[0-9]*";
 }
 
-// What the first kHeadBytes of `path` say: not a trace of this session written since it began, one (clean or
+// What the first bytes of `path` say (report/trace_head.h): not a trace of this session written since it began, one (clean or
 // faulted), or one with a fault written by a process other than the root. Never waits for a writer (O_NONBLOCK,
 // regular files only).
 enum class Seen { Other, SessionTrace, DescendantFault };
-Seen look_at(const char* path, const std::string& session_field, const std::string& root_prefix) {
+Seen look_at(const char* path, const report::TraceHeadProbe& probe) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return Seen::Other;
   struct stat st;
-  char head[kHeadBytes + 1];
+  char head[report::kTraceHeadBytes + 1];
   ssize_t n = 0;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime >= g_session_start_s - kSlackSeconds) {
-    for (ssize_t r; n < static_cast<ssize_t>(kHeadBytes); n += r) {
-      r = read(fd, head + n, kHeadBytes - static_cast<size_t>(n));
+    for (ssize_t r; n < static_cast<ssize_t>(report::kTraceHeadBytes); n += r) {
+      r = read(fd, head + n, report::kTraceHeadBytes - static_cast<size_t>(n));
       if (r < 0 && errno == EINTR) r = 0;
       else if (r <= 0) break;
     }
@@ -106,11 +105,8 @@ Seen look_at(const char* path, const std::string& session_field, const std::stri
   close(fd);
   if (n <= 0) return Seen::Other;
   head[n] = '\0';
-  if (strncmp(head, "{\"format\":\"cdsa-trace\"", 22) != 0 || !strstr(head, session_field.c_str())) return Seen::Other;
-  const char* eol = strchr(head, '\n');
-  const char* reason = strstr(head, "\"reason\":\"fault\"");
-  const bool fault = reason && eol && reason < eol;
-  return fault && !strstr(head, root_prefix.c_str()) ? Seen::DescendantFault : Seen::SessionTrace;
+  if (!probe.of_session(head)) return Seen::Other;
+  return probe.fault(head) && !probe.written_by_process(head) ? Seen::DescendantFault : Seen::SessionTrace;
 }
 
 // The cdsa CLI beside this libcdsa.so: the build tree's and the wheel's ../bin/cdsa, an install's lib/cdsa/.
@@ -181,9 +177,7 @@ void at_root_exit() {
     if (!getcwd(cwd, sizeof cwd)) return;
     pattern = std::string(cwd) + "/" + pattern;
   }
-  const std::string session_field = "\"session\":" + report::json_escape(g_session);
-  const std::string root_prefix =
-      "\"process\":{\"pid\":" + std::to_string(g_root_pid) + ",\"host\":" + report::json_escape(host_name()) + ",";
+  const report::TraceHeadProbe probe(g_session, g_root_pid, host_name());
   const std::string g = glob_of(pattern);
   glob_t found;
   memset(&found, 0, sizeof found);
@@ -195,7 +189,7 @@ void at_root_exit() {
   names.erase(std::unique(names.begin(), names.end()), names.end());  // the two patterns overlap
   bool descendant_fault = false;
   for (size_t i = 0; i < names.size() && i < kMaxFiles; ++i) {
-    Seen seen = look_at(names[i].c_str(), session_field, root_prefix);
+    Seen seen = look_at(names[i].c_str(), probe);
     if (seen != Seen::Other) files.push_back(names[i]);  // clean ranks' exit traces are in the verdict too
     descendant_fault = descendant_fault || seen == Seen::DescendantFault;
   }
