@@ -94,7 +94,10 @@ void add_autograd_candidates(FaultReport& r, const std::vector<Launch>& launches
       if (seen_stacks.size() > kMaxStacksExamined) break;  // each one is symbolized: bound the work at the fault
       const CallStack* st = stack_of(it->stack_id);
       if (!st || st->python.empty() || !launch_runs_op(*it, *st, op)) continue;
-      c.forward_candidates.push_back({*it, *st});
+      LaunchWithStack forward;
+      forward.launch = *it;
+      forward.stack = *st;
+      c.forward_candidates.push_back(std::move(forward));
     }
   }
 }

@@ -11,8 +11,11 @@ out=$(realpath -m "${1:-dist}")
 PY=${PYTHON:-python3}
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
+# WHEEL_WERROR=1 (CI, tools/test.sh): compiler warnings are errors; a user's `pip install .` never sets it.
+werror=()
+[ "${WHEEL_WERROR:-0}" = 1 ] && werror=(-C cmake.define.CDSA_WERROR=ON)
 "$PY" -m pip wheel . --no-deps --no-build-isolation --disable-pip-version-check -q -w "$raw" \
-  -C build-dir=build-wheel >&2
+  -C build-dir=build-wheel "${werror[@]}" >&2
 mkdir -p "$out"
 "$PY" -m auditwheel repair -w "$out" "$raw"/cdsa-*.whl >&2
 wheel=$(ls -t "$out"/cdsa-*manylinux*.whl | head -1)

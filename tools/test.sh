@@ -30,13 +30,13 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
   passed=$((passed + ${n:-0}))
 }
 
-build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo --
+build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_WERROR=ON --
 if [ "${TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
 
 # The wheel as a user installs it (build tree kept in build-wheel/; the simulated driver comes from build/).
 echo "== wheel: tools/build_wheel.sh, then tests/wheel in a fresh venv"
 mkdir -p build-wheel && rm -rf build-wheel/dist
-wheel=$(tools/build_wheel.sh build-wheel/dist 2>build-wheel/build.log) || { tail -40 build-wheel/build.log; exit 1; }
+wheel=$(WHEEL_WERROR=1 tools/build_wheel.sh build-wheel/dist 2>build-wheel/build.log) || { tail -40 build-wheel/build.log; exit 1; }
 WHEEL_UNDER_TEST="$wheel" python3 -m pytest -q -p no:cacheprovider tests/wheel | tee build-wheel/pytest.log
 n=$(sed -n 's/^\([0-9]*\) passed.*/\1/p' build-wheel/pytest.log | tail -1)
 passed=$((passed + ${n:-0}))
@@ -45,7 +45,7 @@ passed=$((passed + ${n:-0}))
 export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libasan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address --
+build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address -DCDSA_WERROR=ON --
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
 # The soak label: a TSan-built libcdsa.so preloaded after the TSan runtime, over the TSan-built simulated driver
@@ -55,7 +55,7 @@ export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libtsan.so)"
 BUILD_TARGETS="recorder_test reclaim_test sim_test sim_graphs_test sim_pdl_test assert_capture_test busy_slots_test
   breadcrumb_marks_test breadcrumb_deferral_test breadcrumb_states_test
   cdsa cdsa_sim_cuda e2e_report_first e2e_long_run" \
-  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -- \
+  build_and_test build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=thread -DCDSA_WERROR=ON -- \
   -L "recorder|sim|assert_capture|breadcrumbs|soak"
 unset E2E_PRELOAD_FIRST
 

@@ -186,7 +186,7 @@ int watched_signal_pending() {
   int found = 0;
   while (dirent* e = readdir(tasks)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char path[64];
+    char path[sizeof "/proc/self/task//status" + sizeof e->d_name];
     snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // the thread ended

@@ -216,7 +216,7 @@ void launcher_session_init() noexcept {
   if (!config().enabled || config().secure) return;
   // Loaded after the process started threads (dlopen'ed, CUDA_INJECTION64_PATH at cuInit): setenv could race
   // with another thread's getenv, so such a copy never starts a session (it is not the tree's first loader).
-  if (!(config().session && *config().session) && thread_count() != 1) return;
+  if (!config().session[0] && thread_count() != 1) return;
   const std::string host = host_name();
   const char* s = config().session;  // CDSA_SESSION as the process started
   std::string root_host;

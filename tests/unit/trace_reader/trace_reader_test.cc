@@ -66,7 +66,7 @@ TraceData sample_trace() {
   t.cdsa.version = "0.1.0";
   t.cdsa.config = {{"native_depth", "48"}, {"trace_file", "cdsa-%h-%p.json"}};
   t.process = {4242,  "node-17",    {"python3", "-c", "print(\"\\n\")"}, 1795984067852451555ull, 3, 64, 1,
-               13000, "NVIDIA H200", 13000};
+               13000, "NVIDIA H200", 13000, ""};
   t.modules.push_back({"/usr/bin/python3.11",
                        "a7516ae81afc8457",
                        0x55d74942f000ull,
@@ -93,7 +93,9 @@ TraceData sample_trace() {
   c.stack = sample_stack(1);  // stack 3, as the launch says
   c.pending = 2;
   c.why = "first unfinished launch";
-  c.graph_nodes.push_back({sample_launch(2), sample_stack(4)});
+  c.graph_nodes.emplace_back();
+  c.graph_nodes.back().launch = sample_launch(2);
+  c.graph_nodes.back().stack = sample_stack(4);
   c.graph_nodes.back().launch.stack_id = 11;  // not under stacks either
   r.candidates.push_back(c);
   r.candidates.push_back(Candidate{});
