@@ -226,27 +226,10 @@ CommandLine command_line(const char* sub, Args& a, int* where_count, bool instal
                           return true;
                         },
                         "a directory"});
-  cl.options.push_back({"--python", true,
-                        [&a](const char* v) {
-                          if (!*v) return false;
-                          a.python = v;
-                          return true;
-                        },
-                        "the path of a Python"});
+  cl.options.push_back({"--python", true, store_text(a.python), "the path of a Python"});
   if (install) {
-    cl.options.push_back({"--name", true,
-                          [&a](const char* v) {
-                            a.name = v;
-                            return true;
-                          },
-                          "a kernel name"});
-    cl.options.push_back({"--display-name", true,
-                          [&a](const char* v) {
-                            if (!*v) return false;
-                            a.display_name = v;
-                            return true;
-                          },
-                          "a text"});
+    cl.options.push_back({"--name", true, store_text(a.name, /*empty_ok=*/true), "a kernel name"});
+    cl.options.push_back({"--display-name", true, store_text(a.display_name), "a text"});
   }
   return cl;
 }

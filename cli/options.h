@@ -49,6 +49,14 @@ inline std::function<bool(const char*)> store(bool& target, bool value) {
   };
 }
 
+// A `set` for a value: stores it in `target`; an empty value is refused unless `empty_ok`.
+inline std::function<bool(const char*)> store_text(std::string& target, bool empty_ok = false) {
+  return [&target, empty_ok](const char* v) {
+    if (!*v && !empty_ok) return false;
+    target = v;
+    return true;
+  };
+}
 // A `positional` that keeps the last argument in `target`.
 inline std::function<int(const char*)> keep_last(std::string& target) {
   return [&target](const char* arg) {

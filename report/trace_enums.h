@@ -14,18 +14,11 @@
 namespace cdsa::report {
 
 namespace trace_enum {
-#define TRACE_OBJECT(def, Type, doc)
-#define TRACE_FIELD(key, member, kind, presence, doc)
-#define TRACE_NESTED(key, member, kind, def, presence, doc)
-#define TRACE_NULLABLE(key, member, flag, def, presence, doc)
-#define TRACE_CONST(key, kind, doc)
-#define TRACE_END()
 #define TRACE_ENUM(kind, value, doc) \
   namespace kind {                   \
   inline constexpr std::string_view value = #value;  \
   }
 #include "report/trace_fields.def"
-#undef TRACE_ENUM
 }  // namespace trace_enum
 
 // The values of a kind (LaunchKind, Attribution, Reason), in the table's order; empty for another name.
@@ -34,13 +27,6 @@ inline std::vector<std::string_view> trace_enum_values(std::string_view kind) {
 #define TRACE_ENUM(k, value, doc) \
   if (kind == #k) out.push_back(trace_enum::k::value);
 #include "report/trace_fields.def"
-#undef TRACE_ENUM
-#undef TRACE_OBJECT
-#undef TRACE_FIELD
-#undef TRACE_NESTED
-#undef TRACE_NULLABLE
-#undef TRACE_CONST
-#undef TRACE_END
   return out;
 }
 

@@ -55,14 +55,6 @@ struct Objects {};
   v.nullable(#key, o.member, o.flag, Presence::presence, [&](auto& x) { visit_##def(x, v); });
 #define TRACE_CONST(key, kind, doc) v.constant(#key, trace_kind::kind{});
 #define TRACE_END() }
-#define TRACE_ENUM(kind, value, doc)
 #include "report/trace_fields.def"
-#undef TRACE_OBJECT
-#undef TRACE_FIELD
-#undef TRACE_NESTED
-#undef TRACE_NULLABLE
-#undef TRACE_CONST
-#undef TRACE_END
-#undef TRACE_ENUM
 
 }  // namespace cdsa::report

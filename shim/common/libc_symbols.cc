@@ -2,7 +2,7 @@
 // dynamic symbol table from the loader's list of objects (_r_debug): never
 // through dlsym, which cdsa interposes, and calling no function at all.
 //
-// This file is compiled without sanitizers (with dl_hooks.cc): a sanitizer
+// This file is compiled without sanitizers (with shim/intercept/dl_hooks.cc): a sanitizer
 // runtime calls dlsym -- that is, cdsa's hook -- while it initialises, before
 // instrumented code can run and before its own interceptors can forward. That
 // is why the walk is not dl_iterate_phdr: ThreadSanitizer intercepts it, and
@@ -27,19 +27,6 @@
 namespace cdsa {
 namespace {
 
-// Own string helpers: a sanitizer runtime intercepts strcmp/strstr and cannot serve them yet when it calls us.
-bool same(const char* a, const char* b) {
-  while (*a && *a == *b) ++a, ++b;
-  return *a == *b;
-}
-bool contains(const char* hay, const char* needle) {
-  for (; *hay; ++hay) {
-    const char *h = hay, *n = needle;
-    while (*n && *h == *n) ++h, ++n;
-    if (!*n) return true;
-  }
-  return false;
-}
 
 // ---- finding libc's own dlsym/dlvsym without calling dlsym ----
 struct LibcLookup {
@@ -96,7 +83,7 @@ bool find_in_object(ElfW(Addr) base, const ElfW(Dyn)* dyn, LibcLookup* q) {
   uint32_t count = gnu_hash ? gnu_hash_symbol_count(gnu_hash) : sysv_hash ? sysv_hash[1] : 0;
   for (uint32_t i = 0; i < count; ++i) {
     const ElfW(Sym)& s = symtab[i];
-    if (s.st_value == 0 || !same(strtab + s.st_name, q->name)) continue;
+    if (s.st_value == 0 || !same_text(strtab + s.st_name, q->name)) continue;
     if (q->version && versym && verdef) {
       ElfW(Half) ndx = versym[i] & 0x7fff;
       const ElfW(Verdef)* vd = verdef;
@@ -104,7 +91,7 @@ bool find_in_object(ElfW(Addr) base, const ElfW(Dyn)* dyn, LibcLookup* q) {
       for (;;) {
         if (vd->vd_ndx == ndx) {
           auto* aux = reinterpret_cast<const ElfW(Verdaux)*>(reinterpret_cast<const char*>(vd) + vd->vd_aux);
-          match = same(strtab + aux->vda_name, q->version);
+          match = same_text(strtab + aux->vda_name, q->version);
           break;
         }
         if (!vd->vd_next) break;
@@ -132,12 +119,12 @@ void* libc_symbol(const char* name) {
   // Volatile read: the loader updates the list; this is what it has now.
   const link_map* first = *static_cast<link_map* const volatile*>(&_r_debug.r_map);
   for (const link_map* m = first; m; m = m->l_next)
-    if (m->l_name && contains(m->l_name, "/libc.so")) {
+    if (m->l_name && contains_text(m->l_name, "/libc.so")) {
       if (void* p = find_versioned(m, name)) return p;
       break;  // not past libc: what follows may be dlopen'ed, and unloaded while this reads it
     }
   for (const link_map* m = first; m; m = m->l_next)
-    if (m->l_name && contains(m->l_name, "/libdl.so"))
+    if (m->l_name && contains_text(m->l_name, "/libdl.so"))
       if (void* p = find_versioned(m, name)) return p;
   return nullptr;
 }

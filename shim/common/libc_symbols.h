@@ -19,6 +19,21 @@
 
 namespace cdsa {
 
+// String compares of their own, for code a sanitizer runtime reaches before it can serve strcmp/strstr (the libc
+// lookup here, the pass-through thunks' registry): always inlined, for the reason cached_function below is.
+[[gnu::always_inline]] inline bool same_text(const char* a, const char* b) noexcept {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+[[gnu::always_inline]] inline bool contains_text(const char* hay, const char* needle) noexcept {
+  for (; *hay; ++hay) {
+    const char *h = hay, *n = needle;
+    while (*n && *h == *n) ++h, ++n;
+    if (!*n) return true;
+  }
+  return false;
+}
+
 // libc's `name` (versioned GLIBC_2.34, else GLIBC_2.2.5, else any), or null.
 void* libc_function(const char* name) noexcept;
 

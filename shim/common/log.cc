@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/io.h"
+#include "shim/common/blocked_signal.h"
 
 namespace cdsa {
 
@@ -23,13 +24,7 @@ bool write_stderr_bounded(const char* data, unsigned long size, int wait_ms) noe
     errno = saved_errno;
     return false;
   }
-  sigset_t pipe_set, old_mask, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigemptyset(&pending);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  sigpending(&pending);
-  const bool pipe_was_pending = sigismember(&pending, SIGPIPE) == 1;
+  BlockedSignal pipe(SIGPIPE);
   bool raised_pipe = false;
   int waited_ms = 0;
   while (size > 0) {
@@ -57,12 +52,7 @@ bool write_stderr_bounded(const char* data, unsigned long size, int wait_ms) noe
     data += n;
     size -= static_cast<unsigned long>(n);
   }
-  if (raised_pipe && !pipe_was_pending) {
-    timespec zero{0, 0};
-    while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (raised_pipe) pipe.take_back();
   errno = saved_errno;
   return size == 0;
 }

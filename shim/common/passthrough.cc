@@ -4,6 +4,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "shim/common/libc_symbols.h"
+
 namespace {
 constexpr int kThunks = 1024;  // cuda-bindings 13.5 asks for ~100 entry points newer than CUDA 13.0's headers
 constexpr int kNameMax = 96;   // the longest driver entry point name is under 50 characters
@@ -24,49 +26,39 @@ extern "C" {
 // it is not).
 #define CDSA_STR2(x) #x
 #define CDSA_STR(x) CDSA_STR2(x)
+// The pool: kThunks thunks of 32 bytes between cdsa_thunks_begin and cdsa_thunks_end, each the architecture's body
+// with cdsa_thunk_i its index.
+#define CDSA_THUNK_POOL(progbits, body)                  \
+  ".pushsection .text.cdsa_thunks,\"ax\"," progbits "\n" \
+  ".balign 32\n"                                         \
+  ".globl cdsa_thunks_begin\n"                           \
+  ".hidden cdsa_thunks_begin\n"                          \
+  "cdsa_thunks_begin:\n"                                 \
+  ".set cdsa_thunk_i, 0\n"                               \
+  ".rept " CDSA_STR(1024) "\n"                           \
+  ".balign 32\n" body                                    \
+  ".set cdsa_thunk_i, cdsa_thunk_i+1\n"                  \
+  ".endr\n"                                              \
+  ".balign 32\n"                                         \
+  ".globl cdsa_thunks_end\n"                             \
+  ".hidden cdsa_thunks_end\n"                            \
+  "cdsa_thunks_end:\n"                                   \
+  ".popsection\n"
 #if defined(__x86_64__)
-asm(".pushsection .text.cdsa_thunks,\"ax\",@progbits\n"
-    ".balign 32\n"
-    ".globl cdsa_thunks_begin\n"
-    ".hidden cdsa_thunks_begin\n"
-    "cdsa_thunks_begin:\n"
-    ".set cdsa_thunk_i, 0\n"
-    ".rept " CDSA_STR(1024) "\n"
-    ".balign 32\n"
-    "endbr64\n"
-    "movb $1, cdsa_thunk_called+cdsa_thunk_i(%rip)\n"
-    "jmp *cdsa_thunk_target+8*cdsa_thunk_i(%rip)\n"
-    ".set cdsa_thunk_i, cdsa_thunk_i+1\n"
-    ".endr\n"
-    ".balign 32\n"
-    ".globl cdsa_thunks_end\n"
-    ".hidden cdsa_thunks_end\n"
-    "cdsa_thunks_end:\n"
-    ".popsection\n");
+asm(CDSA_THUNK_POOL("@progbits",
+                    "endbr64\n"
+                    "movb $1, cdsa_thunk_called+cdsa_thunk_i(%rip)\n"
+                    "jmp *cdsa_thunk_target+8*cdsa_thunk_i(%rip)\n"));
 #elif defined(__aarch64__)
-asm(".pushsection .text.cdsa_thunks,\"ax\",%progbits\n"
-    ".balign 32\n"
-    ".globl cdsa_thunks_begin\n"
-    ".hidden cdsa_thunks_begin\n"
-    "cdsa_thunks_begin:\n"
-    ".set cdsa_thunk_i, 0\n"
-    ".rept " CDSA_STR(1024) "\n"
-    ".balign 32\n"
-    "hint 34\n"  // bti c
-    "adrp x16, cdsa_thunk_called+cdsa_thunk_i\n"
-    "add x16, x16, :lo12:cdsa_thunk_called+cdsa_thunk_i\n"
-    "mov w17, #1\n"
-    "strb w17, [x16]\n"
-    "adrp x16, cdsa_thunk_target+8*cdsa_thunk_i\n"
-    "ldr x16, [x16, :lo12:cdsa_thunk_target+8*cdsa_thunk_i]\n"
-    "br x16\n"
-    ".set cdsa_thunk_i, cdsa_thunk_i+1\n"
-    ".endr\n"
-    ".balign 32\n"
-    ".globl cdsa_thunks_end\n"
-    ".hidden cdsa_thunks_end\n"
-    "cdsa_thunks_end:\n"
-    ".popsection\n");
+asm(CDSA_THUNK_POOL("%progbits",
+                    "hint 34\n"  // bti c
+                    "adrp x16, cdsa_thunk_called+cdsa_thunk_i\n"
+                    "add x16, x16, :lo12:cdsa_thunk_called+cdsa_thunk_i\n"
+                    "mov w17, #1\n"
+                    "strb w17, [x16]\n"
+                    "adrp x16, cdsa_thunk_target+8*cdsa_thunk_i\n"
+                    "ldr x16, [x16, :lo12:cdsa_thunk_target+8*cdsa_thunk_i]\n"
+                    "br x16\n"));
 #else
 #error "passthrough.cc: no thunk for this architecture"
 #endif
@@ -88,23 +80,9 @@ std::atomic<int> g_count{0};  // thunks made: g_info[0, count) is written before
 std::atomic<bool> g_exhausted{false};
 std::mutex g_make;
 
-// Own string helpers: the dlsym hook may get here before a sanitizer runtime serves strcmp.
-bool same(const char* a, const char* b) {
-  while (*a && *a == *b) ++a, ++b;
-  return *a == *b;
-}
-bool contains(const char* s, const char* part) {
-  for (; *s; ++s) {
-    const char *a = s, *b = part;
-    while (*b && *a == *b) ++a, ++b;
-    if (!*b) return true;
-  }
-  return false;
-}
-
 int find(int n, const char* name, int version, void* target) {
   for (int i = 0; i < n; ++i)
-    if (g_info[i].target == target && g_info[i].version == version && same(g_info[i].name, name)) return i;
+    if (g_info[i].target == target && g_info[i].version == version && same_text(g_info[i].name, name)) return i;
   return -1;
 }
 
@@ -117,10 +95,10 @@ bool entry_point_changes_work(const char* name) noexcept {
   // Queries, attributes and settings change nothing on any stream (cuStreamGetDevResource, cuGraphNodeGetParams,
   // cuStreamIsCapturing, cuGraphExecGetId, cuCoredumpRegisterStartCallback...).
   for (const char* quiet : {"Get", "Query", "Is", "Attribute", "Coredump", "Version"})
-    if (contains(name, quiet)) return false;
+    if (contains_text(name, quiet)) return false;
   for (const char* work : {"Launch", "Graph", "Capture", "Stream", "Event", "HostFunc", "Async", "Memcpy", "Memset",
                            "Semaphore", "Ctx", "Unload"})
-    if (contains(name, work)) return true;
+    if (contains_text(name, work)) return true;
   return false;
 }
 

@@ -22,6 +22,7 @@
 #include "report/note_text.h"
 #include "report/trace.h"
 #include "report/trace_enums.h"
+#include "shim/common/blocked_signal.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
@@ -84,7 +85,8 @@ void wait_for_report() {
   }
 }
 
-// The fault's facts as it surfaces: the code, its names, the call and thread, the time, the launches so far.
+// The fault's facts as it surfaces (the report's head): the code, its names, the call and thread, the time, the
+// launches so far.
 FaultFacts fault_facts(CUresult code, const char* surfaced_call) {
   const Driver& d = driver();
   FaultFacts f;
@@ -105,13 +107,7 @@ FaultFacts fault_facts(CUresult code, const char* surfaced_call) {
 // its own line and the rule).
 void prepare_head(const FaultFacts& f) {
   if (config().quiet) return;
-  report::FaultReport head;
-  head.code = f.code;
-  head.error_name = f.error_name;
-  head.error_string = f.error_string;
-  head.surfaced_call = f.surfaced_call;
-  head.surfaced_tid = f.surfaced_tid;
-  prepare_fault_text(report::format_report_head(head));
+  prepare_fault_text(report::format_report_head(f));
 }
 
 void prepare_verdict(const report::FaultReport& rep) {
@@ -199,23 +195,13 @@ void write_trace(report::TraceData& t, std::string* written) {
   if (g_trace_dir_unusable) return;
   std::string path = trace_path_for_process(g_start_unix_ns);
   std::string error;
-  // A file-size limit (or a full quota) makes the write raise SIGXFSZ, whose default action ends the program:
-  // blocked for the write, and taken back unless one was pending already.
-  sigset_t xfsz, old_mask, pending;
-  sigemptyset(&xfsz);
-  sigaddset(&xfsz, SIGXFSZ);
-  sigemptyset(&pending);
-  pthread_sigmask(SIG_BLOCK, &xfsz, &old_mask);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
-  bool ok = report::write_trace_file(path, report::trace_to_json(t), written, &error);
-  sigemptyset(&pending);
-  sigpending(&pending);
-  if (!was_pending && sigismember(&pending, SIGXFSZ) == 1) {
-    timespec zero{0, 0};
-    sigtimedwait(&xfsz, nullptr, &zero);
+  bool ok;
+  {
+    // A file-size limit (or a full quota) makes the write raise SIGXFSZ, whose default action ends the program.
+    BlockedSignal xfsz(SIGXFSZ);
+    ok = report::write_trace_file(path, report::trace_to_json(t), written, &error);
+    if (xfsz.pending_now()) xfsz.take_back();
   }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (!ok) {
     log_line("trace file not written: %s", error.c_str());
     written->clear();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/device_assert.h"
+#include "report/fault_report.h"
 #include "shim/record/device_info.h"
 #include "shim/record/graph_capture.h"
 #include "shim/record/launch_clock.h"
@@ -65,17 +66,10 @@ struct SnapshotStack {
   std::vector<SnapshotPyFrame> python;    // innermost first
 };
 
-// What the fault itself is, as the report's head states it: taken when the fault surfaced (the exit-time trace of
-// CDSA_TRACE=always has none: all zero and empty).
-struct FaultFacts {
-  int code = 0;                  // the CUresult
-  std::string error_name;        // cuGetErrorName, e.g. CUDA_ERROR_ASSERT
-  std::string error_string;      // cuGetErrorString
-  std::string surfaced_call;     // the driver entry point that returned it, or the exit probe
-  uint32_t surfaced_tid = 0;     // the thread it surfaced on
-  uint64_t fault_time_unix_ns = 0;
-  uint64_t launches_recorded = 0;  // launch numbers handed out when it surfaced
-};
+// What the fault itself is, as the report's head states it (report::FaultReport's head fields alone: code,
+// error_name, error_string, surfaced_call, surfaced_tid, fault_time_unix_ns, launches_recorded), taken when it
+// surfaced; the report builder starts the report from it. The exit-time trace of CDSA_TRACE=always has none.
+using FaultFacts = report::FaultReport;
 
 struct FaultSnapshot {
   FaultFacts fault;

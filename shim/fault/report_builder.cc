@@ -49,27 +49,17 @@ std::string nth_line(const std::string& text, int n) {
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
-report::NodeOriginWord origin_word(NodeOrigin o) {
-  switch (o) {
-    case NodeOrigin::Added:
-      return report::NodeOriginWord::Added;
-    case NodeOrigin::Changed:
-      return report::NodeOriginWord::Changed;
-    default:
-      return report::NodeOriginWord::Captured;
-  }
+// The shim's enums and the report's words for them, value for value.
+template <class To, class From>
+constexpr To same_value(From v) {
+  return static_cast<To>(static_cast<int>(v));
 }
-
-report::Attribution attribution_of(Verdict v) {
-  switch (v) {
-    case Verdict::Exact:
-      return report::Attribution::Exact;
-    case Verdict::Ambiguous:
-      return report::Attribution::Ambiguous;
-    default:
-      return report::Attribution::Unknown;
-  }
-}
+static_assert(same_value<report::NodeOriginWord>(NodeOrigin::Added) == report::NodeOriginWord::Added &&
+              same_value<report::NodeOriginWord>(NodeOrigin::Changed) == report::NodeOriginWord::Changed &&
+              same_value<report::NodeOriginWord>(NodeOrigin::Captured) == report::NodeOriginWord::Captured);
+static_assert(same_value<report::Attribution>(Verdict::Exact) == report::Attribution::Exact &&
+              same_value<report::Attribution>(Verdict::Ambiguous) == report::Attribution::Ambiguous &&
+              same_value<report::Attribution>(Verdict::Unknown) == report::Attribution::Unknown);
 
 }  // namespace
 
@@ -120,15 +110,7 @@ ReportBuilder::ReportBuilder(const InCdsa&, const FaultSnapshot& snapshot, Nativ
 }
 
 report::FaultReport ReportBuilder::report(const AttributionResult& attribution) {
-  const FaultFacts& f = s_.fault;
-  report::FaultReport rep;
-  rep.code = f.code;
-  rep.error_name = f.error_name;
-  rep.error_string = f.error_string;
-  rep.surfaced_call = f.surfaced_call;
-  rep.surfaced_tid = f.surfaced_tid;
-  rep.launches_recorded = f.launches_recorded;
-  rep.fault_time_unix_ns = f.fault_time_unix_ns;
+  report::FaultReport rep = s_.fault;  // the head: the fault's facts
   rep.surfaced_stack_id = s_.surfaced_stack;
   rep.surfaced_stack = stack(s_.surfaced_stack);
   add_attribution(attribution, &rep);
@@ -213,7 +195,7 @@ void ReportBuilder::annotate(report::FaultReport* rep) {
 void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultReport* rep) {
   const FaultSnapshot& s = s_;
   rep->device_asserts = s.asserts;
-  rep->attribution = attribution_of(a.verdict);
+  rep->attribution = same_value<report::Attribution>(a.verdict);
   rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s);
   report::EvidenceFacts evidence;
   evidence.unmarked_streams_pending = a.unmarked_streams_pending;
@@ -249,7 +231,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
         const GraphNodeRecord& n = s.graph_node_records[i];
         auto named = s.call_names.find(n.call);
         const std::string call = named == s.call_names.end() ? std::string() : named->second;
-        g.node_origin = report::node_origin_text(origin_word(n.origin), call);
+        g.node_origin = report::node_origin_text(same_value<report::NodeOriginWord>(n.origin), call);
         g.node_uncertain = n.uncertain;
         if (n.update_call != kNoString) {
           auto up = s.call_names.find(n.update_call);

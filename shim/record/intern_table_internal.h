@@ -2,6 +2,7 @@
 // reclamation (reclaim.cc) frees from: entries, arenas, free rings, the index, the epoch.
 // Internal to shim/record/: inline here what the launch path and the tables' lookups run (touching an entry, its
 // seqlock test, the index's publish), so that no split between the files costs a call.
+// Contract: lock-free and allocation-free (recorder.h, "Holding ids"); one reclamation at a time (g_reclaiming).
 #pragma once
 
 #include <atomic>
@@ -193,6 +194,16 @@ inline uint32_t sloc_len(uint64_t loc) { return static_cast<uint32_t>(loc & 0x3f
 
 // The live entry `id` names: its slot and state (seq_cst, after touching it), or false.
 bool live_entry(Table& t, uint32_t id, bool touch, uint32_t* slot_out, uint64_t* state_out);
+// The live entry `id` names and its cell's location (e.loc), for a reader that copies its contents and then checks
+// stable(*e, *state): false for the none id (all ones), a dead id, or an entry published without a cell.
+static_assert(kUnknownStack == kNoString, "both tables' none id");
+inline bool live_cell(Table& t, uint32_t id, const EntryMeta** e, uint64_t* state, uint64_t* loc) {
+  uint32_t slot;
+  if (id == kNoString || !live_entry(t, id, false, &slot, state)) return false;
+  *e = &t.entries[slot];
+  *loc = (*e)->loc.load(std::memory_order_relaxed);
+  return loc_class(*loc) != 0;
+}
 bool pin(Table& t, uint32_t id);
 void unpin(Table& t, uint32_t id);
 

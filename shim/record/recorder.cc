@@ -6,6 +6,7 @@
 #include "shim/record/launch_clock.h"
 
 #include <sys/mman.h>
+#include <cstdarg>
 #include <cstdio>
 #include <mutex>
 
@@ -62,36 +63,38 @@ bool recorder_init() noexcept {
   return g_ready.load(std::memory_order_acquire);
 }
 
+namespace {
+// Appends one part of the note to buf (its length *n), after "; " unless it is the first.
+__attribute__((format(printf, 4, 5))) void add_part(char* buf, size_t cap, size_t* n, const char* fmt, ...) {
+  char part[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(part, sizeof part, fmt, ap);
+  va_end(ap);
+  int w = snprintf(buf + *n, cap - *n, "%s%s", *n > 0 ? "; " : "", part);
+  if (w > 0) *n += static_cast<size_t>(w) < cap - *n ? static_cast<size_t>(w) : cap - *n - 1;
+}
+}  // namespace
+
 const char* recorder_overflow_note() noexcept {
   static char buf[768];
   size_t n = 0;
   buf[0] = '\0';
-  char part[256];
-  auto add = [&] {
-    int w = snprintf(buf + n, sizeof buf - n, "%s%s", n > 0 ? "; " : "", part);
-    if (w > 0) n += static_cast<size_t>(w) < sizeof buf - n ? static_cast<size_t>(w) : sizeof buf - n - 1;
-  };
-  if (uint64_t r = g_stacks.refused.load(std::memory_order_relaxed)) {
-    snprintf(part, sizeof part,
+  if (uint64_t r = g_stacks.refused.load(std::memory_order_relaxed))
+    add_part(buf, sizeof buf, &n,
              "the launch stack table (%u stacks) was full at times: %llu launch stacks could not be kept, and those "
              "launches are recorded without one (raise CDSA_STACK_TABLE)",
              g_stacks.capacity, static_cast<unsigned long long>(r));
-    add();
-  }
-  if (uint64_t r = g_strings.refused.load(std::memory_order_relaxed)) {
-    snprintf(part, sizeof part,
+  if (uint64_t r = g_strings.refused.load(std::memory_order_relaxed))
+    add_part(buf, sizeof buf, &n,
              "the string table (%u strings) was full at times: %llu kernel names or Python frame texts could not be "
              "kept",
              g_strings.capacity, static_cast<unsigned long long>(r));
-    add();
-  }
-  if (g_stream_table_full.load(std::memory_order_relaxed)) {
-    snprintf(part, sizeof part,
+  if (g_stream_table_full.load(std::memory_order_relaxed))
+    add_part(buf, sizeof buf, &n,
              "the stream table is full (%u streams): launches on streams beyond it are recorded without their "
              "stream's state",
              kStreamCapacity);
-    add();
-  }
   return buf;
 }
 

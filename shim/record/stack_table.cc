@@ -160,12 +160,10 @@ void stack_unpin(uint32_t id) noexcept {
 bool stack_at(uint32_t id, Stack* out) {
   out->native.clear();
   out->python.clear();
-  uint32_t slot;
-  uint64_t s1;
-  if (id == kUnknownStack || !live_entry(g_stacks, id, false, &slot, &s1)) return false;
-  const EntryMeta& e = g_stacks.entries[slot];
-  uint64_t loc = e.loc.load(std::memory_order_relaxed);
-  if (loc_class(loc) == 0) return false;
+  const EntryMeta* entry;
+  uint64_t s1, loc;
+  if (!live_cell(g_stacks, id, &entry, &s1, &loc)) return false;
+  const EntryMeta& e = *entry;
   int n_native = static_cast<int>(loc_a(loc)), n_py = static_cast<int>(loc_b(loc));
   const std::atomic<uint64_t>* f = g_stacks.arena + loc_off(loc);
   for (int i = 0; i < n_native; ++i) out->native.push_back(static_cast<uintptr_t>(load_word(f + i)));

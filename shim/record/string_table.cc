@@ -76,22 +76,18 @@ uint32_t intern_string(const char* s, size_t len) noexcept {
 }
 
 const char* string_at(uint32_t id) noexcept {
-  uint32_t slot;
-  uint64_t s;
-  if (id == kNoString || !live_entry(g_strings, id, false, &slot, &s)) return "";
-  uint64_t loc = g_strings.entries[slot].loc.load(std::memory_order_relaxed);
-  if (loc_class(loc) == 0) return "";
+  const EntryMeta* e;
+  uint64_t s, loc;
+  if (!live_cell(g_strings, id, &e, &s, &loc)) return "";
   return reinterpret_cast<const char*>(g_strings.arena + loc_off(loc));
 }
 
 bool string_copy(uint32_t id, std::string* out) {
   out->clear();
-  uint32_t slot;
-  uint64_t s1;
-  if (id == kNoString || !live_entry(g_strings, id, false, &slot, &s1)) return false;
-  const EntryMeta& e = g_strings.entries[slot];
-  uint64_t loc = e.loc.load(std::memory_order_relaxed);
-  if (loc_class(loc) == 0) return false;
+  const EntryMeta* entry;
+  uint64_t s1, loc;
+  if (!live_cell(g_strings, id, &entry, &s1, &loc)) return false;
+  const EntryMeta& e = *entry;
   uint32_t len = sloc_len(loc);
   out->resize(len / 8 * 8 + 8);
   for (uint32_t w = 0; w <= len / 8; ++w) {

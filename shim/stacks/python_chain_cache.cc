@@ -128,24 +128,15 @@ struct Reader {
     o_ob_type = L.ob_type;
     code_type = R.code_type;
     fo = fp_offsets(L);
-    if (objects) {
-      o_instr = L.frame_lasti;
-      o_owner = -1;
-      o_adaptive = o_firsttraceable = 0;
-      owner_skip_min = 1 << 30;
-      owner_generator = -1;
-      hidden_by_instr = false;
-      tag_mask = ~uintptr_t(0);
-    } else {
-      o_instr = L.frame_instr;
-      o_owner = L.frame_owner;
-      o_adaptive = L.code_adaptive;
-      o_firsttraceable = L.code_firsttraceable;
-      owner_skip_min = L.owner_skip_min;
-      owner_generator = L.owner_generator;
-      hidden_by_instr = L.minor >= 12 && L.minor <= 14;  // checked against their ceval.c (verified_prefix_t)
-      tag_mask = ~uintptr_t(L.code_tag_mask);
-    }
+    // 3.10's frame objects have f_lasti, no owner, no incomplete frames and no tagged code word.
+    o_instr = objects ? L.frame_lasti : L.frame_instr;
+    o_owner = objects ? -1 : L.frame_owner;
+    o_adaptive = objects ? 0 : L.code_adaptive;
+    o_firsttraceable = objects ? 0 : L.code_firsttraceable;
+    owner_skip_min = objects ? 1 << 30 : L.owner_skip_min;
+    owner_generator = objects ? -1 : L.owner_generator;
+    hidden_by_instr = !objects && L.minor >= 12 && L.minor <= 14;  // checked against their ceval.c (verified_prefix_t)
+    tag_mask = objects ? ~uintptr_t(0) : ~uintptr_t(L.code_tag_mask);
   }
   uintptr_t code_word(const char* frame) const { return load<uintptr_t>(frame + o_code); }
   uintptr_t instr(const char* frame) const {
