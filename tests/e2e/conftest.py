@@ -13,6 +13,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 BUILD = pathlib.Path(os.environ.get("TEST_BUILD_DIR", ROOT / "build")).resolve()
 LIBCDSA = BUILD / "lib" / "libcdsa.so"
+CDSA = BUILD / "bin" / "cdsa"
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = HERE / "scripts"
 PROGRAMS = BUILD / "tests" / "e2e"
@@ -39,6 +40,13 @@ def clean_env(extra=None, preload=True, dll="cdll"):
         env["LD_PRELOAD"] = first + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
         env.setdefault("E2E_SLOW", "10")  # scripts that queue work behind a busy kernel keep it busy longer
     return env
+
+
+def run_cli(*args, cwd=None, env=None, timeout=120):
+    """The cdsa CLI of the build under test with `args` (each made a string), its output captured as text. `env`: the
+    environment to run it in (None: this process's own; clean_env(preload=False) for one without CDSA_ settings)."""
+    return subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 SANITIZED = bool(os.environ.get("E2E_PRELOAD_FIRST"))

@@ -10,14 +10,8 @@ import subprocess
 import pytest
 
 from cdsa_report import live_block
-from conftest import BUILD, PROGRAMS, SCRIPTS, clean_env, marker_line, run_program, run_python
-
-CDSA = BUILD / "bin" / "cdsa"
-
-
-def cdsa(*args, cwd, env=None, timeout=120):
-    return subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+from conftest import BUILD, CDSA, PROGRAMS, SCRIPTS, clean_env, marker_line, run_program, run_python
+from conftest import run_cli as cdsa
 
 
 def one_trace(run):

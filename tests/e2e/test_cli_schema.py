@@ -1,16 +1,14 @@
 """The trace file format is documented (docs/trace-format.md) and has a JSON Schema (docs/trace-schema.json):
 every trace file real runs write must validate against it, and the schema must reject what the reader rejects."""
 import json
-import subprocess
 
 import jsonschema
 import pytest
 
-from conftest import BUILD, PROGRAMS, ROOT, run_program, run_python
+from conftest import BUILD, PROGRAMS, ROOT, run_cli, run_program, run_python
 
 SCHEMA = json.loads((ROOT / "docs" / "trace-schema.json").read_text())
 FORMAT_DOC = (ROOT / "docs" / "trace-format.md").read_text()
-CDSA = BUILD / "bin" / "cdsa"
 
 
 def validator():
@@ -40,7 +38,7 @@ def test_real_trace_files_validate(tmp_path, name, make):
     errors = sorted(validator().iter_errors(data), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:10])
     # The reader accepts what the schema accepts.
-    r = subprocess.run([str(CDSA), "report", files[0].name], cwd=tmp_path, capture_output=True, text=True)
+    r = run_cli("report", files[0].name, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # Every field the file holds is documented.
     def keys(x, out):
@@ -81,5 +79,5 @@ def test_schema_rejects_what_the_reader_rejects(tmp_path):
         assert not v.is_valid(doc), name
         f = tmp_path / f"{name}.json"
         f.write_text(json.dumps(doc))
-        r = subprocess.run([str(CDSA), "report", f.name], cwd=tmp_path, capture_output=True, text=True)
+        r = run_cli("report", f.name, cwd=tmp_path)
         assert r.returncode == 1 and f.name in r.stderr, (name, r.stderr)

@@ -1,13 +1,11 @@
 """Configuration problems (bad or unknown CDSA_* values) are said where they matter: once in a process that uses
 CUDA, never in one that does not (shells, compilers, tools a job starts), and by `cdsa run` before the command."""
-import subprocess
 import sys
 
 import pytest
 
-from conftest import BUILD, SCRIPTS, clean_env, run_program
+from conftest import BUILD, SCRIPTS, clean_env, run_cli, run_program
 
-CDSA = BUILD / "bin" / "cdsa"
 
 # Three kinds of problem: a bad integer, a bad choice, a name cdsa does not know.
 BAD = {"CDSA_NATIVE_DEPTH": "abc", "CDSA_TRACE": "sometimes", "CDSA_NATIV_DEPTH": "8"}
@@ -57,8 +55,8 @@ def test_disabled_library_stays_silent(tmp_path):
 
 def test_run_reports_before_the_command_starts(tmp_path):
     env = clean_env({"CDSA_NATIV_DEPTH": "8"}, preload=False)
-    proc = subprocess.run([str(CDSA), "run", "--trace", "sometimes", "--", "sh", "-c", "echo command-started >&2"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    proc = run_cli("run", "--trace", "sometimes", "--", "sh", "-c", "echo command-started >&2", cwd=tmp_path, env=env,
+                   timeout=60)
     assert proc.returncode == 0
     lines = proc.stderr.splitlines()
     assert lines[-1] == "command-started", proc.stderr
@@ -67,6 +65,5 @@ def test_run_reports_before_the_command_starts(tmp_path):
 
 def test_run_with_good_configuration_says_nothing(tmp_path):
     env = clean_env({"CDSA_NATIVE_DEPTH": "8"}, preload=False)
-    proc = subprocess.run([str(CDSA), "run", "--trace", "off", "--quiet", "--", "sh", "-c", "echo ok"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = run_cli("run", "--trace", "off", "--quiet", "--", "sh", "-c", "echo ok", cwd=tmp_path, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == "ok\n"

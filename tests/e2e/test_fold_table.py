@@ -3,11 +3,10 @@
 line, shows every other native frame (a binding, the op), and `--native-all` shows them all. The table is written
 out here again, independently of report/hybrid_stack.cc, so that a change to either is seen."""
 import re
-import subprocess
 
 import pytest
 
-from conftest import BUILD, run_python
+from conftest import BUILD, run_cli, run_python
 
 AUTOGRAD_LIB = BUILD / "tests" / "e2e" / "libe2e_autograd_sim.so"
 NATIVE = re.compile(r"^(.+?) \(([^()\s]+)\+0x[0-9a-f]+\)(?: at \S+)?$")  # "function (module+0x1f)[ at file:line]"
@@ -47,8 +46,7 @@ def test_the_report_folds_exactly_the_table(tmp_path, script, env, start, shown)
     assert run.reports == 1, run.err
     default = stack_of(run.report, start)
     (trace,) = run.traces()
-    full = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", "--native-all", trace.name], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    full = run_cli("report", "--native-all", trace.name, cwd=tmp_path, timeout=300)
     assert full.returncode == 0, full.stderr
     everything = native_frames(stack_of(full.stdout, start))
     kept = native_frames(default)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cdsa_report import graph_split
-from conftest import PROGRAMS, SCRIPTS, marker_line, py_frame, run_program, run_python
+from conftest import PROGRAMS, SCRIPTS, marker_line, py_frame, run_cli, run_program, run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
 PROGRAM = PROGRAMS / "e2e_graph_nodes"
@@ -117,10 +117,7 @@ def test_python_exec_update_shows_the_update_call_and_the_trace_keeps_it(tmp_pat
     assert py_frame("graph_nodes.py", "UPDATE-SITE", "main") in node, node
     nodes = run.trace()["report"]["candidates"][0]["graph_nodes"]
     assert {n.get("update_call") for n in nodes} == {"cuGraphExecUpdate_v2"}, nodes
-    from conftest import BUILD
-    import subprocess
-    again = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(run.traces()[0])], capture_output=True,
-                           text=True)
+    again = run_cli("report", run.traces()[0])
     assert again.returncode == 0, again.stderr
     assert "Taken into the exec by cuGraphExecUpdate_v2 at" in again.stdout + again.stderr
 
@@ -162,10 +159,7 @@ def test_trace_keeps_the_pick_and_cdsa_report_prints_the_same(tmp_path):
     kernels = [n["launch"]["kernel"] for n in cand["graph_nodes"]]
     assert kernels == ["fill_f32", "indexSelectSmallIndex"]
     assert cand["graph_node_pick"] == 1 and cand["graph_nodes_ambiguous"] is False
-    from conftest import BUILD
-    import subprocess
-    again = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(run.traces()[0])], capture_output=True,
-                           text=True)
+    again = run_cli("report", run.traces()[0])
     assert again.returncode == 0, again.stderr
     text = again.stdout + again.stderr
     assert "the device's assert names this one:" in text and "Added by cuGraphAddKernelNode_v2 at" in text, text
@@ -189,8 +183,6 @@ def test_cdsa_report_resymbolizes_the_update_stack_and_json_holds_it(tmp_path):
     trace, `cdsa report` restores the update call's frames as it does the node's own (the report's list of stacks
     includes the update stack), and `--json` holds that stack in place beside the id that names it."""
     import json
-    import subprocess
-    from conftest import BUILD
     run = run_program([PROGRAM, "exec-update"], cwd=tmp_path)
     assert run.reports == 1, run.err
     trace = run.traces()[0]
@@ -202,14 +194,13 @@ def test_cdsa_report_resymbolizes_the_update_stack_and_json_holds_it(tmp_path):
             f["function"], f["file"], f["line"] = "", "", 0
     stripped = tmp_path / "stripped.json"
     stripped.write_text(json.dumps(data))
-    cli = [str(BUILD / "bin" / "cdsa"), "report"]
-    again = subprocess.run(cli + [str(stripped)], capture_output=True, text=True)
+    again = run_cli("report", stripped)
     assert again.returncode == 0, again.stderr
     part = again.stdout[again.stdout.index("the device's assert names this one:"):]
     taken = part.index("Taken into the exec by cuGraphExecUpdate_v2 at")
     update, _ = marker_line(SOURCE, "UPDATE-SITE")
     assert f"graph_nodes.cc:{update}" in part[taken:] and "exec_update(" in part[taken:], part
-    as_json = json.loads(subprocess.run(cli + ["--json", str(trace)], capture_output=True, text=True).stdout)
+    as_json = json.loads(run_cli("report", "--json", trace).stdout)
     for n in as_json["candidates"][0]["graph_nodes"]:
         if n.get("update_stack_id") is not None:
             assert n["update_stack"]["native"], n

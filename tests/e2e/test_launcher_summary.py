@@ -7,9 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import BUILD, LIBCDSA, SCRIPTS, clean_env, marker_line
-
-CDSA = BUILD / "bin" / "cdsa"
+from conftest import BUILD, CDSA, LIBCDSA, SCRIPTS, clean_env, marker_line, run_cli
 SUMMARY = "cdsa: launcher summary"
 
 
@@ -60,8 +58,7 @@ def test_the_summary_names_the_faulting_rank_first(tmp_path):
     session = json.loads(next(tmp_path.glob("cdsa-*rank2-*.json")).read_text())["process"]["session"]
     assert f"Again, or later: cdsa merge --session {session} {tmp_path}" in s
     # The same verdict from the files, later (stdout, without the frame).
-    again = subprocess.run([str(CDSA), "merge", "--session", session, str(tmp_path)], capture_output=True, text=True,
-                           env=clean_env(preload=False), timeout=60)
+    again = run_cli("merge", "--session", session, tmp_path, env=clean_env(preload=False), timeout=60)
     assert again.returncode == 0 and again.stdout.split("\n\n")[1] == first, again.stdout
 
 
@@ -97,8 +94,8 @@ def test_plain_preload_makes_the_first_process_the_root(tmp_path):
 
 def test_a_single_process_gets_no_summary(tmp_path):
     # The root's own fault has its report: nothing more at its exit.
-    p = subprocess.run([str(CDSA), "run", "--", sys.executable, str(SCRIPTS / "rank_job.py"), "assert"],
-                       cwd=tmp_path, env=clean_env(preload=False), capture_output=True, text=True, timeout=120)
+    p = run_cli("run", "--", sys.executable, SCRIPTS / "rank_job.py", "assert", cwd=tmp_path,
+                env=clean_env(preload=False))
     assert p.returncode == 1 and "CUDA error 710" in p.stderr and SUMMARY not in p.stderr, p.stderr
 
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from conftest import BANNER, BUILD, LIBCDSA, PROGRAMS, SANITIZED, SIMDIR, clean_env, marker_line, run_program, run_python
+from conftest import (BANNER, BUILD, LIBCDSA, PROGRAMS, SANITIZED, SIMDIR, clean_env, marker_line, run_cli, run_program,
+                      run_python)
 
 HERE = pathlib.Path(__file__).resolve().parent
 CASES = PROGRAMS / "e2e_driver_cases"
@@ -189,11 +190,9 @@ def test_the_configured_libdw_is_the_one_the_live_report_uses(tmp_path, env):
 def test_cdsa_doctor_names_the_configured_libdw(tmp_path):
     """The CLI reads the same table: `cdsa doctor`'s symbolizer line follows CDSA_SYMBOLIZER_NO_LIBDW and
     CDSA_LIBDW_PATH, and lists neither as unknown."""
-    cli = BUILD / "bin" / "cdsa"
     seen = {}
     for name, value in [("CDSA_SYMBOLIZER_NO_LIBDW", "1"), ("CDSA_LIBDW_PATH", "/nonexistent/libdw.so.1")]:
-        p = subprocess.run([str(cli), "doctor"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                           env=clean_env({name: value}, preload=False))
+        p = run_cli("doctor", cwd=tmp_path, env=clean_env({name: value}, preload=False))
         line = [l for l in p.stdout.splitlines() if "symbolizer" in l]
         assert len(line) == 1, p.stdout
         seen[name] = line[0]
@@ -205,9 +204,8 @@ def test_cdsa_doctor_names_the_configured_libdw(tmp_path):
 def test_cdsa_report_says_once_that_a_configured_value_is_bad(tmp_path):
     """The CLI symbolizes with the table's values too, so a bad one is named once (as libcdsa.so names it), not
     ignored in silence."""
-    p = subprocess.run([str(BUILD / "bin" / "cdsa"), "report", str(tmp_path / "missing.json")], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120,
-                       env=clean_env({"CDSA_SYMBOLIZER_NO_LIBDW": "2"}, preload=False))
+    p = run_cli("report", tmp_path / "missing.json", cwd=tmp_path, env=clean_env({"CDSA_SYMBOLIZER_NO_LIBDW": "2"},
+                                                                               preload=False))
     lines = [l for l in p.stderr.splitlines() if "CDSA_SYMBOLIZER_NO_LIBDW" in l]
     assert lines == ["cdsa: CDSA_SYMBOLIZER_NO_LIBDW=2: expected 0 or 1; using the default"], p.stderr
     assert p.returncode == 1 and "missing.json" in p.stderr, p.stderr

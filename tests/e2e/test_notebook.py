@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, SANITIZED, clean_env
+from conftest import BUILD, CDSA, PROGRAMS, SANITIZED, clean_env, run_cli
 
 jupyter_client = pytest.importorskip("jupyter_client") if not os.environ.get("CI") else __import__("jupyter_client")
 if not os.environ.get("CI"):
@@ -20,12 +20,8 @@ if not os.environ.get("CI"):
 
 from jupyter_kernel import CELLS, check_fault_cells, run_cells  # noqa: E402  (tests/support)
 
-CDSA = BUILD / "bin" / "cdsa"
-
-
 def cdsa(*args, env=None, cwd=None):
-    return subprocess.run([str(CDSA), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env=env if env is not None else clean_env(preload=False))
+    return run_cli(*args, cwd=cwd, env=env if env is not None else clean_env(preload=False))
 
 
 def test_notebook_cells_report_note_and_restart_pointer(tmp_path):

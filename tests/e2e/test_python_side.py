@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, run_python
+from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, run_cli, run_python
 
 PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
@@ -61,8 +61,8 @@ def test_a_program_that_traces_itself_still_gets_the_note_on_its_uncaught_error(
 @pytest.mark.parametrize("mode", ["uncaught", "caught"])
 def test_the_note_under_cdsa_run(tmp_path, mode):
     # `cdsa run` (no LD_PRELOAD of the user's): the same note on the traceback and in format_exception.
-    p = subprocess.run([str(BUILD / "bin" / "cdsa"), "run", "--", sys.executable, str(SCRIPTS / "traceback_note.py"),
-                        mode], cwd=tmp_path, env=clean_env(preload=False), capture_output=True, text=True, timeout=120)
+    p = run_cli("run", "--", sys.executable, SCRIPTS / "traceback_note.py", mode, cwd=tmp_path,
+                env=clean_env(preload=False))
     r = Run(p, tmp_path)
     assert r.rc == 1 and r.reports == 1, r.err
     if mode == "uncaught":

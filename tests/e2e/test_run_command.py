@@ -3,15 +3,10 @@ import json
 import re
 import subprocess
 
-from conftest import BUILD, ROOT, SCRIPTS, clean_env, py_frame, Run
-
-CDSA = BUILD / "bin" / "cdsa"
-
+from conftest import BUILD, CDSA, ROOT, SCRIPTS, clean_env, py_frame, run_cli, Run
 
 def cdsa(*args, cwd, env=None):
-    e = clean_env(env, preload=False)
-    proc = subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, env=e, capture_output=True, text=True, timeout=180)
-    return Run(proc, cwd)
+    return Run(run_cli(*args, cwd=cwd, env=clean_env(env, preload=False), timeout=180), cwd)
 
 
 def test_run_preloads_and_returns_the_status(tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from cdsa_report import hint_lines, live_block
-from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, marker_line, run_python
+from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, marker_line, run_cli, run_python
 
 SEED = "seed_case.py"
 # The simulated driver prints the device's assert text with fprintf(stderr), as libcuda does; the shim does
@@ -145,12 +145,10 @@ def test_cdsa_report_prints_the_same_and_native_all_unfolds(tmp_path):
                                                              "CDSA_NATIVE_FULL": "1"})
     trace = run.traces()[0]
     live = live_block(run.err)
-    cdsa = BUILD / "bin" / "cdsa"
-    rep = subprocess.run([str(cdsa), "report", trace.name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    rep = run_cli("report", trace.name, cwd=tmp_path, timeout=300)
     assert rep.returncode == 0, rep.stderr
     assert rep.stdout == live
-    full = subprocess.run([str(cdsa), "report", "--native-all", trace.name], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300).stdout
+    full = run_cli("report", "--native-all", trace.name, cwd=tmp_path, timeout=300).stdout
     assert "_PyEval_EvalFrameDefault" in full and "folded" not in full and "libcdsa" not in full
     # The live report with CDSA_NATIVE_ALL=1 is the unfolded one, and cdsa report keeps that view.
     run_all = run_python("autograd_case.py", cwd=tmp_path / "..", env={"AUTOGRAD_SIM_LIB": str(AUTOGRAD_LIB),

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "shim/fault/attribution.h"
+#include "tests/unit/fixtures/snapshot_fixtures.h"
 
 namespace cdsa {
 namespace {
@@ -29,11 +30,8 @@ FaultSnapshot pdl_pairs(int n) {
 }
 
 StreamView view(uint64_t id, uint64_t launched, uint64_t landed, uint64_t marked, uintptr_t ctx = 0) {
-  StreamView v;  // marks made without the PDL proof (pdl_unproven kAllUnproven): a group mark proves only its last
-  v.id = id;
-  v.launched = launched;
-  v.landed = landed;
-  v.marks = true;
+  // Marks made without the PDL proof (pdl_unproven kAllUnproven): a group mark proves only its last.
+  StreamView v = fixtures::stream_view(-1, id, launched, landed);
   v.marked = marked;
   v.ctx = ctx;
   return v;
@@ -46,12 +44,7 @@ StreamView proven(StreamView v, uint64_t unproven = 0) {
   return v;
 }
 
-DeviceAssert names(const char* function) {
-  DeviceAssert a;
-  a.function = function;
-  a.message = std::string("x.cu:1: ") + function + ": block: [0,0,0], thread: [0,0,0] Assertion `0` failed.";
-  return a;
-}
+DeviceAssert names(const char* function) { return fixtures::device_assert(function, "x.cu", 1); }
 
 std::vector<uint64_t> seqs(const AttributionResult& a) {
   std::vector<uint64_t> out;

@@ -8,36 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/fixtures/snapshot_fixtures.h"
+
 namespace cdsa {
 namespace {
 
+using fixtures::device_assert;
+using fixtures::stream_view;
+
 // A launch record; `name` is a StringTable id the snapshot's kernel_names may map.
 LaunchRecord launch(uint64_t seq, uint64_t stream, uint64_t stream_seq, uint32_t name = kNoString) {
-  LaunchRecord r;
-  r.seq = seq;
-  r.stream_id = stream;
-  r.stream_seq = stream_seq;
-  r.kernel_name = name;
-  return r;
-}
-
-StreamView stream(int slot, uint64_t id, uint64_t launched, uint64_t landed, bool marks = true) {
-  StreamView v;
-  v.slot = slot;
-  v.id = id;
-  v.launched = launched;
-  v.landed = landed;
-  v.marks = marks;
-  return v;
-}
-
-DeviceAssert device_assert(const std::string& function) {
-  DeviceAssert a;
-  a.file = "Loss.cu";
-  a.line = 250;
-  a.function = function;
-  a.message = "Loss.cu:250: " + function + ": block: [0,0,0], thread: [2,0,0] Assertion `t >= 0` failed.";
-  return a;
+  return fixtures::launch_record(seq, stream, stream_seq, name);
 }
 
 // Two streams: 7 (launches 1, 3, 5 of the process) and 9 (launches 2, 4).
@@ -53,7 +34,7 @@ FaultSnapshot two_streams() {
 
 TEST(Attribution, OneStreamWithUnfinishedWorkIsExact) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 1), stream(1, 9, 2, 2)};  // stream 7: launch 2 and 3 unfinished
+  s.streams = {stream_view(0, 7, 3, 1), stream_view(1, 9, 2, 2)};  // stream 7: launch 2 and 3 unfinished
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
   ASSERT_EQ(a.candidates.size(), 1u);
@@ -71,7 +52,7 @@ TEST(Attribution, OneStreamWithUnfinishedWorkIsExact) {
 
 TEST(Attribution, SeveralStreamsWithUnfinishedWorkAreAmbiguousOldestFirst) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 0)};  // 7: its launch 3 (seq 5); 9: its launch 1 (seq 2)
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 0)};  // 7: its launch 3 (seq 5); 9: its launch 1 (seq 2)
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Ambiguous);
   ASSERT_EQ(a.candidates.size(), 2u);
@@ -84,7 +65,7 @@ TEST(Attribution, SeveralStreamsWithUnfinishedWorkAreAmbiguousOldestFirst) {
 
 TEST(Attribution, DeviceAssertTextPicksTheOneMatchingKernel) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};  // 7: gemm (seq 5); 9: nll_loss (seq 4)
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};  // 7: gemm (seq 5); 9: nll_loss (seq 4)
   s.asserts = {device_assert("nll_loss_forward_kernel")};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
@@ -96,7 +77,7 @@ TEST(Attribution, DeviceAssertTextPicksTheOneMatchingKernel) {
 
 TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};
   s.asserts = {device_assert("softmax_kernel")};  // matches neither
   AttributionResult none = attribute(s);
   EXPECT_EQ(none.verdict, Verdict::Ambiguous);
@@ -148,7 +129,7 @@ TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
 TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {
   FaultSnapshot s = two_streams();
   s.ring.erase(s.ring.begin(), s.ring.begin() + 3);      // the ring kept launches 4 and 5 only
-  s.streams = {stream(0, 7, 3, 1), stream(1, 9, 2, 2)};  // stream 7's launch 2 (seq 3) failed: gone
+  s.streams = {stream_view(0, 7, 3, 1), stream_view(1, 9, 2, 2)};  // stream 7's launch 2 (seq 3) failed: gone
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
   ASSERT_EQ(a.candidates.size(), 1u);
@@ -162,7 +143,7 @@ TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {
 TEST(Attribution, OverwrittenRecordRanksAfterRecordsStillInTheRing) {
   FaultSnapshot s = two_streams();
   s.ring.erase(s.ring.begin());                          // launch 1 (stream 7's first) is gone
-  s.streams = {stream(0, 7, 3, 0), stream(1, 9, 2, 1)};  // 7: its launch 1; 9: its launch 2 (seq 4)
+  s.streams = {stream_view(0, 7, 3, 0), stream_view(1, 9, 2, 1)};  // 7: its launch 1; 9: its launch 2 (seq 4)
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Ambiguous);
   ASSERT_EQ(a.candidates.size(), 2u);
@@ -174,7 +155,7 @@ TEST(Attribution, OverwrittenRecordRanksAfterRecordsStillInTheRing) {
 
 TEST(Attribution, StreamWithoutMarksCannotBeRuledOut) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 0, /*marks=*/false)};
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 0, /*marks=*/false)};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Ambiguous);  // one marked candidate, but stream 9 may hold the failing launch
   EXPECT_TRUE(a.unmarked_streams_pending);
@@ -185,7 +166,7 @@ TEST(Attribution, StreamWithoutMarksCannotBeRuledOut) {
 TEST(Attribution, OnlyStreamsWithoutMarksGiveRecentLaunchesUnproven) {
   FaultSnapshot s = two_streams();
   s.breadcrumbs_active = false;
-  s.streams = {stream(0, 7, 3, 0, false), stream(1, 9, 2, 0, false)};
+  s.streams = {stream_view(0, 7, 3, 0, false), stream_view(1, 9, 2, 0, false)};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Unknown);
   EXPECT_TRUE(a.unmarked_streams_pending);
@@ -212,7 +193,7 @@ TEST(Attribution, GraphReplayNamesTheGraphLaunchAndListsItsCapturedNodes) {
   replay.graph_id = 2;
   s.ring = {n1, n2, other, replay};
   s.graph_nodes = {other, n1, n2};
-  s.streams = {stream(0, 7, 1, 0)};
+  s.streams = {stream_view(0, 7, 1, 0)};
   AttributionResult a = attribute(s);
   // The replay is certain, which of its two kernel nodes failed is not: nothing tells them apart.
   EXPECT_EQ(a.verdict, Verdict::Ambiguous);
@@ -258,7 +239,7 @@ TEST(Attribution, GraphReplayOfOneNodeIsExact) {
   replay.graph_id = 5;
   s.ring = {replay};
   s.graph_nodes = {node};
-  s.streams = {stream(0, 7, 1, 0)};
+  s.streams = {stream_view(0, 7, 1, 0)};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
   EXPECT_FALSE(a.candidates[0].graph_nodes_ambiguous);
@@ -270,7 +251,7 @@ TEST(Attribution, CapturedRecordIsNeverTheFailingLaunch) {
   LaunchRecord captured = launch(1, 7, 1, 10);  // same stream and number as the real launch 1, but captured
   captured.flags = kFlagCaptured;
   s.ring = {captured, launch(2, 7, 1, 11)};
-  s.streams = {stream(0, 7, 1, 0)};
+  s.streams = {stream_view(0, 7, 1, 0)};
   AttributionResult a = attribute(s);
   ASSERT_EQ(a.candidates.size(), 1u);
   EXPECT_EQ(a.candidates[0].ring_index, 1);
@@ -279,7 +260,7 @@ TEST(Attribution, CapturedRecordIsNeverTheFailingLaunch) {
 TEST(Attribution, UnfinishedAtExitNamesTheLastLaunchOfTheOneUnfinishedStream) {
   // What the exit probe sees: every stream drained but one, whose last launch never finished.
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 2)};
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 2)};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
   ASSERT_EQ(a.candidates.size(), 1u);
@@ -290,7 +271,7 @@ TEST(Attribution, UnfinishedAtExitNamesTheLastLaunchOfTheOneUnfinishedStream) {
 TEST(Attribution, NothingUnfinishedGivesRecentLaunchesUnproven) {
   FaultSnapshot s = two_streams();
   s.ring.resize(2);
-  s.streams = {stream(0, 7, 1, 1), stream(1, 9, 1, 1)};
+  s.streams = {stream_view(0, 7, 1, 1), stream_view(1, 9, 1, 1)};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Unknown);
   ASSERT_EQ(a.candidates.size(), 2u);  // fewer than three in the ring: all of them
@@ -306,7 +287,7 @@ TEST(Attribution, LaunchInFlightOnAnotherThreadKeepsTheVerdictFromBeingExact) {
   // Issue 7 fact 10: the failing launch faulted before its thread recorded it; stream 9 has one innocent pending
   // launch. While a launch is in flight the ring cannot prove the pending one failed.
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 3), stream(1, 9, 2, 1)};
+  s.streams = {stream_view(0, 7, 3, 3), stream_view(1, 9, 2, 1)};
   ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
   s.launches_in_flight = 1;
   AttributionResult a = attribute(s);
@@ -319,7 +300,7 @@ TEST(Attribution, LaunchInFlightOnAnotherThreadKeepsTheVerdictFromBeingExact) {
   s.ring.erase(s.ring.begin() + 3);
   EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
   s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};
   s.asserts = {device_assert("nll_loss_forward_kernel")};
   s.launches_in_flight = 2;
   AttributionResult picked = attribute(s);

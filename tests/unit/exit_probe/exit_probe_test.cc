@@ -8,17 +8,14 @@
 #include <functional>
 #include <vector>
 
+#include "tests/unit/fixtures/snapshot_fixtures.h"
+
 namespace cdsa {
 namespace {
 
 StreamView stream(int slot, uint64_t launched, uint64_t marked, uint64_t landed, bool marks = true) {
-  StreamView v;
-  v.slot = slot;
-  v.id = static_cast<uint64_t>(slot) + 1;
-  v.launched = launched;
+  StreamView v = fixtures::stream_view(slot, static_cast<uint64_t>(slot) + 1, launched, landed, marks);
   v.marked = marked;
-  v.landed = landed;
-  v.marks = marks;
   return v;
 }
 

@@ -7,7 +7,7 @@
 #include "report/autograd.h"
 #include "report/trace.h"
 #include "report/trace_reader.h"
-#include "report_fixtures.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {
@@ -16,12 +16,7 @@ using fixtures::exact_report;
 using fixtures::expect_each;
 using fixtures::kernel_launch;
 
-ResolvedFrame nf(const std::string& function) {
-  ResolvedFrame f;
-  f.function = function;
-  f.module = "/x/libtorch_cuda.so";
-  return f;
-}
+ResolvedFrame nf(const std::string& function) { return fixtures::native_frame(function, "/x/libtorch_cuda.so"); }
 
 TEST(Autograd, NamesTheNodeFromItsNativeFrames) {
   CallStack st;

@@ -6,7 +6,7 @@
 
 #include "report/hints.h"
 #include "report/trace.h"
-#include "report_fixtures.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {

@@ -7,25 +7,14 @@
 
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {
 
-ResolvedFrame nf(const std::string& function, const std::string& module) {
-  ResolvedFrame f;
-  f.function = function;
-  f.module = module;
-  f.pc = 0x1000;
-  return f;
-}
+using fixtures::native_frame;
 
-PyFrame pf(const std::string& function, int line) {
-  PyFrame f;
-  f.file = "train.py";
-  f.function = function;
-  f.line = line;
-  return f;
-}
+PyFrame pf(const std::string& function, int line) { return fixtures::py_frame("train.py", function, line); }
 
 const char* kPy = "/usr/lib/libpython3.11.so.1.0";
 const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -33,14 +22,14 @@ const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 // Innermost first, as recorded: the launch from a binding called through ctypes from Python 3.11.
 CallStack ctypes_stack(bool with_binding) {
   CallStack st;
-  st.native = {nf("cdsa::wrapped_cuLaunchKernel", "/opt/cdsa/lib/libcdsa.so")};
-  if (with_binding) st.native.push_back(nf("at::native::embedding(at::Tensor const&)", "/x/libtorch_cuda.so"));
+  st.native = {native_frame("cdsa::wrapped_cuLaunchKernel", "/opt/cdsa/lib/libcdsa.so")};
+  if (with_binding) st.native.push_back(native_frame("at::native::embedding(at::Tensor const&)", "/x/libtorch_cuda.so"));
   for (auto f :
-       {nf("ffi_call_unix64", "/usr/lib/libffi.so.8"), nf("ffi_call", "/usr/lib/libffi.so.8"),
-        nf("_ctypes_callproc", "/x/_ctypes.cpython-311-x86_64-linux-gnu.so"),
-        nf("PyCFuncPtr_call", "/x/_ctypes.cpython-311-x86_64-linux-gnu.so"), nf("_PyObject_MakeTpCall", kPy),
-        nf("_PyEval_EvalFrameDefault", kPy), nf("PyEval_EvalCode", kPy), nf("run_mod", kPy), nf("Py_RunMain", kPy),
-        nf("__libc_start_main@@GLIBC_2.34", kLibc), nf("_start", "/usr/bin/python3.11")})
+       {native_frame("ffi_call_unix64", "/usr/lib/libffi.so.8"), native_frame("ffi_call", "/usr/lib/libffi.so.8"),
+        native_frame("_ctypes_callproc", "/x/_ctypes.cpython-311-x86_64-linux-gnu.so"),
+        native_frame("PyCFuncPtr_call", "/x/_ctypes.cpython-311-x86_64-linux-gnu.so"), native_frame("_PyObject_MakeTpCall", kPy),
+        native_frame("_PyEval_EvalFrameDefault", kPy), native_frame("PyEval_EvalCode", kPy), native_frame("run_mod", kPy), native_frame("Py_RunMain", kPy),
+        native_frame("__libc_start_main@@GLIBC_2.34", kLibc), native_frame("_start", "/usr/bin/python3.11")})
     st.native.push_back(f);
   st.python = {pf("launch", 85), pf("compute_loss", 14), pf("<module>", 22)};
   return st;
@@ -83,13 +72,13 @@ TEST(HybridStack, NativeAllShowsEveryFrameButCdsasOwnInPlace) {
 TEST(HybridStack, FramesBetweenTwoInterpreterRunsArePlacedWhenEachRunsOnePythonFrame) {
   // Python -> C extension (shown) -> Python callback -> launch.
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
-               nf("_PyEval_EvalFrameDefault", kPy),
-               nf("_PyFunction_Vectorcall", kPy),
-               nf("torch::autograd::THPFunction_apply", "/x/libtorch_python.so"),
-               nf("cfunction_call", kPy),
-               nf("_PyEval_EvalFrameDefault", kPy),
-               nf("Py_RunMain", kPy)};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"),
+               native_frame("_PyEval_EvalFrameDefault", kPy),
+               native_frame("_PyFunction_Vectorcall", kPy),
+               native_frame("torch::autograd::THPFunction_apply", "/x/libtorch_python.so"),
+               native_frame("cfunction_call", kPy),
+               native_frame("_PyEval_EvalFrameDefault", kPy),
+               native_frame("Py_RunMain", kPy)};
   st.python = {pf("forward", 30), pf("<module>", 5)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_TRUE(h.merged);
@@ -101,9 +90,9 @@ TEST(HybridStack, AnUnknownSplitAroundAShownFrameFallsBackToTwoLists) {
   // Two interpreter runs, three Python frames, and a frame worth showing between the runs: which run holds
   // the middle Python frame is not recorded, so the view does not guess.
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy),
-               nf("torch::autograd::THPFunction_apply", "/x/libtorch_python.so"), nf("_PyEval_EvalFrameDefault", kPy),
-               nf("_start", "/usr/bin/python3.11")};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("_PyEval_EvalFrameDefault", kPy),
+               native_frame("torch::autograd::THPFunction_apply", "/x/libtorch_python.so"), native_frame("_PyEval_EvalFrameDefault", kPy),
+               native_frame("_start", "/usr/bin/python3.11")};
   st.python = {pf("forward", 30), pf("apply", 20), pf("<module>", 5)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_FALSE(h.merged);
@@ -115,8 +104,8 @@ TEST(HybridStack, AnUnknownSplitAroundAShownFrameFallsBackToTwoLists) {
 
 TEST(HybridStack, AnUnknownSplitOverOnlyMachineryMergesFoldedButNotUnfolded) {
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy), nf("slot_tp_call", kPy),
-               nf("_PyObject_Call", kPy), nf("_PyEval_EvalFrameDefault", kPy)};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("_PyEval_EvalFrameDefault", kPy), native_frame("slot_tp_call", kPy),
+               native_frame("_PyObject_Call", kPy), native_frame("_PyEval_EvalFrameDefault", kPy)};
   st.python = {pf("forward", 30), pf("_call_impl", 20), pf("train", 9), pf("<module>", 5)};
   HybridStack folded = build_hybrid_stack(st, false);
   EXPECT_TRUE(folded.merged);
@@ -128,8 +117,8 @@ TEST(HybridStack, AnUnknownSplitOverOnlyMachineryMergesFoldedButNotUnfolded) {
 
 TEST(HybridStack, AStrippedInterpreterPairsByItsModule) {
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("", "/usr/bin/python3.11"), nf("", "/usr/bin/python3.11"),
-               nf("", "/usr/bin/python3.11")};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("", "/usr/bin/python3.11"), native_frame("", "/usr/bin/python3.11"),
+               native_frame("", "/usr/bin/python3.11")};
   st.python = {pf("f", 3), pf("<module>", 9)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_TRUE(h.merged);
@@ -140,9 +129,9 @@ TEST(HybridStack, AStrippedInterpreterPairsByItsModule) {
 TEST(HybridStack, ANativeStackCutBeforeTheInterpreterRanBelowThePythonFrames) {
   // The depth limit stopped the walk inside the op: no interpreter frame, no process start.
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"),
-               nf("at::native::nll_loss_forward_out_cuda", "/x/libtorch_cuda.so"),
-               nf("at::_ops::nll_loss_forward::call", "/x/libtorch_cpu.so")};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"),
+               native_frame("at::native::nll_loss_forward_out_cuda", "/x/libtorch_cuda.so"),
+               native_frame("at::_ops::nll_loss_forward::call", "/x/libtorch_cpu.so")};
   st.python = {pf("forward", 30), pf("<module>", 5)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_TRUE(h.merged);
@@ -151,24 +140,24 @@ TEST(HybridStack, ANativeStackCutBeforeTheInterpreterRanBelowThePythonFrames) {
                                       "native:at::native::nll_loss_forward_out_cuda", "native:cuLaunchKernel"}));
   // The whole stack, down to the start of the process, without an interpreter frame: nothing says where the
   // Python frames ran, so two lists.
-  st.native.push_back(nf("main", "/opt/app/bin/embedding-host"));
-  st.native.push_back(nf("__libc_start_main", kLibc));
+  st.native.push_back(native_frame("main", "/opt/app/bin/embedding-host"));
+  st.native.push_back(native_frame("__libc_start_main", kLibc));
   EXPECT_FALSE(build_hybrid_stack(st, false).merged);
 }
 
 TEST(HybridStack, MoreInterpreterRunsThanPythonFramesDoesNotPair) {
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("_PyEval_EvalFrameDefault", kPy),
-               nf("_PyEval_EvalFrameDefault", kPy)};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("_PyEval_EvalFrameDefault", kPy),
+               native_frame("_PyEval_EvalFrameDefault", kPy)};
   st.python = {pf("f", 3)};  // the Python depth limit cut the rest
   EXPECT_FALSE(build_hybrid_stack(st, false).merged);
 }
 
 TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsWholeNativeList) {
   CallStack st;
-  st.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("wrapper", "/opt/cdsa/lib/libcdsa.so"),
-               nf("torch::autograd::generated::EmbeddingBackward0::apply", "/x/libtorch_cpu.so"),
-               nf("start_thread", kLibc), nf("__clone3", kLibc)};
+  st.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("wrapper", "/opt/cdsa/lib/libcdsa.so"),
+               native_frame("torch::autograd::generated::EmbeddingBackward0::apply", "/x/libtorch_cpu.so"),
+               native_frame("start_thread", kLibc), native_frame("__clone3", kLibc)};
   HybridStack h = build_hybrid_stack(st, false);
   EXPECT_FALSE(h.merged);
   EXPECT_EQ(h.python_count, 0u);
@@ -178,21 +167,21 @@ TEST(HybridStack, AThreadWithoutPythonFramesKeepsItsWholeNativeList) {
   EXPECT_EQ(h.folded, 0u);
   // A Python thread whose frames could not be read: its interpreter frames are all that is left, so they stay.
   CallStack py;
-  py.native = {nf("_PyObject_MakeTpCall", "/usr/lib/libpython3.10.so.1.0"),
-               nf("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.10.so.1.0")};
+  py.native = {native_frame("_PyObject_MakeTpCall", "/usr/lib/libpython3.10.so.1.0"),
+               native_frame("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.10.so.1.0")};
   EXPECT_EQ(build_hybrid_stack(py, false).entries.size(), 2u);
 }
 
 TEST(HybridStack, RolesOfFrames) {
-  EXPECT_EQ(native_frame_role(nf("x", "/a/libcdsa.so")), FrameRole::Cdsa);
-  EXPECT_EQ(native_frame_role(nf("_PyEval_EvalFrameDefault.cold", "/usr/bin/python3.12")), FrameRole::Eval);
-  EXPECT_EQ(native_frame_role(nf("PyObject_Vectorcall", "/a/libtorch_python.so")), FrameRole::Machinery);
-  EXPECT_EQ(native_frame_role(nf("pybind11::cpp_function::dispatcher", "/a/libtorch_python.so")), FrameRole::Shown);
-  EXPECT_EQ(native_frame_role(nf("anything", "/usr/lib/libpython3.12.so.1.0")), FrameRole::Machinery);
+  EXPECT_EQ(native_frame_role(native_frame("x", "/a/libcdsa.so")), FrameRole::Cdsa);
+  EXPECT_EQ(native_frame_role(native_frame("_PyEval_EvalFrameDefault.cold", "/usr/bin/python3.12")), FrameRole::Eval);
+  EXPECT_EQ(native_frame_role(native_frame("PyObject_Vectorcall", "/a/libtorch_python.so")), FrameRole::Machinery);
+  EXPECT_EQ(native_frame_role(native_frame("pybind11::cpp_function::dispatcher", "/a/libtorch_python.so")), FrameRole::Shown);
+  EXPECT_EQ(native_frame_role(native_frame("anything", "/usr/lib/libpython3.12.so.1.0")), FrameRole::Machinery);
   // An extension module is not the interpreter.
-  EXPECT_EQ(native_frame_role(nf("f", "/a/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so")),
+  EXPECT_EQ(native_frame_role(native_frame("f", "/a/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so")),
             FrameRole::Shown);
-  EXPECT_FALSE(in_interpreter_module(nf("f", "/a/_C.cpython-311-x86_64-linux-gnu.so")));
+  EXPECT_FALSE(in_interpreter_module(native_frame("f", "/a/_C.cpython-311-x86_64-linux-gnu.so")));
 }
 
 TEST(HybridStackText, TheReportShowsOneListAndSaysWhatItFolded) {
@@ -221,8 +210,8 @@ TEST(HybridStackText, AFailedPairingSaysSoAndListsBoth) {
   FaultReport r;
   r.surfaced_stack.python = {pf("f", 3)};
   // The whole stack, but no interpreter frame recorded (an interpreter embedded in a stripped program).
-  r.surfaced_stack.native = {nf("cuLaunchKernel", "/lib/libcuda.so.1"), nf("??", "/opt/app/bin/host"),
-                             nf("_start", "/opt/app/bin/host")};
+  r.surfaced_stack.native = {native_frame("cuLaunchKernel", "/lib/libcuda.so.1"), native_frame("??", "/opt/app/bin/host"),
+                             native_frame("_start", "/opt/app/bin/host")};
   std::string text = format_report_text(r);
   EXPECT_NE(text.find("    File \"train.py\", line 3, in f\n"
                       "    Native frames (most recent call last; not paired with the Python frames):\n"

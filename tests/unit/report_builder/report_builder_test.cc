@@ -8,26 +8,15 @@
 #include "shim/fault/attribution.h"
 #include "shim/fault/fault_snapshot.h"
 #include "shim/fault/report_builder.h"
+#include "tests/unit/fixtures/snapshot_fixtures.h"
 
 namespace cdsa {
 namespace {
 
 constexpr uint32_t kNllName = 40, kGemmName = 41, kStackA = 7, kStackB = 8;
 
-LaunchRecord record(uint64_t seq, uint64_t stream, uint64_t stream_seq, uint32_t name, uint32_t stack) {
-  LaunchRecord r;
-  r.seq = seq;
-  r.stream_id = stream;
-  r.stream_seq = stream_seq;
-  r.kernel_name = name;
-  r.stack_id = stack;
-  r.grid[0] = r.block[0] = 1;
-  return r;
-}
-
-StreamView stream(int slot, uint64_t id, uint64_t launched, uint64_t landed) {
-  return {slot, id, launched, landed, /*marks*/ true};
-}
+using fixtures::launch_record;
+using fixtures::stream_view;
 
 SnapshotStack python_stack(const char* file, const char* function, int line) {
   SnapshotStack s;
@@ -39,8 +28,8 @@ SnapshotStack python_stack(const char* file, const char* function, int line) {
 FaultSnapshot two_pending() {
   FaultSnapshot s;
   s.breadcrumbs_active = true;
-  s.ring = {record(1, 7, 1, kGemmName, kStackA), record(2, 9, 1, kNllName, kStackB)};
-  s.streams = {stream(0, 7, 1, 0), stream(1, 9, 1, 0)};
+  s.ring = {launch_record(1, 7, 1, kGemmName, kStackA), launch_record(2, 9, 1, kNllName, kStackB)};
+  s.streams = {stream_view(0, 7, 1, 0), stream_view(1, 9, 1, 0)};
   s.kernel_names = {{kNllName, "_Z23nll_loss_forward_kernelPf"}, {kGemmName, "gemm"}};
   s.stacks = {{kStackA, python_stack("train.py", "step", 10)}, {kStackB, python_stack("loss.py", "loss", 20)}};
   return s;
@@ -54,7 +43,7 @@ report::FaultReport build(const FaultSnapshot& s) {
 
 TEST(ReportWording, AnExactLaunchSaysWhyWithItsNameAndStackFromTheSnapshot) {
   FaultSnapshot s = two_pending();
-  s.streams[0] = stream(0, 7, 1, 1);  // gemm finished: only nll_loss is pending
+  s.streams[0] = stream_view(0, 7, 1, 1);  // gemm finished: only nll_loss is pending
   report::FaultReport rep = build(s);
   EXPECT_EQ(rep.attribution, report::Attribution::Exact);
   ASSERT_EQ(rep.candidates.size(), 1u);
@@ -100,7 +89,7 @@ TEST(ReportWording, EveryLimitOfTheEvidenceIsANote) {
 TEST(ReportWording, AnOverwrittenRecordIsNamedByStreamAndNumber) {
   FaultSnapshot s = two_pending();
   s.ring.erase(s.ring.begin());
-  s.streams[1] = stream(1, 9, 1, 1);  // only stream 7's launch is pending, and its record is gone
+  s.streams[1] = stream_view(1, 9, 1, 1);  // only stream 7's launch is pending, and its record is gone
   report::FaultReport rep = build(s);
   ASSERT_EQ(rep.candidates.size(), 1u);
   EXPECT_EQ(rep.candidates[0].launch.stream_id, 7u);

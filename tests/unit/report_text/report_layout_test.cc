@@ -8,6 +8,7 @@
 
 #include "base/device_assert.h"
 #include "report/fault_report.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {
@@ -31,12 +32,7 @@ Candidate python_launch(const char* kernel, uint64_t stream, uint64_t seq, const
 }
 
 FaultReport base_report() {
-  FaultReport r;
-  r.code = 710;
-  r.error_name = "CUDA_ERROR_ASSERT";
-  r.error_string = "device-side assert triggered";
-  r.surfaced_call = "cuMemcpyDtoH_v2";
-  r.surfaced_tid = 11;
+  FaultReport r = fixtures::assert_report("cuMemcpyDtoH_v2", 11);
   r.surfaced_stack.python = {PyFrame{"train.py", "<module>", 30, "loss.item()"}};
   return r;
 }

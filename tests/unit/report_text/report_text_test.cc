@@ -8,47 +8,35 @@
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
 #include "report/note_text.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {
 
-PyFrame pf(const std::string& file, const std::string& function, int line, const std::string& source = "") {
-  return PyFrame{file, function, line, source};
-}
-
-ResolvedFrame nf(const std::string& function, const std::string& module) {
-  ResolvedFrame f;
-  f.function = function;
-  f.module = module;
-  f.pc = 0x1000;
-  return f;
-}
+using fixtures::native_frame;
+using fixtures::py_frame;
 
 // A launch made in notebook cell 2 through a helper, innermost first, as a Jupyter kernel records it.
 CallStack kernel_stack() {
   CallStack st;
-  st.python = {pf("/env/lib/python3.11/site-packages/simcuda.py", "launch", 85, "code = lib.cuLaunchKernel(f)"),
-               pf("Cell In[2]", "<module>", 2, "cu.launch(nll, args)"),
-               pf("/env/lib/python3.11/site-packages/IPython/core/interactiveshell.py", "run_code", 3577),
-               pf("/env/lib/python3.11/site-packages/IPython/core/interactiveshell.py", "run_ast_nodes", 3517),
-               pf("/env/lib/python3.11/asyncio/events.py", "_run", 84),
-               pf("/env/lib/python3.11/site-packages/ipykernel/kernelapp.py", "start", 739),
-               pf("<frozen runpy>", "_run_module_as_main", 198)};
+  st.python = {py_frame("/env/lib/python3.11/site-packages/simcuda.py", "launch", 85, "code = lib.cuLaunchKernel(f)"),
+               py_frame("Cell In[2]", "<module>", 2, "cu.launch(nll, args)"),
+               py_frame("/env/lib/python3.11/site-packages/IPython/core/interactiveshell.py", "run_code", 3577),
+               py_frame("/env/lib/python3.11/site-packages/IPython/core/interactiveshell.py", "run_ast_nodes", 3517),
+               py_frame("/env/lib/python3.11/asyncio/events.py", "_run", 84),
+               py_frame("/env/lib/python3.11/site-packages/ipykernel/kernelapp.py", "start", 739),
+               py_frame("<frozen runpy>", "_run_module_as_main", 198)};
   return st;
 }
 
 FaultReport sample_report() {
-  FaultReport r;
-  r.code = 710;
-  r.error_name = "CUDA_ERROR_ASSERT";
-  r.error_string = "device-side assert triggered";
-  r.surfaced_call = "cuMemcpyDtoH_v2";
+  FaultReport r = fixtures::assert_report("cuMemcpyDtoH_v2");
   r.attribution = Attribution::Exact;
   Candidate c;
   c.launch.kernel = "nll_loss_forward_reduce_cuda_kernel_2d";
   c.launch.kind = "kernel";
-  c.stack.python = {pf("/src/simcuda.py", "launch", 85, "code = lib.cuLaunchKernel(f)"),
-                    pf("/src/train.py", "compute_loss", 14, "cu.launch(nll, args)")};
+  c.stack.python = {py_frame("/src/simcuda.py", "launch", 85, "code = lib.cuLaunchKernel(f)"),
+                    py_frame("/src/train.py", "compute_loss", 14, "cu.launch(nll, args)")};
   r.candidates.push_back(c);
   r.trace_path = "cdsa-node7-1234.json";
   return r;
@@ -154,8 +142,8 @@ TEST(TracebackNote, OneLineEvenForLongOrMultiLineText) {
 TEST(TracebackNote, NativeOnlyLaunchNamesItsInnermostFunction) {
   FaultReport r = sample_report();
   r.candidates[0].stack.python.clear();
-  r.candidates[0].stack.native = {nf("cdsa::wrapped_cuLaunchKernel", "/x/libcdsa.so"),
-                                  nf("launch_nll(float*)", "/x/app")};
+  r.candidates[0].stack.native = {native_frame("cdsa::wrapped_cuLaunchKernel", "/x/libcdsa.so"),
+                                  native_frame("launch_nll(float*)", "/x/app")};
   r.candidates[0].stack.native[1].file = "/src/app.cc";
   r.candidates[0].stack.native[1].line = 40;
   EXPECT_NE(traceback_note(r).find("launched at launch_nll(float*) at app.cc:40 "), std::string::npos)
@@ -165,8 +153,8 @@ TEST(TracebackNote, NativeOnlyLaunchNamesItsInnermostFunction) {
 TEST(TracebackNote, LaterCellsArePointedBackToTheReport) {
   FaultReport r = sample_report();
   r.candidates[0].stack = kernel_stack();
-  r.surfaced_stack.python = {pf("/env/lib/python3.11/site-packages/simcuda.py", "sync", 9),
-                             pf("Cell In[3]", "<module>", 1), pf("<frozen runpy>", "_run_module_as_main", 198)};
+  r.surfaced_stack.python = {py_frame("/env/lib/python3.11/site-packages/simcuda.py", "sync", 9),
+                             py_frame("Cell In[3]", "<module>", 1), py_frame("<frozen runpy>", "_run_module_as_main", 198)};
   EXPECT_EQ(restart_pointer(r),
             "cdsa: the CUDA context died earlier (a fault in kernel nll_loss_forward_reduce_cuda_kernel_2d launched at "
             "Cell In[2], line 2: cu.launch(nll, args); trace cdsa-node7-1234.json; cdsa's report is in Cell In[3]'s "

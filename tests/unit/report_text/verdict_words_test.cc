@@ -7,6 +7,7 @@
 
 #include "report/fault_report.h"
 #include "report/verdict_words.h"
+#include "tests/unit/fixtures/report_fixtures.h"
 
 namespace cdsa::report {
 namespace {
@@ -103,12 +104,7 @@ TEST(VerdictWords, ANodesOriginIsNamed) {
 }
 
 TEST(ReportText, TheHeadIsTheReportsFirstLinesAndTheRuleItsLast) {
-  FaultReport r;
-  r.code = 710;
-  r.error_name = "CUDA_ERROR_ASSERT";
-  r.error_string = "device-side assert triggered";
-  r.surfaced_call = "cuCtxSynchronize";
-  r.surfaced_tid = 42;
+  FaultReport r = fixtures::assert_report("cuCtxSynchronize", 42);
   const std::string head = format_report_head(r);
   EXPECT_EQ(head,
             "\n==================== cdsa: asynchronous CUDA fault ====================\n"
