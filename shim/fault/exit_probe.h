@@ -1,4 +1,4 @@
-// The exit probe's poll (shim/fault/fault.cc's exit_probe): at exit, the streams whose marks have not all landed
+// The exit probe's poll (shim/fault/exit_probe.cc): at exit, the streams whose marks have not all landed
 // are queried until they finish, a query answers a sticky fault, or the time runs out. A pure function of what it
 // is handed, so that tests/unit/exit_probe drives it with made-up streams, answers and a clock.
 // Not thread-safe by itself (the caller's callbacks decide); allocates only what `views` returns; no lock.

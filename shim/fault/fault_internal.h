@@ -1,6 +1,7 @@
 // What the fault path (fault.cc) and the exit probe (exit_probe.cc) share: the once-only gate, when and where this
 // process started, and the trace file's write.
 // Internal to shim/fault/: the fault path's own files include it, nothing else.
+// Contract: the fault path's (allocates); write_trace blocks SIGXFSZ on the calling thread for its write.
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,7 @@
 // (the entries and node tables, stream capture, the report's view) and graph_calls.cc (the graph-building and exec
 // calls). Everything here runs under g_mutex, off the launch path.
 // Internal to shim/record/: the bookkeeping's own files include it, nothing else.
+// Contract: everything here runs under g_mutex and allocates, as graph_capture.h's setup-time calls do.
 #pragma once
 
 #include <cuda.h>

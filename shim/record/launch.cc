@@ -92,7 +92,7 @@ CUcontext current_context() {
   return ctx;
 }
 
-// What the exit probe needs to query a stream (shim/fault/fault.cc): a handle and context that name it. Written
+// What the exit probe needs to query a stream (shim/fault/exit_probe.cc): a handle and context that name it. Written
 // when a thread first meets the stream (a cache miss), not on every launch: a cached entry holds the same values.
 void note_probe_target(const StreamCacheEntry& e) {
   StreamState* st = stream_state(e.slot);

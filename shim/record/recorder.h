@@ -226,7 +226,7 @@ struct StreamState {
   std::atomic<uintptr_t> pdl_event{0};
   std::atomic<uint64_t> pdl_unproven{0};
   // A handle, context and thread that name the stream, written when a thread first meets it (shim/record/launch.cc's
-  // stream cache): the exit probe queries it with them (shim/fault/fault.cc), flush_all_breadcrumbs places its
+  // stream cache): the exit probe queries it with them (shim/fault/exit_probe.cc), flush_all_breadcrumbs places its
   // deferred mark (shim/record/breadcrumbs.h), and the snapshot's StreamView::ctx is the context.
   std::atomic<uintptr_t> last_handle{0};
   std::atomic<uintptr_t> last_ctx{0};

@@ -2,6 +2,7 @@
 // memory they are mapped in, the hash the streams and handle maps probe with, the overflow notice, the launch ring's
 // slots (written by launch_ring.cc, read again by the reclamation's marking in reclaim.cc), and each table's setup.
 // Internal to shim/record/: the recorder's own files include it, nothing else.
+// Contract: as recorder.h's (lock-free, no allocation after warm-up); the map_* functions run once, in recorder_init.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // The stack table's parts that its other users share: the cell layout (the reclamation reads the Python frames'
 // string ids from it), interning a captured stack, and the memo test of the launch path (stack_capture.cc), inline.
 // Internal to shim/record/: the recorder's own files include it, nothing else.
+// Contract: memo_id_now is the launch path's (lock-free, no allocation); intern_stack may reclaim (recorder.h).
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 // its cached stacks honest: loaded and kept by native_unwinder.cc, read on every capture (inline here: the capture
 // calls nothing for them).
 // Internal to shim/stacks/: the native walker's own files include it, nothing else.
+// Contract: load_unwinder is thread-safe and runs once; unload_count is lock-free (one or two loads, or one
+// dl_iterate_phdr where cdsa's dlclose is not the program's).
 #pragma once
 
 #include <dlfcn.h>

@@ -105,7 +105,7 @@ int capture_python_frames(PyFrameKey* out, int max, bool* truncated) noexcept;
 // time (the same stack again, or sites in a repeating order); then the chains found by the innermost frame's words.
 // While no code object was freed since a chain's guards last held (counted through PyCode_Type's tp_dealloc), the
 // guards hold unread, and on 3.11+ a chain of frames that the walk showed from their first traceable instruction on
-// (and entry frames) is verified by its frames' links and instruction pointers alone (python_stack.cc says why).
+// (and entry frames) is verified by its frames' links and instruction pointers alone (python_chain_cache.cc says why).
 // 512 chains of up to 48 visited frames per thread (deeper chains are walked plainly). Same guarantees as
 // capture_python_frames otherwise.
 struct PyMemo {  // kept with a cached chain for the caller (see NativeMemo); no initialisers

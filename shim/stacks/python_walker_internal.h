@@ -2,6 +2,7 @@
 // verified chain cache): the interpreter's functions and layout found at detection, the readiness test, and the
 // code-object fingerprint, inline here so that the cache's hit path calls none of them.
 // Internal to shim/stacks/: the walker's own files include it, nothing else.
+// Contract: g_rt is written once, before g_state says Ready, and only read after; ready() is one acquire load then.
 #pragma once
 
 #include <atomic>
