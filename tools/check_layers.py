@@ -8,7 +8,8 @@ Inside shim/, the stages of libcdsa.so, the same way (shim/entry.cc, the constru
 with one more rule: shim/record (the launch path) and shim/stacks (the walkers it takes stacks from) include
 nothing from report/ either, so the launch stage links without the fault path and the report model; and only
 shim/intercept (and shim/entry.cc) exports a symbol: every hook of libc or of the driver is there
-(shim/intercept/libc_hooks.def, driver_calls.def), so the stages below it interpose nothing. A violation prints FILE:LINE and the rule it breaks; exit 1."""
+(shim/intercept/libc_hooks.def, driver_calls.def), so the stages below it interpose nothing; and of shim/record
+only stack_capture.cc includes a walker (shim/stacks/native_stack.h, python_stack.h): the tables include none. A violation prints FILE:LINE and the rule it breaks; exit 1."""
 import pathlib
 import re
 import sys
@@ -19,6 +20,8 @@ EXTRA_FORBIDDEN = {"shim/record": {"report"}, "shim/stacks": {"report"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 EXPORT = re.compile(r'\bCDSA_EXPORT\b|visibility\("default"\)')
 EXPORTING = {"shim/intercept", "shim"}
+WALKERS = {"shim/stacks/native_stack.h", "shim/stacks/python_stack.h"}
+WALKER_DRIVER = "shim/record/stack_capture.cc"
 SOURCES = (".c", ".cc", ".h", ".def", ".inc")
 
 
@@ -55,6 +58,8 @@ def violations(root):
                 m = INCLUDE.match(line)
                 if not m or "/" not in m.group(1):
                     continue  # a system header, or a generated file found through the include path
+                if here == "shim/record" and m.group(1) in WALKERS and rel != WALKER_DRIVER:
+                    out.append(f"{rel}:{n}: {here} includes {m.group(1)} (only {WALKER_DRIVER} drives the walkers)")
                 there = layer_of(m.group(1))
                 if there is None or there == here:
                     continue

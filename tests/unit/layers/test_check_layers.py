@@ -46,6 +46,14 @@ def test_an_export_below_intercept_is_named(tmp_path, rel, line):
     assert f"{rel}:2:" in r.stdout and "only shim/intercept interposes" in r.stdout
 
 
+def test_a_table_that_includes_a_walker_is_named(tmp_path):
+    r = run(tmp_path, {"shim/record/stack_table.cc": '#include <cstdio>\n#include "shim/stacks/python_stack.h"\n',
+                       "shim/record/stack_capture.cc": '#include "shim/stacks/python_stack.h"\n'})
+    assert r.returncode == 1, r.stdout
+    assert "shim/record/stack_table.cc:2:" in r.stdout and "only shim/record/stack_capture.cc drives" in r.stdout
+    assert "stack_capture.cc:" not in r.stdout.replace("only shim/record/stack_capture.cc", "")
+
+
 def test_downward_and_same_layer_includes_pass(tmp_path):
     r = run(tmp_path, {
         "shim/intercept/interpose.cc": '#include "shim/fault/fault.h"\n#include "shim/record/launch.h"\n'
