@@ -60,7 +60,7 @@ def test_downward_and_same_layer_includes_pass(tmp_path):
                                        '#include "shim/intercept/interpose.h"\n#include "cuda_entry_points.inc"\n',
         "shim/fault/fault.cc": '#include "shim/record/recorder.h"\n#include "report/trace.h"\n',
         "shim/record/launch.cc": '#include "shim/common/driver.h"\n#include "symbolizer/bundled_dlopen.h"\n',
-        "shim/record/recorder.cc": '#include "shim/stacks/native_stack.h"\n',
+        "shim/record/stack_capture.cc": '#include "shim/stacks/native_stack.h"\n',
         "shim/stacks/native_stack.cc": '#include "shim/common/log.h"\n#include "symbolizer/bundled_dlopen.h"\n',
         "shim/entry.cc": '#include "shim/intercept/interpose.h"\nextern "C" CDSA_EXPORT void cdsa_library_copy() {}\n',
         "shim/intercept/libc_hooks.cc": 'extern "C" CDSA_EXPORT int fputs(const char* s, FILE* f);\n',
