@@ -94,7 +94,7 @@ int driver_version() {  // read at every call: a test may set it
 int unimplemented_call(const char* name) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   if (strcmp(name, "cuGetExportTable") != 0) {
-    CUresult e = sticky_result();
+    CUresult e = observe(t_current);
     if (e != CUDA_SUCCESS) return e;
   }
   return CUDA_ERROR_NOT_SUPPORTED;
