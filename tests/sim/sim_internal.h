@@ -76,10 +76,11 @@ struct CUctx_st {
   // cuCtxGetId: from one process-wide counter, in order of creation (cuCtxCreate) or activation (a primary
   // context's retain); a primary context made active again after a reset gets a new one. Context-bound objects
   // keep the id they were made under: an object of an older incarnation is gone.
-  unsigned long long id = 0;
+  // id and state change under S().mu but are read without it too (a thread's current context): atomic.
+  std::atomic<unsigned long long> id{0};
   int device = 0;
   bool primary = false;
-  State state = State::Inactive;
+  std::atomic<State> state{State::Inactive};
   std::atomic<int> sticky{0};            // this context's fault (0: none)
   std::vector<std::string> fault_lines;  // the device's assert text, written before `sticky`
   bool text_out = false;                 // the text was printed (guarded by S().mu)
@@ -114,7 +115,7 @@ struct CtxRef {
   CUctx_st* ctx = nullptr;
   unsigned long long id = 0;
   bool live() const { return ctx != nullptr && ctx->state == CUctx_st::State::Active && ctx->id == id; }
-  static CtxRef of(CUctx_st* c) { return CtxRef{c, c != nullptr ? c->id : 0}; }
+  static CtxRef of(CUctx_st* c) { return CtxRef{c, c != nullptr ? c->id.load() : 0}; }
 };
 
 struct Item {
