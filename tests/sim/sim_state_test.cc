@@ -156,11 +156,11 @@ SIM_CHILD_TEST(StickyAcrossThreadsTextOnce) {
   const int64_t targets[5] = {0, 1, 2, 50, 60};
   CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
   CUstream s = child_stream();
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
   CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
   // Many threads (none with a current context) race for the sticky error, each naming the context or its stream.
-  CUcontext ctx = nullptr;
-  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   std::atomic<int> asserts{0}, others{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -381,10 +381,10 @@ SIM_CHILD_TEST(AssertTextThroughStdio) {
   int32_t n = 5, classes = 5;
   int64_t ignore = -100;
   void* args[] = {&out, &tgt, &n, &classes, &ignore};
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);  // before the launch: it may fault at once
   CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(nll), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
            CUDA_SUCCESS);
-  CUcontext ctx = nullptr;
-  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Another thread's call observes the fault first and prints (it names the faulted context).
   std::thread([ctx] { CHILD_EQ(cuCtxSetCurrent(ctx), CUDA_ERROR_ASSERT); }).join();
