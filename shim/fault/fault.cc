@@ -299,7 +299,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   }
   // In a Jupyter kernel the program's Python prints it (through the kernel's sys.stderr: the cell's output).
   bool by_python = python_bridge_fault(report::report_to_json(rep), text, report::traceback_note(rep),
-                                       report::restart_pointer(rep));
+                                       report::prior_fault_note(rep), report::restart_pointer(rep));
   if (!text.empty() && !by_python) {
     begin_full_report_output();  // after a signal handler's prepared text, if one printed it
     // stderr closed, or a pipe nobody reads: given up after kStderrWaitMs; the trace file holds the report.
