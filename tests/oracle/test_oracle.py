@@ -53,7 +53,7 @@ def test_features_the_floors_name_are_generated():
     seen = set()
     for seed in range(300):
         seen.update(P.features(gen.generate(seed, CAPS)))
-    seen.update({"runner_c", "runner_py", "all"})
+    seen.update({"runner_c", "runner_py", "runner_py_cdll", "runner_py_pydll", "all"})
     missing = [f for f in floors["exact_floor"] if f not in seen]
     assert not missing, f"features no program of seeds 0..299 exercises: {missing}"
 
