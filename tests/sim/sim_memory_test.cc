@@ -115,5 +115,30 @@ TEST_F(SimTest, CopiesMemsetsHostFunctionsAndContextStack) {
   }).join();
 }
 
+// Stream-ordered allocation (sim_stream_alloc.cc): the free runs in stream order; a memop queued before it runs
+// still names a valid block when submitted, and faults (700) when it runs after the free; one submitted after the
+// free ran is refused.
+SIM_CHILD_TEST(StreamOrderedFreeBeforeAQueuedMemop) {
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUstream s = child_stream();
+  CUdeviceptr d = 0;
+  CHILD_EQ(cuMemAllocAsync(&d, 64, s), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue32(s, d, 1, 0), CUDA_SUCCESS);
+  CHILD_EQ(cuMemFreeAsync(d, s), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  CHILD_EQ(load(reinterpret_cast<uint32_t*>(d)), 1u);
+  CHILD_EQ(cuStreamWriteValue32(s, d, 2, 0), CUDA_ERROR_INVALID_VALUE);  // freed: refused at once
+  CHILD_EQ(cuMemFreeAsync(d, s), CUDA_ERROR_INVALID_VALUE);
+
+  CUdeviceptr e = 0;
+  CHILD_EQ(cuMemAllocAsync(&e, 64, nullptr), CUDA_SUCCESS);
+  CHILD_EQ(k_sleep(k, s, 100000), CUDA_SUCCESS);
+  CHILD_EQ(cuMemFreeAsync(e, s), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamWriteValue32(s, e, 3, 0), CUDA_SUCCESS);  // still allocated when submitted
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  child_exit_ok();
+}
+
 }  // namespace
 }  // namespace sim_test
