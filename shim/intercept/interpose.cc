@@ -72,7 +72,9 @@ enum class Kind {
   StreamDestroy,
   ProcAddress,
   StreamInfo,
-  ModuleUnload
+  ModuleUnload,
+  StreamSync,
+  CtxSync
 };
 
 #define CDSA_EXEMPT_NAME(name)
@@ -206,12 +208,15 @@ CUresult on_launch(KindTag<Kind::LaunchCoop>, F real, CUfunction f, unsigned gx,
 template <int Id, typename F>
 CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, CUfunction f, void** params,
                    void** extra) {
-  // The config and its attributes go to the driver untouched; cdsa only reads whether the launch is a PDL one.
+  // The config and its attributes go to the driver untouched; cdsa only reads whether the launch is a PDL one. Only
+  // programmatic stream serialization lets "the grid's execution ... overlap with the previous kernel in the
+  // stream" (cuda.h); CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT only records an event that triggers once "all block[s]
+  // in the associated kernel trigger the event", for dependents elsewhere to wait on: it changes nothing between
+  // this launch and the one before it, so the launch before keeps its own mark.
   bool programmatic = false;
   for (unsigned i = 0; cfg && cfg->attrs && i < cfg->numAttrs; ++i) {
     const CUlaunchAttribute& a = cfg->attrs[i];
-    if ((a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && a.value.programmaticStreamSerializationAllowed) ||
-        (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT && a.value.programmaticEvent.event))
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && a.value.programmaticStreamSerializationAllowed)
       programmatic = true;
   }
   LaunchScope launch(f, cfg ? cfg->hStream : nullptr, kCalls[Id].per_thread,
@@ -227,6 +232,7 @@ CUresult on_launch(KindTag<Kind::LaunchEx>, F real, const CUlaunchConfig* cfg, C
     li.block[0] = cfg->blockDimX, li.block[1] = cfg->blockDimY, li.block[2] = cfg->blockDimZ;
     li.shared_mem = cfg->sharedMemBytes;
     li.programmatic = programmatic;
+    li.via_launch_ex = true;
     for (unsigned i = 0; i < cfg->numAttrs && cfg->attrs; ++i)
       if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
         li.kind = LaunchKind::Cooperative;
@@ -412,7 +418,7 @@ CUresult dispatch(F real, A... a) {
     return r;
   } else if constexpr (k == Kind::StreamDestroy) {
     if constexpr (kTakesStream<A...>)
-      before_stream_operation(first_stream(a...), kCalls[Id].per_thread);
+      before_stream_destroy(first_stream(a...), kCalls[Id].per_thread);
     else
       before_context_teardown();
     CUresult r = real(a...);
@@ -458,6 +464,22 @@ CUresult dispatch(F real, A... a) {
         log_request("cuGetProcAddress", sym, version, flags,
                     select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
     }
+    return r;
+  } else if constexpr (k == Kind::StreamSync || k == Kind::CtxSync) {
+    // A successful synchronizing call proves the work submitted before it finished (shim/record/launch.h SyncProof).
+    SyncProof proof;
+    if constexpr (k == Kind::StreamSync)
+      proof = SyncProof::stream(first_stream(a...), kCalls[Id].per_thread);
+    else if constexpr (sizeof...(A) == 1)
+      proof = SyncProof::context(std::get<0>(std::tuple<A...>(a...)));  // cuCtxSynchronize_v2(ctx): NULL is current
+    else
+      proof = SyncProof::context(nullptr);
+    CUresult r = real(a...);
+    if (r == CUDA_SUCCESS) proof.succeeded();
+    if constexpr (k == Kind::StreamSync)
+      if (__builtin_expect(is_sticky_fault(r), 0))
+        set_fault_context_hint(stream_context(first_stream(a...), kCalls[Id].per_thread));
+    check<Id>(r);
     return r;
   } else if constexpr (k != Kind::StreamInfo && kTakesStream<A...>) {
     // Work on, a wait for, or a query of the stream: its deferred breadcrumb goes first (shim/record/breadcrumbs.h).
