@@ -225,6 +225,13 @@ TEST(Attribution, AnUnknownKernelIsNotRuledOutByTheAssert) {
   EXPECT_TRUE(a.candidates[0].reasons & kReasonAssertCannotRuleOut);
   EXPECT_FALSE(a.named_by_device_assert);
   EXPECT_EQ(a.verdict, Verdict::Exact);  // the only launch left whose mark was placed and never landed
+
+  // The assert names stream 9's kernel: the lost record may run it too, so neither is certain (it used to be left
+  // out, as matching nothing, and stream 9 named).
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
+  AttributionResult b = attribute(s);
+  EXPECT_EQ(b.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(b.candidates.size(), 2u);
 }
 
 // Issue 26 item 8 of its list (the attribution half): a replay has no kernel name of its own. Stream 7 replays a
