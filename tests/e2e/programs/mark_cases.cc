@@ -241,10 +241,15 @@ int busy(unsigned seed, bool settled) {
   for (int i = 0; i < nstreams; ++i) streams.push_back(new_stream());
   std::vector<Fill> fills(static_cast<size_t>(nstreams));
   for (auto& f : fills) check(cuMemAlloc(&f.p, 64), "cuMemAlloc");
-  NllArgs good, bad;
-  check(cuMemAlloc(&good.out, 4), "cuMemAlloc");
-  bad.out = good.out;
-  good.target = upload_targets(2);
+  // Each stream's kernels write their own output (the sim runs streams on threads of their own).
+  std::vector<NllArgs> goods(static_cast<size_t>(nstreams));
+  const CUdeviceptr targets = upload_targets(2);
+  for (auto& g : goods) {
+    check(cuMemAlloc(&g.out, 4), "cuMemAlloc");
+    g.target = targets;
+  }
+  NllArgs bad;
+  check(cuMemAlloc(&bad.out, 4), "cuMemAlloc");
   bad.target = upload_targets(10);
   const int total = 6 + pick(20), faulting = total - 1 - pick(3);
   const bool pdl_stream = pick(3) == 0;  // stream 0 carries PDL pairs
@@ -264,10 +269,10 @@ int busy(unsigned seed, bool settled) {
       launch_pdl(fill, fills[0].get(), s);
       seq += 2;
     } else if (what < 4) {
-      launch_plain(nll, good.get(), s);
+      launch_plain(nll, goods[static_cast<size_t>(si)].get(), s);
       ++seq;
     } else if (what < 6) {
-      launch_ex(nll, good.get(), s);
+      launch_ex(nll, goods[static_cast<size_t>(si)].get(), s);
       ++seq;
     } else if (what < 9) {
       launch_plain(fill, fills[static_cast<size_t>(si)].get(), s);
