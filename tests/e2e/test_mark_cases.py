@@ -158,8 +158,9 @@ def busy_rates(tmp_path, *mode):
 def test_busy_streams_exactness(tmp_path):
     # Several busy streams, the device's assert text, one faulting nll among good ones (some launches through
     # cuLaunchKernelEx, some PDL pairs on one stream): never a wrong certainty or a miss, and no PDL pair lost.
-    # With 5 ms for the earlier work to finish, it is exact in nearly all: a finished launch's mark lands at once on
-    # a stream that carries no PDL launch, and a deferred one is proven by cuStreamQuery before the next launch.
+    # When the earlier work has finished (the driver's own cuStreamQuery, unseen by cdsa, says so), it is exact in
+    # nearly all: a finished launch's mark lands at once on a stream that carries no PDL launch, and a deferred one
+    # is proven by cdsa's cuStreamQuery before the next launch.
     got = busy_rates(tmp_path, "settled")
     assert got["exact"] >= 0.9 * len(SEEDS), dict(got)
     # Launched back to back, some earlier launches may really be unfinished: listed then, never a wrong one.

@@ -15,8 +15,9 @@
 //   mark_cases busy SEED [settled]   2..4 streams of random fill / good nll launches (some through cuLaunchKernelEx,
 //                                    some PDL pairs, some syncs), one nll with bad targets among them, then
 //                                    cuCtxSynchronize; prints "FAULTING <global launch number>". settled: the work
-//                                    before the failing launch has 5 ms to finish (else it may still run: then the
-//                                    launches still unfinished are rightly candidates too)
+//                                    before the failing launch has finished (the driver's own cuStreamQuery, which
+//                                    cdsa does not see, says so); else it may still run, and the launches still
+//                                    unfinished are rightly candidates too
 // Functions named launch_* are noinline so the report can name them.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -123,22 +124,23 @@ int long_chain(bool ex) {
 // return cdsa's wrapper): a launch through it is one cdsa never sees.
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void**, void**);
-LaunchFn unseen_launch() {
+void* unseen(const char* name) {
   void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
   auto libc_dlsym =
       reinterpret_cast<void* (*)(void*, const char*)>(libc ? dlvsym(libc, "dlsym", "GLIBC_2.34") : nullptr);
   if (!libc_dlsym && libc)
     libc_dlsym = reinterpret_cast<void* (*)(void*, const char*)>(dlvsym(libc, "dlsym", "GLIBC_2.2.5"));
   void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  void* p = libc_dlsym && cuda ? libc_dlsym(cuda, "cuLaunchKernel") : nullptr;
+  void* p = libc_dlsym && cuda ? libc_dlsym(cuda, name) : nullptr;
   if (!p) {
-    fprintf(stderr, "program: the driver's own cuLaunchKernel not found\n");
+    fprintf(stderr, "program: the driver's own %s not found\n", name);
     exit(2);
   }
-  return reinterpret_cast<LaunchFn>(p);
+  return p;
 }
+LaunchFn unseen_launch() { return reinterpret_cast<LaunchFn>(unseen("cuLaunchKernel")); }
 
-int unseen(const std::string& how) {
+int unseen_fault(const std::string& how) {
   e2e::init_primary();
   CUfunction fill = fn("fill_f32"), illegal = fn("illegal_address");
   LaunchFn raw = unseen_launch();
@@ -258,7 +260,14 @@ int busy(unsigned seed, bool settled) {
     const int si = pick(nstreams);
     CUstream s = streams[static_cast<size_t>(si)];
     if (i == faulting) {
-      if (settled) usleep(5000);
+      if (settled) {
+        // Every earlier launch finishes, as the driver's own cuStreamQuery (which cdsa does not see) says; cdsa must
+        // tell that from its marks and its own queries.
+        auto query = reinterpret_cast<CUresult (*)(CUstream)>(unseen("cuStreamQuery"));
+        for (CUstream q : streams)
+          for (int t = 0; t < 100000 && query(q) == CUDA_ERROR_NOT_READY; ++t) usleep(100);
+        usleep(1000);
+      }
       launch_plain(nll, bad.get(), s);  // FAULT-SITE
       fault_seq = ++seq;
       break;  // the fault may come at once: later launches could meet it
@@ -295,7 +304,7 @@ int busy(unsigned seed, bool settled) {
 int main(int argc, char** argv) {
   std::string c = argc > 1 ? argv[1] : "", arg = argc > 2 ? argv[2] : "";
   if (c == "long-chain") return long_chain(arg == "ex");
-  if (c == "unseen") return unseen(arg);
+  if (c == "unseen") return unseen_fault(arg);
   if (c == "replay") return replay(arg == "ex");
   if (c == "event-cycles") return event_cycles(arg.empty() ? 1000 : atoi(arg.c_str()));
   if (c == "event-only") return event_only();
