@@ -192,7 +192,7 @@ def check_pdl_pairs(runs, between=()):
 
 
 def check_pdl_memop_wait(r, waited=None):
-    """Case 25b2. `r` (info): the answer kLandedPdlMarkProvesPrimary (shim/fault/attribution.h) waits for; 'yes' on
+    """Case 25b2. `r` (info): the answer kLandedPdlMarkProvesPrimary (shim/record/breadcrumbs.h) waits for; 'yes' on
     every machine the suite ran on is what flipping it needs; 'untested' when the secondary did not overlap.
     `waited` (a check): the same pair with cdsa's placement of a PDL group's mark (an event recorded on the stream and
     waited on, then the memop; shim/record/breadcrumbs.cc): cdsa takes that landed mark as proof that the primary

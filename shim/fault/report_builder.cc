@@ -62,16 +62,18 @@ report::Attribution attribution_of(Verdict v) {
 std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   if (c.reasons & kReasonRecentUnproven) return "recent launch (not proven)";
   std::string why;
-  if (c.reasons & kReasonPdlUnproven) {
-    why = "launched on stream " + std::to_string(c.stream_id) +
-          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished: that "
-          "mark went out without the event wait that makes it cover the whole group (CUDA does not document that "
-          "work after a PDL launch waits for the kernel before it), so it is listed after the launches the marks "
-          "point at";
+  if (c.reasons & kReasonMarkNotPlaced) {
+    why = (c.group > 1 ? "one of the last " + std::to_string(c.group) + " launches" : std::string("the last launch")) +
+          " on stream " + std::to_string(c.stream_id) +
+          ", after its last completion mark that landed; not proven finished: no mark was placed after " +
+          (c.group > 1 ? "them" : "it") + " (it waits for the stream's next operation" +
+          (c.pdl_group ? ", which may be a programmatic dependent launch" : "") + "), so nothing shows whether " +
+          (c.group > 1 ? "they" : "it") + " finished";
   } else if (c.group > 1) {
     why = "one of " + std::to_string(c.group) + " launches on stream " + std::to_string(c.stream_id) +
-          " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
-          "between them); " +
+          " sharing the first completion mark that never landed " +
+          (c.pdl_group ? "(programmatic dependent launch: no mark may sit between them); "
+                       : "(the marks between them could not be placed); ") +
           std::to_string(c.pending) + " launch" + (c.pending == 1 ? "" : "es") + " on it had not completed";
   } else {
     why = "first unfinished launch on stream " + std::to_string(c.stream_id) + "; " + std::to_string(c.pending) +
@@ -80,6 +82,8 @@ std::string why_text(const FaultSnapshot& s, const AttributedLaunch& c) {
   if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty() && !s.asserts.front().function.empty())
     why += "; other launches could not be ruled out by their marks, but only this kernel matches the device's assert in " +
            s.asserts.front().function;
+  if (c.reasons & kReasonAssertCannotRuleOut)
+    why += "; its kernel is not known, so the device's assert cannot rule it out";
   return why;
 }
 
@@ -240,10 +244,20 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   const FaultSnapshot& s = s_;
   rep->device_asserts = s.asserts;
   rep->attribution = attribution_of(a.verdict);
-  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s);
+  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s) &&
+                             !a.assert_matches_no_candidate &&
+                             !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
   if (a.unmarked_streams_pending)
     rep->notes.push_back("some streams had launches without breadcrumbs; they cannot be ruled out");
+  // The verdict rests on every candidate; a long group (an all-PDL decode step shares one mark across hundreds of
+  // launches) is shown by its first ones, and the report says how many more there are.
+  constexpr size_t kCandidatesShown = 32;
+  size_t shown = 0;
   for (const auto& c : a.candidates) {
+    if (shown++ == kCandidatesShown) {
+      rep->candidates_not_shown = a.candidates.size() - kCandidatesShown;
+      break;
+    }
     report::Candidate out;
     out.pending = c.pending;
     if (c.ring_index >= 0) {
@@ -313,17 +327,34 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     rep->notes.push_back(std::to_string(a.left_out_by_device_assert) +
                          " other candidate(s) were left out: their kernels are not the function the device's assert "
                          "names");
-  if (a.pdl_unproven > 0 && a.candidates.size() > a.pdl_unproven)
-    rep->notes.push_back(std::to_string(a.pdl_unproven) + " candidate(s) listed last (\"not proven finished\") are "
-                         "there only because the completion mark after their programmatic dependent (PDL) successor "
-                         "went out without its event wait, so it does not prove they finished; the candidate listed first is the first launch whose own "
-                         "mark never landed");
+  if (rep->candidates_not_shown > 0)
+    rep->notes.push_back(std::to_string(rep->candidates_not_shown) +
+                         " more candidate(s) are not shown; the verdict rests on all " +
+                         std::to_string(a.candidates.size()));
+  if (a.assert_matches_no_candidate)
+    rep->notes.push_back("the device's assert names " + s.asserts.front().function +
+                         ", which no candidate's kernel is: it may be a __device__ function one of them calls, or a "
+                         "launch cdsa did not record, so no launch is named as certain");
+  if (a.assert_names_no_kernel)
+    rep->notes.push_back("the device's assert is in " + s.asserts.front().function +
+                         ", which cannot be a __global__ function (an operator, a lambda or a class member: the kernel "
+                         "calls it), so it does not tell the candidates apart");
+  if (a.no_unfinished_evidence && a.verdict != Verdict::Exact && s.breadcrumbs_active && !a.unmarked_streams_pending)
+    rep->notes.push_back(a.verdict == Verdict::Unknown || a.candidates.empty() ||
+                                 (a.candidates.front().reasons & kReasonRecentUnproven)
+                             ? "the completion marks and successful synchronizing calls show every recorded launch "
+                               "finished, so the fault may come from work cdsa did not record (a memory operation or "
+                               "copy, or a launch it could not see)"
+                             : "no candidate's completion mark was placed (each is its stream's last launch, whose "
+                               "mark waits for the stream's next operation), so none is proven unfinished: the fault "
+                               "may also come from work cdsa did not record (a memory operation or copy, or a launch "
+                               "it could not see)");
   if (a.other_context_streams > 0)
     rep->notes.push_back(std::to_string(a.other_context_streams) +
                          " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the "
                          "context of the call that surfaced it, so they are not candidates");
   if (!s.recorder_overflow.empty()) rep->notes.push_back(s.recorder_overflow);
-  if (has_untracked_work(s)) rep->notes.push_back(untracked_calls_text(s, a.untracked_calls));
+  if (has_untracked_work(s)) rep->notes.push_back(untracked_calls_text(s, a.verdict != Verdict::Exact));
 }
 
 report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {

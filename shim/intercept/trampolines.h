@@ -60,7 +60,9 @@ enum class Kind {
   StreamDestroy,
   ProcAddress,
   StreamInfo,
-  ModuleUnload
+  ModuleUnload,
+  StreamSync,
+  CtxSync
 };
 
 #define CDSA_EXEMPT_NAME(name)

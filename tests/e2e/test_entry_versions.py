@@ -39,9 +39,9 @@ def test_a_launch_through_a_newer_entry_point_keeps_its_arguments_and_makes_no_v
     # cuCtxSynchronize at 13990 is the driver's 13000 function: wrapped, so the fault surfaces at that call.
     assert got[("cuCtxSynchronize", 13990)] == ("PFN_cuCtxSynchronize_v13000", "wrapped"), got
     assert run.reports == 1 and run.surfaced_at() == "cuCtxSynchronize_v2", run.err
-    # The one launch cdsa recorded (the good one, whose mark was still deferred) would be "the first unfinished":
-    # the bad launch it never saw makes that no proof.
-    assert "cdsa: the failing launch" not in run.report, run.report
+    # The one launch cdsa recorded (the good one) is not named: its mark landed, and the bad launch it never saw
+    # would make its candidacy no proof anyway.
+    assert "cdsa: the failing launch (" not in run.report, run.report
     assert "cuLaunchKernel (asked for at 13990)" in run.report, run.report
     assert header_version_text(run).startswith("CUDA 13."), run.report
     assert "no launch can be named as certain" in run.report
@@ -66,7 +66,7 @@ def test_a_request_above_the_drivers_version_gets_the_drivers_answer(tmp_path):
 def test_from_python_the_thunk_passes_every_argument_and_the_verdict_names_the_entry_point(tmp_path):
     called = run_python("future_entry_point.py", "called", cwd=tmp_path, env=FUTURE)
     assert called.rc == 1 and "CUDA error: cuCtxSynchronize_v2 returned 710" in called.err, called.err
-    assert "cdsa: the failing launch" not in called.report
+    assert "cdsa: the failing launch (" not in called.report
     assert "cuLaunchKernel (asked for at 13990)" in called.report, called.report
     (tmp_path / "uncalled").mkdir()
     uncalled = run_python("future_entry_point.py", "uncalled", cwd=tmp_path / "uncalled", env=FUTURE)

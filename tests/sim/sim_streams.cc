@@ -602,13 +602,33 @@ SIM_STREAM_WRITE_VALUE(cuStreamWriteValue64, cuuint64_t, true)
 
 // ---- events (each of the context current at cuEventCreate)
 
+// SIM_CUDA_EVENT_LOG=<file>: one line per event made or destroyed, "create|destroy <events alive after it>", so a
+// test can see whether a program (or a library in it) leaks events.
+static void note_event_count(const char* what) {
+  static const char* path = getenv("SIM_CUDA_EVENT_LOG");
+  if (path == nullptr || *path == '\0') return;
+  size_t alive;
+  {
+    Lock lk(S().mu);
+    alive = S().events.size();
+  }
+  char line[64];
+  int n = snprintf(line, sizeof line, "%s %zu\n", what, alive);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || n <= 0) return;
+  cdsa::base::write_all(fd, line, static_cast<size_t>(n));
+  close(fd);
+}
+
 SIM_API CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   CUresult r = enter_ctx();
   if (r != CUDA_SUCCESS) return r;
   if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (Flags & ~0xFu) return CUDA_ERROR_INVALID_VALUE;
   CtxRef ctx = CtxRef::of(t_current);
-  return create_handle(&Sim::events, phEvent, [&] { return std::make_unique<Event>(Event{ctx, nullptr, 0, Flags}); });
+  r = create_handle(&Sim::events, phEvent, [&] { return std::make_unique<Event>(Event{ctx, nullptr, 0, Flags}); });
+  if (r == CUDA_SUCCESS) note_event_count("create");
+  return r;
 }
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }
@@ -661,7 +681,11 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
 }
 
 namespace {
-CUresult event_destroy(CUevent h) { return destroy_handle(&Sim::events, h); }
+CUresult event_destroy(CUevent h) {
+  CUresult r = destroy_handle(&Sim::events, h);
+  if (r == CUDA_SUCCESS) note_event_count("destroy");
+  return r;
+}
 }  // namespace
 
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) { return event_destroy(hEvent); }
