@@ -193,20 +193,19 @@ int event_cycles(int n) {
   check(cuInit(0), "cuInit");
   CUdevice dev;
   check(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUfunction fill = nullptr;
   Fill f;
   for (int i = 0; i < n; ++i) {
     CUcontext ctx;
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-    if (!fill) {
-      check(cuModuleLoadData(&e2e::g_mod, "image"), "cuModuleLoadData");
-      fill = fn("fill_f32");
-      check(cuMemAlloc(&f.p, 64), "cuMemAlloc");
-    }
+    // The last release frees the context's modules and memory: each cycle loads and allocates anew.
+    check(cuModuleLoadData(&e2e::g_mod, "image"), "cuModuleLoadData");
+    CUfunction fill = fn("fill_f32");
+    check(cuMemAlloc(&f.p, 64), "cuMemAlloc");
     launch_ex(fill, f.get(), nullptr);
     launch_pdl(fill, f.get(), nullptr);
     check(cuStreamSynchronize(nullptr), "cuStreamSynchronize");  // the pair's mark goes out behind its event wait
+    check(cuMemFree(f.p), "cuMemFree");
     check(cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
   }
   printf("cycles: %d\n", n);
