@@ -419,7 +419,7 @@ class Runner:
                 name = self.sname("cuStreamQuery", ptsz)
                 self.poll(i, name, getattr(L, name), h)
         elif how in ("event", "event_query"):
-            h, ptsz = self.stream(op["s"])
+            h, ptsz = self.stream(op["s"]) if "s" in op else (None, False)
             ev = self.events[op["e"]]
             if op.get("rec", True):  # else recorded by an earlier op (maybe with another context current)
                 self.call(i, self.sname("cuEventRecord", ptsz), ev, h)
