@@ -27,7 +27,7 @@ MOTIF_WEIGHTS = {"plain": 26, "burst": 5, "pdl": 12, "cross": 10, "sync": 14, "c
 # context (ctx_sticky: per-context sticky errors), device 1's primary context torn down and made again.
 DEV1_FAULT_WEIGHT = 30
 CTX_FAULT_WEIGHT = 8
-DEV_RESET_WEIGHT = 6
+DEV_RESET_WEIGHT = 8
 SHORT_NAMES = ("fill", "sleep", "nll", "index", "illegal")
 
 
@@ -54,6 +54,9 @@ class Gen:
         self.event_devs = []  # each event's device (the context current at its cuEventCreate)
         self.per_ctx = bool(self.caps.get("ctx_sticky"))  # the per-context sim: sticky errors, handles per context
         self.dev1_faulted = False
+        self.dev1_order = list(SHORT_NAMES)  # the order device 1's functions were got in (setup: the default one)
+        self.dev1_launched = set()            # the kernels launched on device 1 since (their names cdsa has seen)
+        self.dev1_stale = {}                  # kernel -> the other kernel whose launched function had its address
 
     # ---- small helpers
     def grid(self, n=1):
@@ -365,6 +368,7 @@ class Gen:
             if k == "sleep":
                 spec["us"] = self.r.choice([1000, 20000])
             self.emit(t, "launch", s=f"x{self.r.randrange(self.dev1_streams)}", api="lk", **spec)
+            self.dev1_launched.add(k)
         self.emit(t, "device", d=0)
 
     def m_reload(self, t):
@@ -390,7 +394,14 @@ class Gen:
         teardown would take the fault with it)."""
         if self.nthreads > 1 or self.dev1_faulted:
             return self.m_dev1(t)
-        self.emit(t, "dev_reset", d=1, how=self.r.choice(["reset", "release"]), names=self.names())
+        names = self.names()
+        # The teardown frees the functions in the order they were got and the next ones take the freed addresses
+        # last-freed first (tests/sim/README.md): position q gets the address of the old order's position n-1-q.
+        n = len(SHORT_NAMES)
+        self.dev1_stale = {names[q]: self.dev1_order[n - 1 - q] for q in range(n)
+                           if self.dev1_order[n - 1 - q] in self.dev1_launched and self.dev1_order[n - 1 - q] != names[q]}
+        self.dev1_order, self.dev1_launched = names, set()
+        self.emit(t, "dev_reset", d=1, how=self.r.choice(["reset", "release"]), names=names)
 
     def capture_body(self, to_graph, n, bad_at=None):
         body = []
@@ -591,6 +602,9 @@ class Gen:
         stream, event or cuCtxSynchronize_v2 while device 0's context is current with device 0 work pending (issue 26
         item 5, mirrored), or only at exit."""
         r = self.r
+        if self.per_ctx and self.nthreads == 1 and r.random() < 0.3:
+            self.m_dev1(t)  # device 1 kernels, then its primary context torn down and made again (item 6)
+            self.m_dev_reset(t)
         self.dev1_faulted = True
         self.emit(t, "device", d=1)
         xs = f"x{r.randrange(self.dev1_streams)}"
@@ -600,8 +614,13 @@ class Gen:
             if k == "sleep":
                 spec["us"] = r.choice([1000, 20000])
             self.emit(t, "launch", s=f"x{r.randrange(self.dev1_streams)}", api="lk", **spec)
-        self.emit(t, "launch", s=xs, api=r.choice(["lk", "lk", "lkx", "pdl"]), fault=True,
-                  **self.kspec(self.bad_kernel()))
+            self.dev1_launched.add(k)
+        bad = self.bad_kernel()
+        stale = sorted(k for k in self.dev1_stale if k in ("nll", "index", "illegal"))
+        if stale and r.random() < 0.6:
+            # A kernel whose function took the address of one launched before the reset (issue 26 item 6).
+            bad = {"nll": "nll_bad", "index": "index_bad", "illegal": "illegal"}[r.choice(stale)]
+        self.emit(t, "launch", s=xs, api=r.choice(["lk", "lk", "lkx", "pdl"]), fault=True, **self.kspec(bad))
         how = pick(r, {"here_stream": 3, "here_ctx": 2, "other_event": 4, "other_stream": 3, "other_ctx_v2": 3,
                        "exit": 2})
         if how == "here_stream":
