@@ -23,6 +23,12 @@ SIMPLE_MOTIFS = {"plain": 40, "burst": 8, "sync": 20, "copy": 10, "memop": 10, "
 SIMPLE_FAULTS = {"plain": 70, "burst": 15, "unrecorded": 10, "thunk": 5}
 MOTIF_WEIGHTS = {"plain": 26, "burst": 5, "pdl": 12, "cross": 10, "sync": 14, "copy": 6, "memop": 6, "capture": 8,
                  "build": 6, "cycles": 5, "host_sleep": 3, "reload": 2, "ctx": 2}
+# Behind capabilities (drawn only where the sim has them): a fault on device 1 (devices), a fault in a created
+# context (ctx_sticky: per-context sticky errors), device 1's primary context torn down and made again.
+DEV1_FAULT_WEIGHT = 30
+CTX_FAULT_WEIGHT = 8
+DEV_RESET_WEIGHT = 8
+SHORT_NAMES = ("fill", "sleep", "nll", "index", "illegal")
 
 
 def pick(r, weights):
@@ -45,6 +51,12 @@ class Gen:
         self.n_blocks = 0
         self.requires = set()
         self.env = {}
+        self.event_devs = []  # each event's device (the context current at its cuEventCreate)
+        self.per_ctx = bool(self.caps.get("ctx_sticky"))  # the per-context sim: sticky errors, handles per context
+        self.dev1_faulted = False
+        self.dev1_order = list(SHORT_NAMES)  # the order device 1's functions were got in (setup: the default one)
+        self.dev1_launched = set()            # the kernels launched on device 1 since (their names cdsa has seen)
+        self.dev1_stale = {}                  # kernel -> the other kernel whose launched function had its address
 
     # ---- small helpers
     def grid(self, n=1):
@@ -94,11 +106,18 @@ class Gen:
         pool = [x for x in self.pools[t] if x != s]
         return self.r.choice(pool) if pool else None
 
-    def event(self):
-        if self.n_events and self.r.random() < 0.5:
-            return self.r.randrange(self.n_events)
+    def event(self, dev=0):
+        mine = [k for k, d in enumerate(self.event_devs) if d == dev]
+        if mine and self.r.random() < 0.5:
+            return self.r.choice(mine)
+        self.event_devs.append(dev)
         self.n_events += 1
         return self.n_events - 1
+
+    def names(self):
+        """An order to get the five functions in: a freed handle's address goes to the next one made, so it decides
+        which old kernel's address each new function takes (issue 26 item 6)."""
+        return self.r.sample(SHORT_NAMES, len(SHORT_NAMES))
 
     def new_graph(self):
         self.n_graphs += 1
@@ -121,7 +140,7 @@ class Gen:
         if self.caps.get("ctx_current_after_fault"):
             self.env["SIM_CUDA_CTX_CURRENT_AFTER_FAULT"] = r.choice(["fail", "ok"])
         self.devices = 1
-        if self.caps.get("devices", 1) >= 2 and not single and r.random() < 0.3:
+        if self.caps.get("devices", 1) >= 2 and not single and r.random() < (0.4 if self.per_ctx else 0.3):
             self.devices = 2
             self.env["SIM_CUDA_DEVICES"] = "2"
             self.dev1_streams = r.randint(1, 2)
@@ -182,10 +201,22 @@ class Gen:
             last = self.sync_op(fault_thread, s) if end == "sync" else \
                 {"op": "sync", "t": fault_thread, "how": "stream_query", "s": s}
             if self.devices == 2 and last["how"] in ("stream", "stream_query", "event", "event_query") and \
-                    r.random() < 0.5:
-                # Issue 26 item 5's shape: device 0's fault surfaces through its own stream or event while
-                # device 1's context is current.
+                    r.random() < 0.5 and not self.dev1_faulted and (last["how"].startswith("event") or s[0] == "s"):
+                # Issue 26 item 5's shape: device 0's fault surfaces through its own event (recorded while its
+                # context is current: an event records only on its own context's streams) or created stream while
+                # device 1's context is current, with device 1 work pending.
+                if last["how"].startswith("event"):
+                    ops.append({"op": "record", "t": fault_thread, "s": s, "e": last["e"]})
+                    last["rec"] = False
+                    last.pop("s")
                 ops.append({"op": "device", "t": fault_thread, "d": 1})
+                if r.random() < 0.7:
+                    k = r.choice(["nll", "sleep"])
+                    spec = self.kspec(k)
+                    if k == "sleep":
+                        spec["us"] = 20000
+                    ops.append({"op": "launch", "t": fault_thread, "s": f"x{r.randrange(self.dev1_streams)}",
+                                "api": "lk", **spec})
             ops.append(last)
         prog = {
             "format": P.FORMAT, "version": P.VERSION, "seed": self.seed, "backend": self.backend,
@@ -193,6 +224,23 @@ class Gen:
             "stream_flags": [r.choice([0, 1]) for _ in range(ncreated)], "events": self.n_events,
             "blocks": self.n_blocks, "env": self.env, "requires": sorted(self.requires), "ops": ops,
         }
+        if any(self.event_devs):
+            prog["event_devs"] = self.event_devs
+        if self.devices == 2:
+            self.requires.add("devices")
+        if any(op["op"] == "dev_reset" or (op["op"] == "ctx" and ("names" in op or op.get("fault"))) or
+               (op["op"] == "reload" and "names" in op) for op in ops):
+            self.requires.add("ctx_sticky")  # functions of their own context, freed handles reused
+        if "SIM_CUDA_SCHED_SEED" in self.env:
+            self.requires.add("sched_seed")
+        prog["requires"] = sorted(self.requires)
+        if "SIM_CUDA_SCHED_SEED" in self.env:
+            # Kernel durations uniform in [0, max]: a bound that keeps the program's expected serial time under
+            # about 0.4 s (a burst of 160 or 4,000 graph cycles at the default 2 ms would take seconds).
+            items = sum(op.get("n", 1) if op["op"] in ("burst", "cycles") else 4 if op["op"] == "graph_launch"
+                        else 1 for op in ops if op["op"] in ("launch", "burst", "cycles", "graph_launch", "ctx"))
+            max_us = min(r.choice([200, 1000, 2000]), max(20, 800000 // max(1, items)))
+            self.env["SIM_CUDA_SCHED_MAX_US"] = str(max_us)
         if end == "reset":
             prog["end"] = "reset"
         if self.devices == 2:
@@ -206,6 +254,8 @@ class Gen:
         weights = SIMPLE_MOTIFS if self.simple else MOTIF_WEIGHTS
         if self.devices == 2:
             weights = dict(weights, dev1=10)
+            if self.per_ctx:
+                weights = dict(weights, dev_reset=DEV_RESET_WEIGHT)
         kind = pick(self.r, weights)
         if kind == "reload" and (self.nthreads > 1 or self.graphs or self.execs):
             kind = "plain"
@@ -220,7 +270,12 @@ class Gen:
     def fault_block(self, t):
         saved = self.ops
         self.ops = []
-        kind = pick(self.r, SIMPLE_FAULTS if self.simple else FAULT_WEIGHTS)
+        weights = SIMPLE_FAULTS if self.simple else FAULT_WEIGHTS
+        if not self.simple and self.devices == 2:
+            weights = dict(weights, dev1=DEV1_FAULT_WEIGHT)
+        if not self.simple and self.per_ctx:
+            weights = dict(weights, ctx=CTX_FAULT_WEIGHT)
+        kind = pick(self.r, weights)
         if kind == "unrecorded" and not self.caps.get("stream_alloc"):
             kind = "plain"
         if kind == "thunk" and self.backend == "inject":
@@ -313,13 +368,40 @@ class Gen:
             if k == "sleep":
                 spec["us"] = self.r.choice([1000, 20000])
             self.emit(t, "launch", s=f"x{self.r.randrange(self.dev1_streams)}", api="lk", **spec)
+            self.dev1_launched.add(k)
         self.emit(t, "device", d=0)
 
     def m_reload(self, t):
-        self.emit(t, "reload")
+        if self.per_ctx:
+            self.emit(t, "reload", names=self.names())
+        else:
+            self.emit(t, "reload")
 
     def m_ctx(self, t):
-        self.emit(t, "ctx", how="create_destroy", **self.kspec("fill"))
+        """A created context, its own module and functions, one good launch, destroyed (its functions freed: the
+        next context's reuse their addresses)."""
+        if not self.per_ctx:
+            self.emit(t, "ctx", how="create_destroy", **self.kspec("fill"))
+            return
+        d = self.r.randrange(self.devices)
+        k = self.r.choice(["fill", "fill", "nll", "index", "sleep"])
+        self.emit(t, "ctx", how="create_destroy", d=d, names=self.names(), **self.kspec(k))
+
+    def m_dev_reset(self, t):
+        """Device 1's primary context reset or released (its last retain), retained again, its module, functions,
+        streams and events made again: the new functions take the freed addresses under other names (issue 26
+        item 6). One thread only (the others would use device 1's objects meanwhile), never after its fault (the
+        teardown would take the fault with it)."""
+        if self.nthreads > 1 or self.dev1_faulted:
+            return self.m_dev1(t)
+        names = self.names()
+        # The teardown frees the functions in the order they were got and the next ones take the freed addresses
+        # last-freed first (tests/sim/README.md): position q gets the address of the old order's position n-1-q.
+        n = len(SHORT_NAMES)
+        self.dev1_stale = {names[q]: self.dev1_order[n - 1 - q] for q in range(n)
+                           if self.dev1_order[n - 1 - q] in self.dev1_launched and self.dev1_order[n - 1 - q] != names[q]}
+        self.dev1_order, self.dev1_launched = names, set()
+        self.emit(t, "dev_reset", d=1, how=self.r.choice(["reset", "release"]), names=names)
 
     def capture_body(self, to_graph, n, bad_at=None):
         body = []
@@ -514,6 +596,77 @@ class Gen:
         self.emit(t, "memop", s=s, bits=self.r.choice([32, 64]), target=block, fault=True)
         if self.nthreads == 1:
             self.emit(t, "open", id=gate)
+
+    def f_dev1(self, t):
+        """A fault on device 1 (its primary context; device 0's keeps working), surfaced there, or through its
+        stream, event or cuCtxSynchronize_v2 while device 0's context is current with device 0 work pending (issue 26
+        item 5, mirrored), or only at exit."""
+        r = self.r
+        if self.per_ctx and self.nthreads == 1 and r.random() < 0.3:
+            self.m_dev1(t)  # device 1 kernels, then its primary context torn down and made again (item 6)
+            self.m_dev_reset(t)
+        self.dev1_faulted = True
+        self.emit(t, "device", d=1)
+        xs = f"x{r.randrange(self.dev1_streams)}"
+        for _ in range(r.randint(0, 2)):  # device 1 work before it, maybe still running
+            k = r.choice(["nll", "fill", "sleep"])
+            spec = self.kspec(k)
+            if k == "sleep":
+                spec["us"] = r.choice([1000, 20000])
+            self.emit(t, "launch", s=f"x{r.randrange(self.dev1_streams)}", api="lk", **spec)
+            self.dev1_launched.add(k)
+        bad = self.bad_kernel()
+        stale = sorted(k for k in self.dev1_stale if k in ("nll", "index", "illegal"))
+        if stale and r.random() < 0.6:
+            # A kernel whose function took the address of one launched before the reset (issue 26 item 6).
+            bad = {"nll": "nll_bad", "index": "index_bad", "illegal": "illegal"}[r.choice(stale)]
+        self.emit(t, "launch", s=xs, api=r.choice(["lk", "lk", "lkx", "pdl"]), fault=True, **self.kspec(bad))
+        how = pick(r, {"here_stream": 3, "here_ctx": 2, "other_event": 4, "other_stream": 3, "other_ctx_v2": 3,
+                       "exit": 2})
+        if how == "here_stream":
+            self.emit(t, "sync", how=r.choice(["stream", "stream_query"]), s=xs)
+        elif how == "here_ctx":
+            self.emit(t, "sync", how=r.choice(["ctx", "ctx_v2", "dtoh"]))
+        e = None
+        if how == "other_event":
+            e = self.event(dev=1)
+            self.emit(t, "record", s=xs, e=e)
+        self.emit(t, "device", d=0)
+        if how.startswith("other") or how == "exit":
+            s = self.stream(t)
+            for _ in range(r.randint(0, 3)):  # device 0 work pending when the fault surfaces
+                self.launch(t, s, self.good_kernel(0.5), api="lk")
+        if how == "other_event":
+            self.emit(t, "sync", how=r.choice(["event", "event_query"]), e=e, rec=False)
+        elif how == "other_stream":
+            self.emit(t, "sync", how=r.choice(["stream", "stream_query"]), s=xs)
+        elif how == "other_ctx_v2":
+            self.emit(t, "sync", how="ctx_v2", c=1)
+
+    def f_ctx(self, t):
+        """A fault in a created context (on device 0 or 1), often after another created context's teardown (its
+        functions take the freed addresses: issue 26 item 6), surfaced in it, or through its event or
+        cuCtxSynchronize_v2 with the previous context current again (item 5's shape), or never by the program."""
+        r = self.r
+        before = None
+        if r.random() < 0.6:
+            self.m_ctx(t)
+            before = self.ops[-1]
+        if r.random() < 0.4:
+            s = self.stream(t)
+            self.launch(t, s, "nll", api="lk")  # a pending decoy in the primary context, matching the assert text
+        spec = self.kspec(self.bad_kernel())
+        names = self.names()
+        bad = spec["k"][:-4] if spec["k"].endswith("_bad") else spec["k"]
+        if before is not None and before["k"] != bad and r.random() < 0.6:
+            # The bad kernel's function takes the address of the one the context before launched (the sim's
+            # teardown frees its functions in the order they were got, and the next ones made take the freed
+            # addresses last-freed first: tests/sim/README.md): a name kept by address is another kernel's.
+            names.remove(bad)
+            names.insert(len(SHORT_NAMES) - 1 - before["names"].index(before["k"]), bad)
+        self.emit(t, "ctx", how="create_destroy", d=r.randrange(self.devices), names=names, fault=True,
+                  surface=pick(r, {"stream": 3, "ctx": 2, "ctx_v2": 3, "event": 3, "event_query": 3, "exit": 2}),
+                  **spec)
 
     def gate_id(self):
         self.n_gates = getattr(self, "n_gates", 0) + 1

@@ -100,6 +100,9 @@ class Model:
             return
         self.runs.append((i, 0, [(op["k"], op["grid"])]))
 
+    def op_ctx(self, i, op):  # one launch in a created context (its own module's function)
+        self.runs.append((i, 0, [(op.get("k", "fill"), op["grid"])]))
+
     def op_burst(self, i, op):
         for j in range(op["n"]):
             k = op.get("bad", op["k"]) if j == op.get("bad_at", -1) else op["k"]
@@ -242,11 +245,58 @@ def ground_truth(program):
         op = program["ops"][i]
         return {"valid": True, "kind": "unrecorded", "what": what, "op": i, "sub": 0, "grid": op.get("grid"),
                 "code": FAULT_CODE.get(op.get("k"), 700) if what == "thunk" else 700,
-                "kernel": KERNEL_NAMES.get(op.get("k"), "")}
+                "kernel": KERNEL_NAMES.get(op.get("k"), ""), "dev": fault_device(program, i), "ctx": "primary"}
     i, j, k, grid = bad[0]
     op = program["ops"][i]
     return {"valid": True, "kind": "replay" if op["op"] == "graph_launch" else "launch", "op": i, "sub": j,
-            "grid": grid, "code": FAULT_CODE[k], "kernel": KERNEL_NAMES[k], "skipped": m.skipped}
+            "grid": grid, "code": FAULT_CODE[k], "kernel": KERNEL_NAMES[k], "skipped": m.skipped,
+            "dev": fault_device(program, i), "ctx": "created" if op["op"] == "ctx" else "primary"}
+
+
+def fault_device(program, i):
+    """The device whose context the faulting op's work runs in: a created context's (`ctx` op) or the stream's."""
+    op = program["ops"][i]
+    if op["op"] == "ctx":
+        return op.get("d", 0)
+    return 1 if str(op.get("s", "")).startswith("x") else 0
+
+
+def expected_fault_log(truth):
+    """What the sim's fault log (SIM_CUDA_FAULT_LOG) must hold for this truth: (names allowed, grid x, code)."""
+    if truth["kind"] == "unrecorded" and truth["what"] != "thunk":
+        return ({"cuStreamWriteValue32", "cuStreamWriteValue64"}, 0, 700)
+    return ({truth["kernel"]}, truth["grid"], truth["code"])
+
+
+def parse_fault_log(text):
+    """The sim's fault log lines: dict(ctx, stream, name, grid, code) each (tests/sim/README.md)."""
+    out = []
+    for line in (text or "").splitlines():
+        f = line.split()
+        if len(f) < 8 or f[3] != "grid":
+            out.append({"bad_line": line})
+            continue
+        out.append({"ctx": int(f[0]), "stream": int(f[1]), "name": f[2], "grid": [int(x) for x in f[4:7]],
+                    "code": int(f[7])})
+    return out
+
+
+def check_fault_log(truth, text):
+    """None when the sim's own record of the faults agrees with the generator's idea of the one faulting piece of
+    work, else why not (an oracle bug: the run is invalid, never counted against cdsa)."""
+    lines = parse_fault_log(text)
+    if not lines:
+        return "the sim logged no fault: the faulting work never ran"
+    if len(lines) > 1:
+        return f"the sim logged {len(lines)} faults: {[ln.get('name', ln.get('bad_line')) for ln in lines[:3]]}"
+    ln = lines[0]
+    if "bad_line" in ln:
+        return f"the sim's fault log line is not understood: {ln['bad_line']!r}"
+    names, grid, code = expected_fault_log(truth)
+    if ln["name"] not in names or ln["grid"][0] != grid or ln["code"] != code:
+        return (f"the sim logged {ln['name']} grid {ln['grid'][0]} code {ln['code']}; the generator's fault is "
+                f"{'/'.join(sorted(names))} grid {grid} code {code}")
+    return None
 
 
 def fault_op_index(program):
@@ -267,6 +317,96 @@ def stream_refs(program):
     return refs
 
 
+# Every feature a program can exercise, and the capabilities of the simulated driver it needs (oracle.py probes
+# them): a run prints each one's count, zero included, and the gate fails when one the driver allows has none.
+FEATURE_CAPS = {
+    "devices_multi": ("devices",), "fault_dev1": ("devices",), "surface_other_device": ("devices",),
+    "dev_reset": ("devices", "ctx_sticky"), "ctx_fault": ("ctx_sticky",), "surface_other_ctx": ("ctx_sticky",),
+    "fault_reused_handle": ("ctx_sticky",), "sim_sched_seed": ("sched_seed",), "sched_pdl": ("sched_seed",),
+    "sim_ctx_after_fault": ("ctx_current_after_fault",), "sim_ctx_after_fault_ok": ("ctx_current_after_fault",),
+    "stream_ordered_free": ("stream_alloc",), "fault_memop": ("stream_alloc",),
+}
+ALL_FEATURES = sorted({
+    "all", "backend_driver", "backend_cupti", "backend_inject", "streams_multi", "stream_legacy", "stream_per_thread",
+    "threads_multi", "events", "cross_stream_wait", "async_copy", "memop", "gate", "capture", "capture_to_graph",
+    "graph_built", "child_graph", "graph_add_node", "node_set", "exec_set", "exec_update", "node_enable",
+    "graph_cycles", "graph_cycles_2048", "graph_replays", "module_reload", "ctx_teardown", "handle_reuse", "pdl",
+    "pdl_long", "api_lkx", "api_proc", "api_lib", "api_coop", "api_thunk", "surface_exit", "surface_teardown",
+    "fault_launch", "fault_replay", "fault_thunk", "fault_700", "fault_710", "single_stream_plain", "runner_c",
+    "runner_py", "runner_py_cdll", "runner_py_pydll",
+} | {"sync_" + k for k in SYNC_KINDS} | set(FEATURE_CAPS))
+
+
+def features_for(caps):
+    """The features a run over a driver with these capabilities must exercise."""
+    return [f for f in ALL_FEATURES if all(caps.get(c) for c in FEATURE_CAPS.get(f, ()))]
+
+
+def stream_device(ref, cur):
+    if ref.startswith("x"):
+        return 1
+    if ref.startswith("s"):
+        return 0
+    return cur  # the special handles are the current context's own streams
+
+
+def surfacings(program, truth):
+    """Where the fault can surface: (ops after it that answer the faulting context's state, those of them that name
+    its object while another context is current, whether the faulting op itself surfaces it). An approximation from
+    the op list (timing decides which call is first)."""
+    ops = program["ops"]
+    fault = truth["op"]
+    event_devs = program.get("event_devs", [0] * program.get("events", 0))
+    cur = {}
+    here, other = [], []
+    fop = ops[fault]
+    if fop["op"] == "ctx":  # a created context: only the op itself names it
+        how = fop.get("surface", "stream")
+        cur_dev = 0
+        for op in ops[:fault]:
+            if op["op"] == "device" and op.get("t", 0) == fop.get("t", 0):
+                cur_dev = op["d"]
+        if how != "exit":
+            here.append(fault)
+            if how in ("ctx_v2", "event", "event_query"):
+                other.append((fault, cur_dev != fop.get("d", 0)))
+        return here, other, how != "exit"
+    dev = truth.get("dev", 0)
+    for i, op in enumerate(ops):
+        t = op.get("t", 0)
+        c = cur.get(t, 0)
+        if op["op"] == "device":
+            cur[t] = op["d"]
+        if i <= fault:
+            continue
+        kind = op["op"]
+        if kind == "device" and op["d"] == dev:
+            here.append(i)  # cuCtxSetCurrent answers the context it makes current
+        elif kind == "ctx" and c == dev:
+            here.append(i)  # cuCtxCreate answers the current context
+        elif kind == "sync":
+            how = op["how"]
+            if how in ("ctx", "dtoh", "htod", "memset", "free") or (how == "ctx_v2" and "c" not in op):
+                if c == dev:
+                    here.append(i)
+            elif how == "ctx_v2":
+                if op["c"] == dev:
+                    here.append(i)
+                    other.append((i, c != dev))
+            elif how in ("stream", "stream_query"):
+                if stream_device(op["s"], c) == dev:
+                    here.append(i)
+                    if not op["s"][0] in "sx" or c == dev:
+                        continue
+                    other.append((i, True))
+            elif how in ("event", "event_query"):
+                if event_devs[op["e"]] == dev:
+                    here.append(i)
+                    if c != dev:
+                        other.append((i, True))
+    return here, other, False
+
+
 def features(program, truth=None):
     truth = truth or ground_truth(program)
     ops = program["ops"]
@@ -276,6 +416,7 @@ def features(program, truth=None):
     launch_streams = {op["s"] for op in ops if op["op"] in ("launch", "burst", "graph_launch", "cycles")}
     launch_streams = {s for s in launch_streams if not s.startswith("x")} | (
         {"x"} if any(s.startswith("x") for s in launch_streams) else set())
+    launch_streams |= {f"ctx{i}" for i, op in enumerate(ops) if op["op"] == "ctx"}  # each on its own stream
     refs = stream_refs(program)
     if len(launch_streams | {op["s"] for op in ops if op["op"] in ("memop", "copy", "capture")}) > 1:
         f.add("streams_multi")
@@ -288,16 +429,18 @@ def features(program, truth=None):
         f.add("threads_multi")
     if program.get("devices", 1) > 1:
         f.add("devices_multi")
-        if any(op["op"] == "device" and op.get("d") == 1 for op in ops[(fault_op_index(program) or 0):]):
-            f.add("surface_other_device")
-    for var, feat in (("SIM_CUDA_SCHED_SEED", "sim_sched_seed"),
-                      ("SIM_CUDA_CTX_CURRENT_AFTER_FAULT", "sim_ctx_after_fault")):
-        if var in program.get("env", {}):
-            f.add(feat)
+    env = program.get("env", {})
+    if "SIM_CUDA_SCHED_SEED" in env:
+        f.add("sim_sched_seed")
+    if "SIM_CUDA_CTX_CURRENT_AFTER_FAULT" in env:
+        f.add("sim_ctx_after_fault")
+        if env["SIM_CUDA_CTX_CURRENT_AFTER_FAULT"] == "ok":
+            f.add("sim_ctx_after_fault_ok")
     if "record" in kinds or "wait" in kinds:
         f.add("events")
     if "wait" in kinds:
         f.add("cross_stream_wait")
+    freed = False  # an earlier teardown or unload freed function handles: the next ones reuse their addresses
     for op in ops:
         if op["op"] == "sync":
             f.add("sync_" + op["how"])
@@ -327,9 +470,16 @@ def features(program, truth=None):
         elif op["op"] == "cycles":
             f.add("graph_cycles")
         elif op["op"] == "reload":
-            f.add("module_reload")
+            f.update(("module_reload", "handle_reuse"))
+            freed = True
+        elif op["op"] == "dev_reset":
+            f.update(("dev_reset", "handle_reuse"))
+            freed = True
         elif op["op"] == "ctx":
-            f.add("ctx_teardown")
+            f.add("ctx_fault" if op.get("fault") else "ctx_teardown")
+            if freed:
+                f.add("handle_reuse")
+            freed = freed or not op.get("fault")
         elif op["op"] == "free_async":
             f.add("stream_ordered_free")
         if op["op"] in ("launch", "burst"):
@@ -338,6 +488,8 @@ def features(program, truth=None):
                 f.add("pdl")
             elif api != "lk":
                 f.add("api_" + api)
+    if "pdl" in f and "sim_sched_seed" in f:
+        f.add("sched_pdl")  # secondaries may run beside their primary, marks after them land before it ends
     if sum(op["n"] for op in ops if op["op"] == "cycles") >= 2048:
         f.add("graph_cycles_2048")
     if max(pdl_chain_lengths(program) + [0]) > 64:
@@ -349,20 +501,40 @@ def features(program, truth=None):
     if any(v > 1 for v in per_exec.values()):
         f.add("graph_replays")
     fault = fault_op_index(program)
-    if fault is not None:
-        after = ops[fault + 1:]
-        if not any(op["op"] == "sync" for op in after):
+    if truth.get("valid"):
+        here, other, in_op = surfacings(program, truth)
+        if not here:
             f.add("surface_exit")
+        if other:
+            f.add("surface_other_ctx")
+            if any(cross for _, cross in other):
+                f.add("surface_other_device")
         if program.get("end") == "reset":
             f.add("surface_teardown")
-    if truth.get("valid"):
         f.add("fault_" + (truth.get("what") if truth["kind"] == "unrecorded" else truth["kind"]))
         if truth["kind"] != "unrecorded":
             f.add("fault_" + {700: "700", 710: "710"}[truth["code"]])
+        if truth.get("dev") == 1:
+            f.add("fault_dev1")
+        before = ops[:truth["op"]]
+        fop = ops[truth["op"]]
+        if fop["op"] == "ctx":
+            if any(op["op"] in ("reload", "dev_reset") or (op["op"] == "ctx" and not op.get("fault"))
+                   for op in before):
+                f.add("fault_reused_handle")
+        elif truth.get("dev") == 1:
+            if any(op["op"] == "dev_reset" for op in before):
+                f.add("fault_reused_handle")
+        elif fop["op"] != "memop" and any(op["op"] == "reload" for op in before):
+            f.add("fault_reused_handle")
+    elif fault is not None and program.get("end") == "reset":
+        f.add("surface_teardown")
     graphs = {"capture", "build", "cycles", "graph_launch"} & set(kinds)
     if (len(launch_streams | {op["s"] for op in ops if op["op"] in ("memop", "copy")}) <= 1 and "pdl" not in f
-            and not graphs and "threads_multi" not in f):
+            and not graphs and "threads_multi" not in f and "devices_multi" not in f):
         f.add("single_stream_plain")
+    unknown = f - set(ALL_FEATURES)
+    assert not unknown, f"features missing from ALL_FEATURES: {unknown}"
     return sorted(f)
 
 

@@ -228,7 +228,9 @@ class Runner {
   }
 
   // ---- resources
-  void load_modules();
+  void load_modules(const json& order);
+  void get_functions(int i, CUmodule m, const json& order, std::map<std::string, CUfunction>* out);
+  void make_dev1_objects(int i, const json& names);
   CUdeviceptr alloc(size_t n);
   CUdeviceptr upload(std::vector<int64_t> v);
   CUstream stream(const std::string& ref, bool* ptsz);
@@ -255,6 +257,11 @@ class Runner {
   void op_build(int t, int i, const json& op);
   void op_cycles(int t, int i, const json& op);
   void op_ctx(int t, int i, const json& op);
+  void op_dev_reset(int t, int i, const json& op);
+  void set_current(int i, CUcontext c) {
+    call(i, "cuCtxSetCurrent", [&] { return cuCtxSetCurrent(c); });
+    cur_ = c;
+  }
   void poll(int i, const char* name, const std::function<CUresult()>& f);
   void thread_main(int t, const std::vector<std::pair<int, const json*>>& ops);
 
@@ -265,11 +272,14 @@ class Runner {
   EmitFn emit_ = nullptr;
   LaunchFn fake_launch_ = nullptr;
   thread_local static const char* sym_name_;
+  thread_local static CUcontext cur_;  // what this thread made current (the runner's own bookkeeping)
   CUcontext ctx_ = nullptr;
   CUmodule mod_ = nullptr;
   CUlibrary lib_ = nullptr;
   std::map<std::string, CUfunction> funcs_, funcs1_;
   std::vector<CUcontext> ctxs_;
+  std::vector<CUdevice> devs_;
+  std::vector<int> event_devs_;
   std::vector<CUstream> dev1_;
   CUdeviceptr fillbuf1_ = 0, out1_ = 0, labels1_ = 0;
   std::map<std::string, CUkernel> kernels_;
@@ -289,6 +299,7 @@ class Runner {
 };
 
 thread_local const char* Runner::sym_name_ = nullptr;
+thread_local CUcontext Runner::cur_ = nullptr;
 
 void Runner::setup() {
   check(-1, "cuInit", cuInit(0));
@@ -314,8 +325,9 @@ void Runner::setup() {
   CUdevice dev;
   call(-1, "cuDeviceGet", [&] { return cuDeviceGet(&dev, 0); });
   call(-1, "cuDevicePrimaryCtxRetain", [&] { return cuDevicePrimaryCtxRetain(&ctx_, dev); });
-  call(-1, "cuCtxSetCurrent", [&] { return cuCtxSetCurrent(ctx_); });
-  load_modules();
+  set_current(-1, ctx_);
+  devs_.push_back(dev);
+  load_modules(prog_.value("names", json()));
   out_ = alloc(4096);
   fillbuf_ = alloc(256);
   scratch_ = alloc(4096);
@@ -334,35 +346,26 @@ void Runner::setup() {
     call(-1, "cuStreamCreate", [&] { return cuStreamCreate(&s, static_cast<unsigned>(f)); });
     streams_.push_back(s);
   }
-  for (int k = 0; k < prog_.value("events", 0); ++k) {
-    CUevent e;
-    call(-1, "cuEventCreate", [&] { return cuEventCreate(&e, 0); });
-    events_.push_back(e);
-  }
+  // Events belong to the context current at cuEventCreate: "event_devs" says each one's device (default 0).
+  event_devs_.assign(prog_.value("events", 0), 0);
+  if (prog_.contains("event_devs")) event_devs_ = prog_["event_devs"].get<std::vector<int>>();
+  events_.assign(event_devs_.size(), nullptr);
+  for (size_t k = 0; k < events_.size(); ++k)
+    if (event_devs_[k] == 0) call(-1, "cuEventCreate", [&] { return cuEventCreate(&events_[k], 0); });
   ctxs_.push_back(ctx_);
-  if (prog_.value("devices", 1) > 1) {  // device 1's primary context, its module, buffers and streams
+  if (prog_.value("devices", 1) > 1) {  // device 1's primary context, its module, buffers, streams and events
     CUdevice dev1;
     CUcontext ctx1;
-    CUmodule mod1;
     call(-1, "cuDeviceGet", [&] { return cuDeviceGet(&dev1, 1); });
     call(-1, "cuDevicePrimaryCtxRetain", [&] { return cuDevicePrimaryCtxRetain(&ctx1, dev1); });
-    call(-1, "cuCtxSetCurrent", [&] { return cuCtxSetCurrent(ctx1); });
+    devs_.push_back(dev1);
     ctxs_.push_back(ctx1);
-    call(-1, "cuModuleLoadData", [&] { return cuModuleLoadData(&mod1, "image"); });
-    for (const auto& [shortname, name] : names_) {
-      CUfunction f;
-      call(-1, "cuModuleGetFunction", [&] { return cuModuleGetFunction(&f, mod1, name.c_str()); });
-      funcs1_[shortname] = f;
-    }
-    for (int k = 0; k < prog_.value("dev1_streams", 1); ++k) {
-      CUstream s;
-      call(-1, "cuStreamCreate", [&] { return cuStreamCreate(&s, 0); });
-      dev1_.push_back(s);
-    }
+    set_current(-1, ctx1);
     fillbuf1_ = alloc(256);
     out1_ = alloc(64);
     labels1_ = upload({3, 7, 1, 0});
-    call(-1, "cuCtxSetCurrent", [&] { return cuCtxSetCurrent(ctx_); });
+    make_dev1_objects(-1, prog_.value("dev1_names", json()));
+    set_current(-1, ctx_);
   }
   for (int k = 0; k < prog_.value("blocks", 0); ++k) {
     CUdeviceptr d = 0;
@@ -372,24 +375,67 @@ void Runner::setup() {
   }
 }
 
-void Runner::load_modules() {
+// The kernels by short name; `order` (a list of short names, default all five) is the order the functions are
+// got in: the sim hands a freed handle's address to the next one made (tests/sim/README.md), so the order decides
+// which old name each new function's address had.
+const std::vector<std::pair<std::string, std::string>>& kernel_names() {
+  static const std::vector<std::pair<std::string, std::string>> k = {
+      {"fill", "fill_f32"},
+      {"sleep", "sleep_us"},
+      {"nll", "nll_loss_forward_reduce_cuda_kernel_2d"},
+      {"index", "indexSelectSmallIndex"},
+      {"illegal", "illegal_address"}};
+  return k;
+}
+
+std::vector<std::string> name_order(const json& order) {
+  std::vector<std::string> out;
+  if (order.is_array())
+    for (const auto& n : order) out.push_back(n.get<std::string>());
+  for (const auto& [shortname, name] : kernel_names())
+    if (std::find(out.begin(), out.end(), shortname) == out.end()) out.push_back(shortname);
+  return out;
+}
+
+std::string long_name(const std::string& shortname) {
+  for (const auto& [s, name] : kernel_names())
+    if (s == shortname) return name;
+  return shortname;
+}
+
+void Runner::get_functions(int i, CUmodule m, const json& order, std::map<std::string, CUfunction>* out) {
+  for (const auto& shortname : name_order(order)) {
+    CUfunction f;
+    std::string name = long_name(shortname);
+    call(i, "cuModuleGetFunction", [&] { return cuModuleGetFunction(&f, m, name.c_str()); });
+    (*out)[shortname] = f;
+  }
+}
+
+void Runner::load_modules(const json& order) {
   call(-1, "cuModuleLoadData", [&] { return cuModuleLoadData(&mod_, "image"); });
   call(-1, "cuLibraryLoadData",
        [&] { return cuLibraryLoadData(&lib_, "fatbin", nullptr, nullptr, 0, nullptr, nullptr, 0); });
-  const std::pair<const char*, const char*> kNames[] = {{"fill", "fill_f32"},
-                                                        {"sleep", "sleep_us"},
-                                                        {"nll", "nll_loss_forward_reduce_cuda_kernel_2d"},
-                                                        {"index", "indexSelectSmallIndex"},
-                                                        {"illegal", "illegal_address"}};
-  for (auto [shortname, name] : kNames) {
-    CUfunction f;
+  get_functions(-1, mod_, order, &funcs_);
+  for (const auto& shortname : name_order(order)) {
     CUkernel k;
-    call(-1, "cuModuleGetFunction", [&] { return cuModuleGetFunction(&f, mod_, name); });
-    call(-1, "cuLibraryGetKernel", [&] { return cuLibraryGetKernel(&k, lib_, name); });
-    funcs_[shortname] = f;
+    std::string name = long_name(shortname);
+    call(-1, "cuLibraryGetKernel", [&] { return cuLibraryGetKernel(&k, lib_, name.c_str()); });
     kernels_[shortname] = k;
     names_[shortname] = name;
   }
+}
+
+// Device 1's module, functions (in `names` order), streams and events, made with its primary context current
+// (at setup, and again after its reset or last release).
+void Runner::make_dev1_objects(int i, const json& names) {
+  CUmodule mod1;
+  call(i, "cuModuleLoadData", [&] { return cuModuleLoadData(&mod1, "image"); });
+  get_functions(i, mod1, names, &funcs1_);
+  dev1_.assign(prog_.value("dev1_streams", 1), nullptr);
+  for (auto& s : dev1_) call(i, "cuStreamCreate", [&] { return cuStreamCreate(&s, 0); });
+  for (size_t k = 0; k < events_.size(); ++k)
+    if (event_devs_[k] == 1) call(i, "cuEventCreate", [&] { return cuEventCreate(&events_[k], 0); });
 }
 
 CUdeviceptr Runner::alloc(size_t n) {
@@ -427,7 +473,9 @@ void Runner::args(const json& spec, Args* a) {
     a->l0 = spec.value("us", 100);
     a->ptrs[0] = &a->l0, a->n = 1;
   } else if (k == "nll" || k == "nll_bad") {
-    a->p0 = dev1 ? out1_ : out_, a->p1 = dev1 ? labels1_ : labels_[k == "nll_bad"], a->i0 = 4, a->i1 = 10;
+    // Memory is one address space (tests/sim/README.md): device 1's bad labels are device 0's.
+    a->p0 = dev1 ? out1_ : out_, a->p1 = k == "nll_bad" ? labels_[1] : dev1 ? labels1_ : labels_[0], a->i0 = 4;
+    a->i1 = 10;
     a->l0 = -100;
     a->ptrs[0] = &a->p0, a->ptrs[1] = &a->p1, a->ptrs[2] = &a->i0, a->ptrs[3] = &a->i1, a->ptrs[4] = &a->l0;
     a->n = 5;
@@ -556,7 +604,8 @@ void Runner::op_sync(int, int i, const json& op) {
     call(i, "cuCtxSynchronize", [&] { return cuCtxSynchronize(); });
   } else if (how == "ctx_v2") {
     auto fn = reinterpret_cast<CtxSync2Fn>(proc("cuCtxSynchronize", 13000, 0));
-    call(i, "cuCtxSynchronize_v2", [&] { return fn(nullptr); });
+    CUcontext c = op.contains("c") ? ctxs_.at(op["c"].get<size_t>()) : nullptr;  // NULL: the current one
+    call(i, "cuCtxSynchronize_v2", [&] { return fn(c); });
   } else if (how == "stream") {
     auto fn = ptsz ? sym<StreamFn>("cuStreamSynchronize_ptsz") : &cuStreamSynchronize;
     call(i, ptsz ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize", [&] { return fn(h); });
@@ -566,7 +615,8 @@ void Runner::op_sync(int, int i, const json& op) {
   } else if (how == "event" || how == "event_query") {
     CUevent ev = events_.at(op["e"].get<size_t>());
     auto rec = ptsz ? sym<EventStreamFn>("cuEventRecord_ptsz") : &cuEventRecord;
-    call(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", [&] { return rec(ev, h); });
+    if (op.value("rec", true))  // else recorded by an earlier op (maybe with another context current)
+      call(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", [&] { return rec(ev, h); });
     if (how == "event")
       call(i, "cuEventSynchronize", [&] { return cuEventSynchronize(ev); });
     else
@@ -765,33 +815,85 @@ void Runner::op_cycles(int t, int i, const json& op) {
   }
 }
 
+// A created context (cuCtxCreate_v2 on device `d`, pushed current) with its own module and functions (in
+// `names` order: they take the addresses the last teardown freed), a stream and one launch of `k` in it. Good work:
+// synchronized, then the stream and the context destroyed (its functions freed for the next ones). The fault
+// (`fault`): surfaced by `surface` — "stream" (cuStreamSynchronize), "ctx" (cuCtxSynchronize, it current),
+// "ctx_v2" (cuCtxSynchronize_v2 of it with the previous context current again), "event" / "event_query" (an event
+// of it recorded on its stream, waited for or polled with the previous context current), "exit" (the previous
+// context current again, nothing waits: the context lives on, its fault unobserved by the program).
 void Runner::op_ctx(int t, int i, const json& op) {
+  CUcontext prev = cur_;
   CUcontext ctx2 = nullptr;
-  CUdevice dev = 0;
+  CUdevice dev = devs_.at(op.value("d", 0));
   auto create = sym<CtxCreate2Fn>("cuCtxCreate_v2");
   call(i, "cuCtxCreate_v2", [&] { return create(&ctx2, 0, dev); });
-  try {
-    CUstream s;
-    call(i, "cuStreamCreate", [&] { return cuStreamCreate(&s, 0); });
-    Args a;
-    args(json{{"k", "fill"}}, &a);
-    CUfunction f = funcs_.at("fill");
-    unsigned grid = op["grid"];
-    sym_name_ = "fill_f32";
-    LaunchFn fn = backend_ == "cupti" ? fake_launch_ : &cuLaunchKernel;
-    LaunchParams lp{f, grid, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr};
-    call(
-        i, "cuLaunchKernel", [&] { return fn(f, grid, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr); }, kCbLaunch[0], &lp);
-    log(t, i, grid, "k");
+  cur_ = ctx2;
+  CUmodule m2 = nullptr;
+  std::map<std::string, CUfunction> f2;
+  call(i, "cuModuleLoadData", [&] { return cuModuleLoadData(&m2, "image"); });
+  get_functions(i, m2, op.value("names", json()), &f2);
+  CUstream s;
+  call(i, "cuStreamCreate", [&] { return cuStreamCreate(&s, 0); });
+  const std::string k = str(op, "k", "fill");
+  Args a;
+  args(op, &a);
+  CUfunction f = f2.at(base(k));
+  unsigned grid = op["grid"];
+  sym_name_ = names_.at(base(k)).c_str();
+  LaunchFn fn = backend_ == "cupti" ? fake_launch_ : &cuLaunchKernel;
+  LaunchParams lp{f, grid, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr};
+  call(
+      i, "cuLaunchKernel", [&] { return fn(f, grid, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr); }, kCbLaunch[0], &lp);
+  log(t, i, grid, "k");
+  if (!op.value("fault", false)) {
     call(i, "cuStreamSynchronize", [&] { return cuStreamSynchronize(s); });
     call(i, "cuStreamDestroy_v2", [&] { return cuStreamDestroy(s); });
-  } catch (...) {
-    cuCtxDestroy(ctx2);
-    cuCtxSetCurrent(ctx_);
-    throw;
+    call(i, "cuCtxDestroy_v2", [&] { return cuCtxDestroy(ctx2); });  // pops it: answers the one under it
+    set_current(i, prev);
+    return;
   }
-  cuCtxDestroy(ctx2);
-  cuCtxSetCurrent(ctx_);
+  fault_launched();
+  const std::string how = str(op, "surface", "stream");
+  if (how == "stream") {
+    call(i, "cuStreamSynchronize", [&] { return cuStreamSynchronize(s); });
+  } else if (how == "ctx") {
+    call(i, "cuCtxSynchronize", [&] { return cuCtxSynchronize(); });
+  } else if (how == "ctx_v2") {
+    set_current(i, prev);
+    auto sync2 = reinterpret_cast<CtxSync2Fn>(proc("cuCtxSynchronize", 13000, 0));
+    call(i, "cuCtxSynchronize_v2", [&] { return sync2(ctx2); });
+  } else if (how == "event" || how == "event_query") {
+    CUevent ev;
+    call(i, "cuEventCreate", [&] { return cuEventCreate(&ev, 0); });
+    call(i, "cuEventRecord", [&] { return cuEventRecord(ev, s); });
+    set_current(i, prev);
+    if (how == "event")
+      call(i, "cuEventSynchronize", [&] { return cuEventSynchronize(ev); });
+    else
+      poll(i, "cuEventQuery", [&] { return cuEventQuery(ev); });
+  } else {
+    set_current(i, prev);
+  }
+}
+
+// Device d's primary context torn down (cuDevicePrimaryCtxReset_v2, or cuDevicePrimaryCtxRelease_v2 of the
+// setup's one retain), retained again (a new incarnation, the same handle), and its module, functions (in `names`
+// order: the freed addresses come back under other names), streams and events made again.
+void Runner::op_dev_reset(int, int i, const json& op) {
+  CUcontext prev = cur_;
+  size_t d = op.value("d", 1);
+  CUdevice dev = devs_.at(d);
+  CUcontext c = nullptr;
+  if (str(op, "how", "reset") == "release")
+    call(i, "cuDevicePrimaryCtxRelease_v2", [&] { return cuDevicePrimaryCtxRelease(dev); });
+  else
+    call(i, "cuDevicePrimaryCtxReset_v2", [&] { return cuDevicePrimaryCtxReset(dev); });
+  call(i, "cuDevicePrimaryCtxRetain", [&] { return cuDevicePrimaryCtxRetain(&c, dev); });
+  ctxs_.at(d) = c;
+  set_current(i, c);
+  make_dev1_objects(i, op.value("names", json()));
+  set_current(i, prev);  // the primary context's handle is the same across resets
 }
 
 void Runner::run_op(int t, int i, const json& op) {
@@ -850,8 +952,9 @@ void Runner::run_op(int t, int i, const json& op) {
     void* id = reinterpret_cast<void*>(static_cast<intptr_t>(op["id"].get<int>()));
     call(i, ptsz ? "cuLaunchHostFunc_ptsz" : "cuLaunchHostFunc", [&] { return fn(h, oracle_gate_wait, id); });
   } else if (kind == "device") {
-    CUcontext c = ctxs_.at(op["d"].get<size_t>());
-    call(i, "cuCtxSetCurrent", [&] { return cuCtxSetCurrent(c); });
+    set_current(i, ctxs_.at(op["d"].get<size_t>()));
+  } else if (kind == "dev_reset") {
+    op_dev_reset(t, i, op);
   } else if (kind == "open") {
     oracle_gate_open(op["id"]);
   } else if (kind == "host_sleep") {
@@ -861,7 +964,7 @@ void Runner::run_op(int t, int i, const json& op) {
   } else if (kind == "reload") {
     call(i, "cuModuleUnload", [&] { return cuModuleUnload(mod_); });
     call(i, "cuLibraryUnload", [&] { return cuLibraryUnload(lib_); });
-    load_modules();
+    load_modules(op.value("names", json()));
   } else if (kind == "ctx") {
     op_ctx(t, i, op);
   } else if (kind == "capture") {
@@ -957,7 +1060,14 @@ void Runner::thread_main(int t, const std::vector<std::pair<int, const json*>>& 
     std::lock_guard<std::mutex> lk(mu_);
     result_["tids"][std::to_string(t)] = tid();
   }
-  if (t) cuCtxSetCurrent(ctx_);
+  if (t) {
+    try {
+      set_current(-1, ctx_);
+    } catch (const StickyError&) {
+      if (barrier_) barrier_->abort();
+      throw;
+    }
+  }
   for (auto [i, op] : ops) {
     try {
       run_op(t, i, *op);

@@ -160,12 +160,14 @@ class Runner:
             else:
                 self.fake_launch = fake.cuLaunchKernel
         self.sym_name = None
+        self.local = threading.local()  # .cur: the context this thread made current (the runner's bookkeeping)
         dev = c.c_int()
         self.call(-1, "cuDeviceGet", c.byref(dev), 0)
+        self.devs = [dev.value]
         self.ctx = ptr()
         self.call(-1, "cuDevicePrimaryCtxRetain", c.byref(self.ctx), dev)
-        self.call(-1, "cuCtxSetCurrent", self.ctx)
-        self.load_modules()
+        self.set_current(-1, self.ctx)
+        self.load_modules(self.prog.get("names"))
         self.out = self.alloc(4096)
         self.fillbuf = self.alloc(256)
         self.scratch = self.alloc(4096)
@@ -181,54 +183,82 @@ class Runner:
             s = ptr()
             self.call(-1, "cuStreamCreate", c.byref(s), flags)
             self.streams.append(s)
-        self.events = []
-        for _ in range(self.prog.get("events", 0)):
-            e = ptr()
-            self.call(-1, "cuEventCreate", c.byref(e), 0)
-            self.events.append(e)
+        # Events belong to the context current at cuEventCreate: "event_devs" says each one's device (default 0).
+        self.event_devs = self.prog.get("event_devs", [0] * self.prog.get("events", 0))
+        self.events = [ptr() for _ in self.event_devs]
+        for k, d in enumerate(self.event_devs):
+            if d == 0:
+                self.call(-1, "cuEventCreate", c.byref(self.events[k]), 0)
         self.ctxs = [self.ctx]
         self.dev1 = []
-        if self.prog.get("devices", 1) > 1:  # device 1's primary context, its module and streams
+        if self.prog.get("devices", 1) > 1:  # device 1's primary context, its module, buffers, streams, events
             dev1, ctx1 = c.c_int(), ptr()
             self.call(-1, "cuDeviceGet", c.byref(dev1), 1)
             self.call(-1, "cuDevicePrimaryCtxRetain", c.byref(ctx1), dev1)
-            self.call(-1, "cuCtxSetCurrent", ctx1)
+            self.devs.append(dev1.value)
             self.ctxs.append(ctx1)
-            mod1, self.funcs1 = ptr(), {}
-            self.call(-1, "cuModuleLoadData", c.byref(mod1), b"image")
-            for short, name in self.names.items():
-                f = ptr()
-                self.call(-1, "cuModuleGetFunction", c.byref(f), mod1, name)
-                self.funcs1[short] = f
-            for _ in range(self.prog.get("dev1_streams", 1)):
-                s = ptr()
-                self.call(-1, "cuStreamCreate", c.byref(s), 0)
-                self.dev1.append(s)
+            self.set_current(-1, ctx1)
             self.fillbuf1 = self.alloc(256)
             self.out1 = self.alloc(64)
             self.labels1 = self.upload([3, 7, 1, 0])
-            self.call(-1, "cuCtxSetCurrent", self.ctx)
+            self.make_dev1_objects(-1, self.prog.get("dev1_names"))
+            self.set_current(-1, self.ctx)
         self.blocks = {}
         for k in range(self.prog.get("blocks", 0)):
             d = c.c_uint64()
             self.call(-1, "cuMemAllocAsync", c.byref(d), c.c_size_t(64), None)
             self.blocks[f"a{k}"] = d.value
 
-    def load_modules(self):
+    NAMES = {"fill": b"fill_f32", "sleep": b"sleep_us", "nll": b"nll_loss_forward_reduce_cuda_kernel_2d",
+             "index": b"indexSelectSmallIndex", "illegal": b"illegal_address"}
+
+    @classmethod
+    def name_order(cls, order):
+        """The order functions are got in (a list of short names, default all five): the sim hands a freed handle's
+        address to the next one made (tests/sim/README.md), so it decides which old name each new address had."""
+        order = list(order or [])
+        return order + [n for n in cls.NAMES if n not in order]
+
+    def set_current(self, i, ctx):
+        self.call(i, "cuCtxSetCurrent", ctx)
+        self.local.cur = ctx
+
+    def get_functions(self, i, mod, order):
+        out = {}
+        for short in self.name_order(order):
+            f = ptr()
+            self.call(i, "cuModuleGetFunction", c.byref(f), mod, self.NAMES[short])
+            out[short] = f
+        return out
+
+    def load_modules(self, order=None):
         self.mod = ptr()
         self.call(-1, "cuModuleLoadData", c.byref(self.mod), b"image")
         self.lib_handle = ptr()
         self.call(-1, "cuLibraryLoadData", c.byref(self.lib_handle), b"fatbin", None, None, 0, None, None, 0)
-        self.funcs, self.kernels = {}, {}
-        for short, name in (("fill", "fill_f32"), ("sleep", "sleep_us"),
-                            ("nll", "nll_loss_forward_reduce_cuda_kernel_2d"), ("index", "indexSelectSmallIndex"),
-                            ("illegal", "illegal_address")):
-            f, k = ptr(), ptr()
-            self.call(-1, "cuModuleGetFunction", c.byref(f), self.mod, name.encode())
-            self.call(-1, "cuLibraryGetKernel", c.byref(k), self.lib_handle, name.encode())
-            self.funcs[short], self.kernels[short] = f, k
-        self.names = {"fill": b"fill_f32", "sleep": b"sleep_us", "nll": b"nll_loss_forward_reduce_cuda_kernel_2d",
-                      "index": b"indexSelectSmallIndex", "illegal": b"illegal_address"}
+        self.funcs = self.get_functions(-1, self.mod, order)
+        self.kernels = {}
+        for short in self.name_order(order):
+            k = ptr()
+            self.call(-1, "cuLibraryGetKernel", c.byref(k), self.lib_handle, self.NAMES[short])
+            self.kernels[short] = k
+        self.names = dict(self.NAMES)
+
+    def make_dev1_objects(self, i, names):
+        """Device 1's module, functions (in `names` order), streams and events, made with its primary context
+        current (at setup, and again after its reset or last release)."""
+        mod1 = ptr()
+        self.call(i, "cuModuleLoadData", c.byref(mod1), b"image")
+        self.funcs1 = self.get_functions(i, mod1, names)
+        self.dev1 = []
+        for _ in range(self.prog.get("dev1_streams", 1)):
+            s = ptr()
+            self.call(i, "cuStreamCreate", c.byref(s), 0)
+            self.dev1.append(s)
+        for k, d in enumerate(self.event_devs):
+            if d == 1:
+                self.events[k] = ptr()
+                self.call(i, "cuEventCreate", c.byref(self.events[k]), 0)
 
     def alloc(self, n):
         d = c.c_uint64()
@@ -270,7 +300,9 @@ class Runner:
         elif k == "sleep":
             vals = [c.c_int64(spec.get("us", 100))]
         elif k in ("nll", "nll_bad"):
-            out, labels = (self.out1, self.labels1) if spec.get("dev") else (self.out, self.labels[k == "nll_bad"])
+            out, labels = (self.out1, self.labels1) if spec.get("dev") else (self.out, self.labels[False])
+            if k == "nll_bad":  # memory is one address space: device 1's bad labels are device 0's
+                labels = self.labels[True]
             vals = [c.c_uint64(out), c.c_uint64(labels), c.c_int32(4), c.c_int32(10), c.c_int64(-100)]
         elif k in ("index", "index_bad"):
             vals = [c.c_uint64(self.out + 1024), c.c_uint64(self.index[k == "index_bad"]), c.c_int32(4),
@@ -378,7 +410,7 @@ class Runner:
             self.call(i, "cuCtxSynchronize")
         elif how == "ctx_v2":
             fn = c.CFUNCTYPE(c.c_int, ptr)(self.proc_any("cuCtxSynchronize", 13000))
-            self.call(i, "cuCtxSynchronize_v2", None, fn=fn)
+            self.call(i, "cuCtxSynchronize_v2", self.ctxs[op["c"]] if "c" in op else None, fn=fn)
         elif how in ("stream", "stream_query"):
             h, ptsz = self.stream(op["s"])
             if how == "stream":
@@ -387,9 +419,10 @@ class Runner:
                 name = self.sname("cuStreamQuery", ptsz)
                 self.poll(i, name, getattr(L, name), h)
         elif how in ("event", "event_query"):
-            h, ptsz = self.stream(op["s"])
+            h, ptsz = self.stream(op["s"]) if "s" in op else (None, False)
             ev = self.events[op["e"]]
-            self.call(i, self.sname("cuEventRecord", ptsz), ev, h)
+            if op.get("rec", True):  # else recorded by an earlier op (maybe with another context current)
+                self.call(i, self.sname("cuEventRecord", ptsz), ev, h)
             if how == "event":
                 self.call(i, "cuEventSynchronize", ev)
             else:
@@ -457,7 +490,23 @@ class Runner:
         self.call(i, self.sname("cuLaunchHostFunc", ptsz), h, self.gate_fn, ptr(op["id"]))
 
     def op_device(self, t, i, op):
-        self.call(i, "cuCtxSetCurrent", self.ctxs[op["d"]])
+        self.set_current(i, self.ctxs[op["d"]])
+
+    def op_dev_reset(self, t, i, op):
+        """Device d's primary context torn down (cuDevicePrimaryCtxReset_v2, or cuDevicePrimaryCtxRelease_v2 of the
+        setup's one retain), retained again (a new incarnation, the same handle), its objects made again."""
+        prev = self.local.cur
+        d = op.get("d", 1)
+        if op.get("how", "reset") == "release":
+            self.call(i, "cuDevicePrimaryCtxRelease_v2", self.devs[d])
+        else:
+            self.call(i, "cuDevicePrimaryCtxReset_v2", self.devs[d])
+        ctx = ptr()
+        self.call(i, "cuDevicePrimaryCtxRetain", c.byref(ctx), self.devs[d])
+        self.ctxs[d] = ctx
+        self.set_current(i, ctx)
+        self.make_dev1_objects(i, op.get("names"))
+        self.set_current(i, prev)  # the primary context's handle is the same across resets
 
     def op_open(self, t, i, op):
         self.support.oracle_gate_open(op["id"])
@@ -474,25 +523,55 @@ class Runner:
     def op_reload(self, t, i, op):
         self.call(i, "cuModuleUnload", self.mod)
         self.call(i, "cuLibraryUnload", self.lib_handle)
-        self.load_modules()
+        self.load_modules(op.get("names"))
 
     def op_ctx(self, t, i, op):
-        ctx2, s, popped = ptr(), ptr(), ptr()
-        self.call(i, "cuCtxCreate_v2", c.byref(ctx2), 0, 0)
-        try:
-            self.call(i, "cuStreamCreate", c.byref(s), 0)
-            f = self.funcs["fill"]
-            params = self.args({"k": "fill"})
-            lp = LaunchParams(f.value, op["grid"], 1, 1, 32, 1, 1, 0, s.value, c.cast(params, ptr), None)
-            self.sym_name = b"fill_f32"
-            self.call(i, "cuLaunchKernel", f, op["grid"], 1, 1, 32, 1, 1, 0, s, params, None, cbid=CB["lk"][0],
-                      params=lp, fn=self.fake_launch if self.backend == "cupti" else None)
-            self.log(t, i, op["grid"], "k")
+        """A created context on device d with its own module and functions (in `names` order), a stream and one
+        launch of k in it; good work is synchronized and torn down, the fault surfaced as `surface` says (runner.cc's
+        op_ctx)."""
+        prev = self.local.cur
+        ctx2, s, m2 = ptr(), ptr(), ptr()
+        self.call(i, "cuCtxCreate_v2", c.byref(ctx2), 0, self.devs[op.get("d", 0)])
+        self.local.cur = ctx2
+        self.call(i, "cuModuleLoadData", c.byref(m2), b"image")
+        f2 = self.get_functions(i, m2, op.get("names"))
+        self.call(i, "cuStreamCreate", c.byref(s), 0)
+        k = op.get("k", "fill")
+        f = f2[self.base(k)]
+        params = self.args(op)
+        lp = LaunchParams(f.value, op["grid"], 1, 1, 32, 1, 1, 0, s.value, c.cast(params, ptr) if params else None,
+                          None)
+        self.sym_name = self.names[self.base(k)]
+        self.call(i, "cuLaunchKernel", f, op["grid"], 1, 1, 32, 1, 1, 0, s, params, None, cbid=CB["lk"][0],
+                  params=lp, fn=self.fake_launch if self.backend == "cupti" else None)
+        self.log(t, i, op["grid"], "k")
+        if not op.get("fault"):
             self.call(i, "cuStreamSynchronize", s)
             self.call(i, "cuStreamDestroy_v2", s)
-        finally:
-            self.lib.cuCtxDestroy_v2(ctx2)
-            self.lib.cuCtxSetCurrent(self.ctx)
+            self.call(i, "cuCtxDestroy_v2", ctx2)  # pops it: answers the one under it
+            self.set_current(i, prev)
+            return
+        self.result["fault_launched"] = True
+        how = op.get("surface", "stream")
+        if how == "stream":
+            self.call(i, "cuStreamSynchronize", s)
+        elif how == "ctx":
+            self.call(i, "cuCtxSynchronize")
+        elif how == "ctx_v2":
+            self.set_current(i, prev)
+            fn = c.CFUNCTYPE(c.c_int, ptr)(self.proc_any("cuCtxSynchronize", 13000))
+            self.call(i, "cuCtxSynchronize_v2", ctx2, fn=fn)
+        elif how in ("event", "event_query"):
+            ev = ptr()
+            self.call(i, "cuEventCreate", c.byref(ev), 0)
+            self.call(i, "cuEventRecord", ev, s)
+            self.set_current(i, prev)
+            if how == "event":
+                self.call(i, "cuEventSynchronize", ev)
+            else:
+                self.poll(i, "cuEventQuery", self.lib.cuEventQuery, ev)
+        else:
+            self.set_current(i, prev)
 
     # ---- graphs
     def node_params1(self, spec):
@@ -720,7 +799,12 @@ class Runner:
     def thread_main(self, t, ops):
         self.result["tids"][str(t)] = threading.get_native_id()
         if t:
-            self.lib.cuCtxSetCurrent(self.ctx)
+            try:
+                self.set_current(-1, self.ctx)
+            except Sticky:
+                if self.barrier:
+                    self.barrier.abort()
+                raise
         for i, op in ops:
             try:
                 self.run_op(t, i, op)

@@ -74,7 +74,10 @@ def test_capabilities_of_a_richer_sim_switch_features_on_and_leave_todays_progra
         if p.get("devices") == 2:
             assert p["env"]["SIM_CUDA_DEVICES"] == "2"
             assert all(op["s"].startswith("x") for op in p["ops"] if op["op"] == "launch" and op["s"][0] == "x")
-    assert {"devices_multi", "surface_other_device", "sim_sched_seed", "sim_ctx_after_fault"} <= seen
+    assert {"devices_multi", "surface_other_device", "sim_sched_seed", "sim_ctx_after_fault", "fault_dev1",
+            "ctx_fault", "dev_reset", "surface_other_ctx", "fault_reused_handle", "sched_pdl"} <= seen
+    missing = [f for f in P.features_for(future) if f not in seen and not f.startswith("runner_") and f != "all"]
+    assert not missing, f"features the richer sim allows that no program of seeds 0..199 exercises: {missing}"
     # The draws for a capability happen only when it is there: without them, the same programs as before.
     for seed in range(100):
         a, b = gen.generate(seed, CAPS), gen.generate(seed, dict(CAPS, fault_log=1))
@@ -144,6 +147,43 @@ def test_work_cdsa_cannot_record():
     assert P.ground_truth(prog(thunk))["what"] == "thunk"
 
 
+def test_the_fault_log_must_agree_with_the_truth():
+    p = prog([{"op": "launch", "s": "s0", "k": "nll", "grid": 1},
+              {"op": "launch", "s": "s0", "k": "nll_bad", "grid": 2, "fault": True}])
+    t = P.ground_truth(p)
+    name = "nll_loss_forward_reduce_cuda_kernel_2d"
+    assert P.check_fault_log(t, f"1 1000 {name} grid 2 1 1 710\n") is None
+    assert "grid 1" in P.check_fault_log(t, f"1 1000 {name} grid 1 1 1 710\n")
+    assert "no fault" in P.check_fault_log(t, "")
+    assert "2 faults" in P.check_fault_log(t, f"1 1000 {name} grid 2 1 1 710\n2 1001 illegal_address grid 3 1 1 700\n")
+    memop = prog([{"op": "gate", "s": "s0", "id": 0}, {"op": "free_async", "s": "s0", "block": "a0"},
+                  {"op": "memop", "s": "s0", "target": "a0", "fault": True}, {"op": "open", "id": 0}])
+    assert P.check_fault_log(P.ground_truth(memop), "1 1000 cuStreamWriteValue32 grid 0 0 0 700") is None
+    ctx = prog([{"op": "ctx", "how": "create_destroy", "d": 1, "k": "illegal", "grid": 5, "fault": True}],
+               devices=2)
+    t = P.ground_truth(ctx)
+    assert t["valid"] and t["ctx"] == "created" and t["dev"] == 1
+    assert P.check_fault_log(t, "3 1002 illegal_address grid 5 1 1 700") is None
+
+
+def test_surfacing_through_another_contexts_objects():
+    base = {"devices": 2, "dev1_streams": 1, "event_devs": [1]}
+    ops = [{"op": "device", "d": 1}, {"op": "launch", "s": "x0", "k": "nll_bad", "grid": 1, "fault": True},
+           {"op": "record", "s": "x0", "e": 0}, {"op": "device", "d": 0},
+           {"op": "launch", "s": "s0", "k": "nll", "grid": 2},
+           {"op": "sync", "how": "event", "e": 0, "rec": False}]
+    fs = P.features(prog(ops, **base))
+    assert {"fault_dev1", "surface_other_device", "surface_other_ctx", "devices_multi"} <= set(fs)
+    assert "surface_exit" not in fs
+    exit_only = prog(ops[:5], **base)
+    assert "surface_exit" in P.features(exit_only)
+    ctx = [{"op": "ctx", "how": "create_destroy", "k": "fill", "grid": 1, "names": list(gen.SHORT_NAMES)},
+           {"op": "ctx", "how": "create_destroy", "k": "index_bad", "grid": 2, "fault": True, "surface": "ctx_v2"}]
+    fs = P.features(prog(ctx))
+    assert {"ctx_fault", "ctx_teardown", "fault_reused_handle", "surface_other_ctx"} <= set(fs)
+    assert "surface_other_device" not in fs and "single_stream_plain" not in fs
+
+
 # ---- the classifier ----------------------------------------------------------------------------------------------
 
 def launch_rec(seq, grid, kind="kernel", tid=11):
@@ -175,6 +215,19 @@ def test_classes_of_plain_launches():
     matched = cand(recs[1], why="x; " + oracle.MATCH_TEXT + " in nll")
     assert verdict(p, "ambiguous", [matched, cand(recs[2])], recs, log) == "wrong-certainty"
     assert verdict(p, "unknown", [cand(recs[1])], recs, log) == "unknown-listed"
+
+
+def test_a_stale_kernel_name_on_the_right_launch():
+    p = prog([{"op": "launch", "s": "s0", "k": "nll", "grid": 1}, {"op": "launch", "s": "s1", "k": "index_bad",
+                                                                   "grid": 2, "fault": True}])
+    recs = [launch_rec(1, 1), launch_rec(2, 2)]
+    for r in recs:
+        r["kernel"] = "nll_loss_forward_reduce_cuda_kernel_2d"
+    log = [[0, 1, "k"], [1, 2, "k"]]
+    assert verdict(p, "exact", [cand(recs[1])], recs, log) == "wrong-certainty"
+    assert verdict(p, "ambiguous", [cand(recs[0]), cand(recs[1])], recs, log) == "missed"
+    recs[1]["kernel"] = "indexSelectSmallIndex"
+    assert verdict(p, "exact", [cand(recs[1])], recs, log) == "exact-right"
 
 
 def test_classes_of_replays_at_the_node():
@@ -211,6 +264,10 @@ def test_the_gate_fails_an_oracle_that_calls_everything_ambiguous():
     rows = [(["all", "single_stream_plain"], {"cls": "exact-right", "ncand": 1}) for _ in range(10)]
     assert oracle.check_gate(*oracle.summarize(rows), {"exact_floor": {"single_stream_plain": 1.0}}) == []
     assert oracle.check_gate(*oracle.summarize(rows), {"exact_floor": {"graph_cycles": 0.1}})  # left the generator
+    # Every feature the driver allows must have programs, floored or not.
+    assert oracle.check_gate(*oracle.summarize(rows), {}, expected=["single_stream_plain"]) == []
+    bad = oracle.check_gate(*oracle.summarize(rows), {}, expected=["single_stream_plain", "fault_dev1"])
+    assert bad and "fault_dev1" in bad[0]
 
 
 # ---- both runners, under libcdsa.so ------------------------------------------------------------------------------
@@ -270,6 +327,34 @@ def every_op_program(backend="driver"):
     return prog(ops, backend=backend, dll="pydll")
 
 
+def contexts_program(backend="driver"):
+    """Two devices, created contexts and a primary context's teardown: every context op of the format, the fault on
+    device 1 surfacing through its event while device 0's context is current."""
+    names = ["nll", "fill", "illegal", "index", "sleep"]
+    ops = [{"op": "device", "d": 1},
+           {"op": "launch", "s": "x0", "api": "lk", "k": "fill", "grid": 1},
+           {"op": "launch", "s": "x1", "api": "lk", "k": "sleep", "us": 1000, "grid": 2},
+           {"op": "device", "d": 0},
+           {"op": "ctx", "how": "create_destroy", "d": 0, "k": "nll", "grid": 3, "names": names},
+           {"op": "ctx", "how": "create_destroy", "d": 1, "k": "index", "grid": 4, "names": names[::-1]},
+           {"op": "dev_reset", "d": 1, "how": "reset", "names": names},
+           {"op": "dev_reset", "d": 1, "how": "release", "names": names[::-1]},
+           {"op": "reload", "names": names},
+           {"op": "launch", "s": "s0", "api": "lk", "k": "nll", "grid": 5},
+           {"op": "sync", "how": "ctx_v2", "c": 1},
+           {"op": "sync", "how": "event", "s": "s0", "e": 0},
+           {"op": "record", "s": "s0", "e": 0}, {"op": "device", "d": 1},
+           {"op": "sync", "how": "event_query", "e": 0, "rec": False},
+           {"op": "launch", "s": "x0", "api": "pdl", "k": "nll", "grid": 6},
+           {"op": "launch", "s": "x1", "api": "lk", "k": "nll_bad", "grid": 7, "fault": True},
+           {"op": "record", "s": "x1", "e": 1},
+           {"op": "device", "d": 0},
+           {"op": "launch", "s": "s0", "api": "lk", "k": "nll", "grid": 8},
+           {"op": "sync", "how": "event", "e": 1, "rec": False}]
+    return prog(ops, backend=backend, dll="cdll", streams=1, stream_flags=[0], events=2, event_devs=[0, 1],
+                devices=2, dev1_streams=2, env={"SIM_CUDA_DEVICES": "2"}, requires=["ctx_sticky", "devices"])
+
+
 def built():
     return (BUILD / "lib" / "libcdsa.so").exists() and (BUILD / "tests" / "oracle" / "oracle_runner").exists()
 
@@ -291,5 +376,28 @@ def test_both_runners_run_every_op_the_same_way(backend):
         c = oracle.classify(p, truth, run)
         assert c["cls"] in oracle.OK_CLASSES, (runner, c, run["err"][-3000:])
         assert c.get("mapping_mismatches", 0) == 0, (runner, c)
+        logs[runner] = res["launches"]
+    assert logs["c"] == logs["py"]
+
+
+@pytest.mark.skipif(not built(), reason="build first (libcdsa.so, oracle_runner)")
+@pytest.mark.parametrize("backend", ["driver", "inject"])
+def test_both_runners_run_the_context_ops_the_same_way(backend):
+    setup = oracle.Setup(BUILD, BUILD / "lib" / "libcdsa.so", timeout=120, caps={"fault_log": 1})
+    caps = oracle.probe_caps(BUILD)
+    if not (caps.get("devices") and caps.get("ctx_sticky")):
+        pytest.skip("the simulated driver has one context (no devices / ctx_sticky)")
+    p = contexts_program(backend)
+    truth = P.ground_truth(p)
+    assert truth["valid"] and truth["grid"] == 7 and truth["dev"] == 1
+    logs = {}
+    for runner in ("c", "py"):
+        run = oracle.run_program(setup, p, runner)
+        res = run["result"]
+        assert res is not None and res["done"], (runner, run["err"][-2000:])
+        assert res["errors"] == [] and res["skipped"] == [], (runner, res["errors"], res["skipped"])
+        assert res["fault_launched"] and res["sticky"] == 710 and res["sticky_call"] == "cuEventSynchronize", res
+        assert P.check_fault_log(truth, run["sim_fault_log"]) is None, run["sim_fault_log"]
+        assert oracle.classify(p, truth, run)["cls"] not in ("invalid", "crash", "oracle-error"), runner
         logs[runner] = res["launches"]
     assert logs["c"] == logs["py"]

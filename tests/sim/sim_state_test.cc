@@ -275,6 +275,31 @@ TEST(SimChildTest, ExitHandlerCanSynchronize) {
   EXPECT_EXIT(ExitHandlerCanSynchronizeChild(), ::testing::ExitedWithCode(0), "atexit sync ok");
 }
 
+// The main thread's per-thread stream, used before exit, still works in an exit handler: exit() runs the thread's
+// TLS destructors before the atexit handlers (cdsa's exit probe queries and marks it there; the sim's list of a
+// thread's per-thread streams was a thread_local vector, freed by then: a use after free, ASan's heap corruption).
+void ExitHandlerUsesPerThreadStreamChild() {
+  static Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  static CUdeviceptr buf = child_alloc(16);
+  static unsigned long long id = 0;
+  CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 1000), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &id), CUDA_SUCCESS);
+  atexit([] {
+    unsigned long long again = 0;
+    if (cuStreamGetId(CU_STREAM_PER_THREAD, &again) != CUDA_SUCCESS || again != id) _exit(3);
+    if (cuStreamWriteValue32(CU_STREAM_PER_THREAD, buf, 7, 0) != CUDA_SUCCESS) _exit(4);
+    if (cuStreamSynchronize(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) _exit(5);
+    if (load(reinterpret_cast<uint32_t*>(buf)) != 7u) _exit(6);
+    fprintf(stderr, "atexit per-thread ok\n");
+  });
+  child_exit_ok();
+}
+
+TEST(SimChildTest, ExitHandlerUsesPerThreadStream) {
+  EXPECT_EXIT(ExitHandlerUsesPerThreadStreamChild(), ::testing::ExitedWithCode(0), "atexit per-thread ok");
+}
+
 // Calls made after the sim's own destructor (from a library finalized after it)
 // still work: queued and new work is discarded, waits return at once.
 void AfterSimShutdownChild() {

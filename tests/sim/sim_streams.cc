@@ -2,6 +2,7 @@
 // See README.md for the contract and sim_internal.h for the shared state.
 
 #include <fcntl.h>
+#include <pthread.h>
 
 #include <algorithm>
 
@@ -14,7 +15,27 @@ namespace sim {
 
 namespace {
 // The calling thread's per-thread streams, one per context incarnation it used (the streams live in S().per_thread).
-thread_local std::vector<std::pair<unsigned long long, Stream*>> t_per_thread;
+// A plain pointer, not a thread_local with a destructor: that one is destroyed when exit() runs the main thread's
+// TLS destructors, before the atexit handlers and the library destructors that may still use the per-thread stream
+// (State is never freed: README, Process exit), which then used freed memory. The list is freed by a pthread key's
+// destructor when a thread ends (after its thread_local destructors), never by exit().
+using PerThreadList = std::vector<std::pair<unsigned long long, Stream*>>;
+thread_local PerThreadList* t_per_thread = nullptr;
+PerThreadList& per_thread_list() {
+  static pthread_key_t key = [] {
+    pthread_key_t k;
+    pthread_key_create(&k, [](void* p) {
+      delete static_cast<PerThreadList*>(p);
+      t_per_thread = nullptr;
+    });
+    return k;
+  }();
+  if (t_per_thread == nullptr) {
+    t_per_thread = new PerThreadList();
+    pthread_setspecific(key, t_per_thread);
+  }
+  return *t_per_thread;
+}
 }  // namespace
 
 StreamP legacy_locked(CUctx_st* c) {
@@ -31,11 +52,12 @@ StreamP legacy_locked(CUctx_st* c) {
 
 StreamP per_thread_locked(CUctx_st* c) {
   Sim& g = S();
-  for (auto& [id, s] : t_per_thread)
+  PerThreadList& mine = per_thread_list();
+  for (auto& [id, s] : mine)
     if (id == c->id && s->ctx.ctx == c) return s->shared_from_this();
   auto s = std::make_shared<Stream>(Stream::PerThread, g.next_stream_id++, CtxRef::of(c));
   g.per_thread.push_back(s);
-  t_per_thread.emplace_back(c->id, s.get());
+  mine.emplace_back(c->id, s.get());
   return s;
 }
 
