@@ -363,7 +363,7 @@ bool device_launch_flag(T flags_or_params) {
 using AskDriver = void* (*)(const void* ctx, int version);
 void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t flags, AskDriver ask, const void* ctx);
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
-                 bool wrapped, bool thunk = false);
+                 bool wrapped, bool thunk = false, bool null_answer = false);
 int debug_fd();
 
 template <int Id, typename F, typename... A>
@@ -454,9 +454,11 @@ CUresult dispatch(F real, A... a) {
       void* w = wrap_proc_address(sym, *pfn, version, flags, &Ask::at, &ask);
       if (w) *pfn = w;
     } else {
+      // An error, or CUDA_SUCCESS with NULL ("no ABI compatible driver function exists", cuda.h): nothing to wrap.
       if (debug_fd() >= 0)
         log_request("cuGetProcAddress", sym, version, flags,
-                    select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false);
+                    select_entry_point(sym, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), r, false,
+                    false, r == CUDA_SUCCESS);
     }
     return r;
   } else if constexpr (k != Kind::StreamInfo && kTakesStream<A...>) {
@@ -518,6 +520,7 @@ void* bind(int id, void* real) {
 // CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
 // (tests/e2e/test_real_runtimes.py reads it). Each line:
 //   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|thunk|passed|not-found:<code>>
+// (not-found:0: the driver answered CUDA_SUCCESS with a NULL function)
 // where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing; "unknown"
 // with "thunk": no wrapper fits, the answer went back through a pass-through thunk, shim/common/passthrough.h).
 int debug_fd() {
@@ -532,12 +535,12 @@ int debug_fd() {
 }
 
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
-                 bool wrapped, bool thunk) {
+                 bool wrapped, bool thunk, bool null_answer) {
   int fd = debug_fd();
   if (fd < 0) return;
   const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
   char outcome[32];
-  if (result != CUDA_SUCCESS)
+  if (result != CUDA_SUCCESS || null_answer)
     snprintf(outcome, sizeof outcome, "not-found:%d", result);
   else
     snprintf(outcome, sizeof outcome, "%s", thunk ? "thunk" : wrapped ? "wrapped" : "passed");
