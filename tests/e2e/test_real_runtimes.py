@@ -15,7 +15,7 @@ from conftest import BUILD, PROGRAMS, SCRIPTS, clean_env
 
 import subprocess
 
-from entry_point_oracle import CUDA, INCLUDE, expected, in_any_typedef_header
+from entry_point_oracle import CUDA, HEADER_VERSION, INCLUDE, expected, in_any_typedef_header
 
 
 def run_logged(argv, tmp_path):
@@ -58,6 +58,8 @@ def test_every_entry_point_a_real_cudart_requests_is_wrapped_with_its_signature(
     wrong, unwrapped, unknown = [], [], []
     for how, name, version, flags, _, selected, outcome in requests:
         want = expected(name, int(version), int(flags))
+        if int(version) > HEADER_VERSION and outcome == "thunk":
+            continue  # above the headers' version: the ceiling's thunk (test_request_coverage.py checks why)
         if selected != want:
             wrong.append(f"{name}@{version}/{flags}: {selected}, expected {want}")
         # A name no header has (cudart 13.5 asks for cuSubgridCreate) that the driver does not answer either is

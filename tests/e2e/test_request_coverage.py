@@ -82,7 +82,7 @@ def test_every_request_of_a_real_runtime_comes_back_wrapped_with_its_typedef_or_
     for reason in ("thunk", "not in the driver"):
         for name, version, flags in out.get(reason, []):
             print(f"  {reason}: {name} {version} {flags}")
-    assert len(out["wrapped"]) > 0.9 * len(requests), counts
+    assert len(out["wrapped"]) > 0.9 * sum(r[1] <= HEADER_VERSION for r in requests), counts
 
 
 def test_cuda_bindings_asks_for_the_two_abi_changes_above_13000_and_gets_their_own_prototypes(tmp_path):
