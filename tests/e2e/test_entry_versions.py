@@ -3,13 +3,14 @@ is asked again at the headers' version, and only the same function back gets the
 prototype; anything else goes back through a pass-through thunk, which leaves every argument as it was and, once
 called for work, keeps every verdict from being exact. Over the simulated driver at version 13990, whose
 cuLaunchKernel there takes one more argument (tests/sim/README.md)."""
+import os
 import re
 import subprocess
 
 import pytest
 
 from conftest import BUILD, LIBCDSA, PROGRAMS, SCRIPTS, SIMDIR, marker_line, run_program, run_python
-from entry_point_oracle import HEADER_VERSION
+from entry_point_oracle import CUDA, HEADER_VERSION
 
 VERSIONS = PROGRAMS / "e2e_entry_versions"
 NAMES = PROGRAMS / "e2e_driver_names"
@@ -48,8 +49,9 @@ def test_a_launch_through_a_newer_entry_point_keeps_its_arguments_and_makes_no_v
     # the bad launch it never saw makes that no proof.
     assert "cdsa: the failing launch" not in run.report, run.report
     assert "cuLaunchKernel (asked for at 13990)" in run.report, run.report
-    assert header_version_text(run).startswith("CUDA 13."), run.report
+    assert header_version_text(run) == f"CUDA {HEADER_VERSION // 1000}.{HEADER_VERSION % 1000 // 10}", run.report
     assert "no launch can be named as certain" in run.report
+    assert run.trace()["cdsa"]["cuda_headers"] == HEADER_VERSION  # the trace records the headers' version
 
 
 def test_a_newer_entry_point_asked_for_but_never_called_changes_nothing(tmp_path):
@@ -156,3 +158,18 @@ def test_dlsym_of_a_name_the_loaded_driver_lacks_is_null_as_without_cdsa(tmp_pat
     elif sim_driver_version() >= 13040:
         for name in NEW_NAMES[1:]:
             assert lines[name] == "handle found, default NULL", run.out
+
+
+@pytest.mark.parametrize("driver", ["sim", "sim-stub"])
+def test_cdsa_doctor_names_the_header_version_beside_the_drivers(tmp_path, driver):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDSA_")}
+    env["LD_LIBRARY_PATH"] = str(BUILD / "lib" / driver)
+    p = subprocess.run([str(BUILD / "bin" / "cdsa"), "doctor"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    major, minor = HEADER_VERSION // 1000, HEADER_VERSION % 1000 // 10
+    if driver == "sim-stub":  # the toolkit's version (tests/sim/CMakeLists.txt: CDSA_SIM_STUB_VERSION)
+        v = int(re.search(r"#define CUDA_VERSION (\d+)", open(os.path.join(CUDA, "include", "cuda.h")).read())[1])
+    else:
+        v = sim_driver_version()
+    drv = f"{v // 1000}.{v % 1000 // 10}"
+    assert f"cdsa was built from CUDA {major}.{minor} headers; the driver is CUDA {drv}" in p.stdout, p.stdout
