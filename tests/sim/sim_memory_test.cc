@@ -174,8 +174,8 @@ TEST_F(SimTest, MulticastBindsTakeTheirArgumentsWhereThePrototypeSaysAndUnbindNa
   // The 12.1 argument list in the 13.1 slots (what a wrapper of the old prototype would pass on): refused.
   EXPECT_NE(cuMulticastBindMem_v2(mc, static_cast<CUdevice>(2 * gran), mem, gran, gran, 0, 0), CUDA_SUCCESS);
   EXPECT_NE(cuMulticastBindMem_v2(mc, 0, mem, gran, gran, 0, 0), CUDA_SUCCESS);
-  EXPECT_EQ(cuMulticastBindMem_v2(mc, 0, 0, mem, 0, gran, 1), CUDA_ERROR_INVALID_VALUE);      // flags
-  EXPECT_EQ(cuMulticastBindMem_v2(mc, 0, 0, mem, 0, 8 * gran, 0), CUDA_ERROR_INVALID_VALUE);  // past the memory
+  EXPECT_EQ(cuMulticastBindMem_v2(mc, 0, 0, mem, 0, gran, 1), CUDA_ERROR_INVALID_VALUE);         // flags
+  EXPECT_EQ(cuMulticastBindMem_v2(mc, 0, 0, mem, 0, 8 * gran, 0), CUDA_ERROR_INVALID_VALUE);     // past the memory
   EXPECT_EQ(cuMulticastBindMem_v2(mc, 0, gran / 2, mem, 0, gran, 0), CUDA_ERROR_INVALID_VALUE);  // unaligned
 
   CUdeviceptr p = alloc(gran);

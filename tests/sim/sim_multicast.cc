@@ -119,7 +119,8 @@ using namespace sim;
 SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                              unsigned long long flags) {
   if (CUresult r = enter(); r != CUDA_SUCCESS) return r;
-  if (handle == nullptr || prop == nullptr || size == 0 || !aligned(size) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handle == nullptr || prop == nullptr || size == 0 || !aligned(size) || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_NOT_SUPPORTED;
   if (prop->location.id < 0 || prop->location.id >= device_count()) return CUDA_ERROR_INVALID_DEVICE;

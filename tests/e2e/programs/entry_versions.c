@@ -109,7 +109,7 @@ static int case_hostfunc(int version) {
   printf("cuLaunchHostFunc@%d:", version);
   if (version >= 13010) {
     for (unsigned mode = 0; mode < 3; ++mode) {
-      unsigned sync_mode = mode == 2 ? 7 : 1 - mode;  /* 1 (CU_HOST_TASK_SPINWAIT), 0 (BLOCKING), 7 (none) */
+      unsigned sync_mode = mode == 2 ? 7 : 1 - mode; /* 1 (CU_HOST_TASK_SPINWAIT), 0 (BLOCKING), 7 (none) */
       r = ((HostFuncV2)fn)(s, on_host, &one, sync_mode);
       check(cuStreamSynchronize(s), "cuStreamSynchronize");
       printf(" syncMode %u -> %d, ran %d;", sync_mode, (int)r, host_calls);
@@ -128,8 +128,7 @@ typedef CUresult (*BindMemV1)(CUmemGenericAllocationHandle, size_t, CUmemGeneric
 typedef CUresult (*BindMemV2)(CUmemGenericAllocationHandle, CUdevice, size_t, CUmemGenericAllocationHandle, size_t,
                               size_t, unsigned long long);
 typedef CUresult (*BindAddrV1)(CUmemGenericAllocationHandle, size_t, CUdeviceptr, size_t, unsigned long long);
-typedef CUresult (*BindAddrV2)(CUmemGenericAllocationHandle, CUdevice, size_t, CUdeviceptr, size_t,
-                               unsigned long long);
+typedef CUresult (*BindAddrV2)(CUmemGenericAllocationHandle, CUdevice, size_t, CUdeviceptr, size_t, unsigned long long);
 
 static int case_multicast(int version) {
   setup();
