@@ -362,6 +362,7 @@ report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {
   report::TraceData t;
   t.cdsa.version = CDSA_VERSION;
   t.cdsa.config = config_text();
+  t.cdsa.cuda_headers = s.header_version;
   t.process = process_facts(start_unix_ns);
   t.modules = sym_.modules();
   std::vector<uint32_t> ids;

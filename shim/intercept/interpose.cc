@@ -92,6 +92,7 @@ void* bind(int id, void* real) {
 // CDSA_DEBUG_ENTRY_POINTS=<file>: one line per cuGetProcAddress request and per wrapped-name dlsym, appended
 // (tests/e2e/test_real_runtimes.py reads it). Each line:
 //   <how> <name> <version> <flags> -> <typedef>|exempt|unknown <wrapped|thunk|passed|not-found:<code>>
+// (not-found:0: the driver answered CUDA_SUCCESS with a NULL function)
 // where the typedef is the wrapper cdsa selects for the request (also when the driver found nothing; "unknown"
 // with "thunk": no wrapper fits, the answer went back through a pass-through thunk, shim/common/passthrough.h).
 int trampoline::debug_fd() {
@@ -106,12 +107,12 @@ int trampoline::debug_fd() {
 }
 
 void trampoline::log_request(const char* how, const char* name, int version, unsigned long long flags, int id,
-                             int result, bool wrapped, bool thunk) {
+                             int result, bool wrapped, bool thunk, bool null_answer) {
   int fd = debug_fd();
   if (fd < 0) return;
   const char* selected = id >= 0 ? entry_point(id).pfn : name && is_exempt_entry(name) ? "exempt" : "unknown";
   char outcome[32];
-  if (result != CUDA_SUCCESS)
+  if (result != CUDA_SUCCESS || null_answer)
     snprintf(outcome, sizeof outcome, "not-found:%d", result);
   else
     snprintf(outcome, sizeof outcome, "%s", thunk ? "thunk" : wrapped ? "wrapped" : "passed");

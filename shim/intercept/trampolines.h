@@ -158,6 +158,6 @@ void* wrap_proc_address(const char* sym, void* real, int version, cuuint64_t fla
 // CDSA_DEBUG_ENTRY_POINTS (interpose.cc): its file descriptor, -1 when off; one line per request.
 int debug_fd();
 void log_request(const char* how, const char* name, int version, unsigned long long flags, int id, int result,
-                 bool wrapped, bool thunk = false);
+                 bool wrapped, bool thunk = false, bool null_answer = false);
 
 }  // namespace cdsa::trampoline

@@ -534,9 +534,12 @@ bool no_64bit_memops();  // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0, 64-b
 // leaves it `to` (Destroyed or Inactive).
 void teardown_ctx_locked(Lock& lk, CUctx_st* c, CUctx_st::State to);
 // ---- versions (sim_proc.cc)
-// SIM_CUDA_DRIVER_VERSION=<n> (default: the headers' CUDA_VERSION): what cuDriverGetVersion answers; cuGetProcAddress
+// SIM_CUDA_DRIVER_VERSION=<n> (default: kDefaultDriverVersion): what cuDriverGetVersion answers; cuGetProcAddress
 // hides the rows newer than it and refuses requests above it.
 int driver_version();
+// The headers' CUDA_VERSION in build/lib/sim; the toolkit stub's version in build/lib/sim-stub, the sim as an older
+// driver that exports only the stub's names (sim_version.cc, compiled once per library).
+extern const int kDefaultDriverVersion;
 // The test-only entry point newer than every header (sim_kernels.cc): cuLaunchKernel at 13990.
 CUresult future_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                               unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,

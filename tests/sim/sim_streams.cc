@@ -489,8 +489,8 @@ CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, unsigned flags, boo
   });
 }
 
-CUresult launch_host_func(CUstream h, CUhostFn fn, void* data, bool ptsz) {
-  return on_stream(h, ptsz, fn != nullptr, [&](const StreamP& s) {
+CUresult launch_host_func(CUstream h, CUhostFn fn, void* data, bool ptsz, bool args_ok) {
+  return on_stream(h, ptsz, args_ok && fn != nullptr, [&](const StreamP& s) {
     Item it;
     it.kind = Item::HostFn;
     it.fn = fn;
@@ -714,8 +714,22 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) { return event_destroy(hEvent
 SIM_API CUresult cuEventDestroy(CUevent hEvent) { return event_destroy(hEvent); }
 
 SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
-  return launch_host_func(hStream, fn, userData, false);
+  return launch_host_func(hStream, fn, userData, false, true);
 }
 SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
-  return launch_host_func(hStream, fn, userData, true);
+  return launch_host_func(hStream, fn, userData, true, true);
 }
+#if CUDA_VERSION >= 13010
+// CUDA 13.1's form: the same host call in stream order, with a CUhostTaskSyncMode for the thread that runs it
+// (the sim's worker runs it either way). A value cuda.h does not define is refused like a NULL fn
+// (CUDA_ERROR_INVALID_VALUE, *assumed*: cuda.h lists no error for it), which shows the fourth argument arrived.
+namespace {
+bool known_sync_mode(unsigned int m) { return m == CU_HOST_TASK_BLOCKING || m == CU_HOST_TASK_SPINWAIT; }
+}  // namespace
+SIM_API CUresult cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void* userData, unsigned int syncMode) {
+  return launch_host_func(hStream, fn, userData, false, known_sync_mode(syncMode));
+}
+SIM_API CUresult cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn, void* userData, unsigned int syncMode) {
+  return launch_host_func(hStream, fn, userData, true, known_sync_mode(syncMode));
+}
+#endif
