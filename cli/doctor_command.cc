@@ -1,11 +1,11 @@
 // `cdsa doctor`: says whether cdsa will work here, and why not.
 //
 // Checks, one line each: the libcdsa.so `cdsa run` would preload; the CUDA driver (libcuda.so.1 and the version
-// cuDriverGetVersion reports: no cuInit, no context, no GPU memory); the Python that would run (its version
-// against the frame walker's range, by running it with a short probe script); the unwinder (libunwind) and the
-// symbolizer (libdw) that would be loaded, bundled or system; CUPTI for the optional backend; PyTorch and its
-// CUDA version if the Python can import it (importing torch does not initialize CUDA); the cdsa kernelspecs on the
-// Jupyter path (`cdsa jupyter install`); the CDSA_* variables; other
+// cuDriverGetVersion reports: no cuInit, no context, no GPU memory) and the CUDA headers cdsa was built from; the
+// Python that would run (its version against the frame walker's range, by running it with a short probe script);
+// the unwinder (libunwind) and the symbolizer (libdw) that would be loaded, bundled or system; CUPTI for the
+// optional backend; PyTorch and its CUDA version if the Python can import it (importing torch does not initialize
+// CUDA); the cdsa kernelspecs on the Jupyter path (`cdsa jupyter install`); the CDSA_* variables; other
 // LD_PRELOAD entries and known conflicts. Then one verdict line:
 //   cdsa doctor: ready ...                 exit 0
 //   cdsa doctor: usable, with limits: ...  exit 0 (the failing launch is named, with fewer frames)
@@ -83,12 +83,26 @@ void check_lib(Doctor& d, const std::string& lib) {
   if (lib.empty()) d.failures.push_back("libcdsa.so not found");
 }
 
+// The CUDA version of the headers the wrappers were generated from, beside the driver's (0: none answered). Entry
+// points of a driver newer than the headers pass through unwrapped (a thunk: no verdict is exact once one that
+// submits work is called); the other way round, cdsa never calls what the driver lacks.
+void headers_line(Doctor& d, int driver) {
+  const int h = CDSA_CUDA_HEADER_VERSION;
+  char text[192];
+  int n = snprintf(text, sizeof text, "cdsa was built from CUDA %d.%d headers", h / 1000, (h % 1000) / 10);
+  if (driver > 0 && n > 0)
+    snprintf(text + n, sizeof text - n, "; the driver is CUDA %d.%d%s", driver / 1000, (driver % 1000) / 10,
+             driver > h ? ": its newer entry points pass through unwrapped" : "");
+  d.line(Level::Ok, "CUDA headers", text);
+}
+
 void check_driver(Doctor& d) {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* err = dlerror();
     d.line(Level::Fail, "CUDA driver", std::string("libcuda.so.1 not loadable (") + (err ? err : "?") + ")");
     d.failures.push_back("no CUDA driver (libcuda.so.1)");
+    headers_line(d, 0);
     return;
   }
   std::string where = "libcuda.so.1";
@@ -100,11 +114,13 @@ void check_driver(Doctor& d) {
   if (!get_version || get_version(&v) != 0) {
     d.line(Level::Fail, "CUDA driver", where + ": cuDriverGetVersion failed");
     d.failures.push_back("the CUDA driver does not answer cuDriverGetVersion");
+    headers_line(d, 0);
     return;
   }
   char text[64];
   snprintf(text, sizeof text, "CUDA %d.%d", v / 1000, (v % 1000) / 10);
   d.line(Level::Ok, "CUDA driver", std::string(text) + " (" + where + ")");
+  headers_line(d, v);
 }
 
 // Returns whether Python frames will be recorded; fills *probe with the probe's output.

@@ -25,17 +25,26 @@ struct Command {
   int (*run)(int argc, char** argv);
 };
 
+// tools/demo.sh's CLI (CDSA_DEMO, cli/CMakeLists.txt) has only run and report; the others are named, and say where
+// the full build is.
+#if CDSA_DEMO_CLI
+#define CDSA_NOT_IN_DEMO(command) nullptr
+#else
+#define CDSA_NOT_IN_DEMO(command) command
+#endif
+
 // A new command: one line here, its declaration in cli/commands.h, its file in cli/CMakeLists.txt.
 const Command kCommands[] = {
     {"run", "[options] -- CMD [ARGS...]", "", cmd_run},
     {"report", "FILE [--json] [--no-resymbolize] [--native-all]", "the fault report again, from a trace file",
      cmd_report},
-    {"export", "--chrome FILE... [-o OUT]", "launches as a Chrome/Perfetto timeline", cmd_export},
-    {"merge", "[--session ID] DIR|FILES...", "multi-rank: whose evidence shows the first fault", cmd_merge},
-    {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", cmd_flame},
-    {"top", "FILE [-n N]", "the busiest launch sites", cmd_top},
-    {"doctor", "[--python PATH]", "will cdsa work here? (exit 0 yes, 1 no)", doctor_command},
-    {"jupyter", "install|uninstall ...", "a Jupyter kernelspec that runs under cdsa", cmd_jupyter},
+    {"export", "--chrome FILE... [-o OUT]", "launches as a Chrome/Perfetto timeline", CDSA_NOT_IN_DEMO(cmd_export)},
+    {"merge", "[--session ID] DIR|FILES...", "multi-rank: whose evidence shows the first fault",
+     CDSA_NOT_IN_DEMO(cmd_merge)},
+    {"flame", "FILE [--python-only]", "launch-site profile as folded stacks", CDSA_NOT_IN_DEMO(cmd_flame)},
+    {"top", "FILE [-n N]", "the busiest launch sites", CDSA_NOT_IN_DEMO(cmd_top)},
+    {"doctor", "[--python PATH]", "will cdsa work here? (exit 0 yes, 1 no)", CDSA_NOT_IN_DEMO(doctor_command)},
+    {"jupyter", "install|uninstall ...", "a Jupyter kernelspec that runs under cdsa", CDSA_NOT_IN_DEMO(cmd_jupyter)},
 };
 
 }  // namespace
@@ -69,8 +78,17 @@ int main_entry(int argc, char** argv) {
   load_config();
   if (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "doctor") != 0) report_config_problems_once();
   symbolizer::set_libdw_choice(config().libdw_path, config().no_libdw);
-  for (const auto& c : kCommands)
-    if (!strcmp(argv[1], c.name)) return c.run(argc - 2, argv + 2);
+  for (const auto& c : kCommands) {
+    if (strcmp(argv[1], c.name) != 0) continue;
+    if (!c.run) {
+      fprintf(stderr,
+              "cdsa %s: not in this build: tools/demo.sh's CLI has only `cdsa run` and `cdsa report`; the full "
+              "build's build/bin/cdsa has every command (README: The two commands)\n",
+              c.name);
+      return 2;
+    }
+    return c.run(argc - 2, argv + 2);
+  }
   fprintf(stderr, "cdsa: unknown command '%s' (see cdsa --help)\n", argv[1]);
   return 2;
 }

@@ -82,7 +82,15 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     CUfunction f = cupti::launch_function(cbid, data);
     // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
     note_kernel_name(f, data.symbolName);
-    launch_begin(f);  // in flight until the exit (shim/record/launch.h): a report on another thread waits for it
+    // In flight until the exit (shim/record/launch.h): a report on another thread waits for it. The stream's
+    // deferred mark is placed now, before the launch, or folded into a PDL launch's own: without interposition the
+    // backend sees no other operation on the stream, so a stream's launches are where its deferred marks go out (a
+    // stream's last one waits for the next, unproven; marks of streams that carry no PDL go out at once anyway).
+    LaunchInfo li[1];
+    if (cbid != cupti::kCbLaunchCooperativeMultiDevice && cupti::decode_launches(cbid, data, li, 1) == 1)
+      launch_begin(f, li[0].stream, li[0].per_thread, li[0].programmatic ? MarkBefore::Fold : MarkBefore::Settle);
+    else
+      launch_begin(f);
     return;
   }
   if (data.callbackSite != CUPTI_API_EXIT) return;

@@ -91,9 +91,15 @@ int decode_launches(uint32_t cbid, const CUpti_CallbackData& data, LaunchInfo* o
       set3(li.grid, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ);
       set3(li.block, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ);
       li.shared_mem = cfg->sharedMemBytes;
-      for (unsigned i = 0; cfg->attrs && i < cfg->numAttrs; ++i)
+      li.via_launch_ex = true;
+      for (unsigned i = 0; cfg->attrs && i < cfg->numAttrs; ++i) {
         if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
           li.kind = LaunchKind::Cooperative;
+        // Only programmatic stream serialization lets it overlap the kernel before it (shim/record/launch.h).
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+            cfg->attrs[i].value.programmaticStreamSerializationAllowed)
+          li.programmatic = true;
+      }
       break;
     }
     case kCbGraphLaunch:

@@ -199,22 +199,24 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
     case Attribution::Exact:
       out += "cdsa: the failing launch (the first launch on its stream whose completion never landed):\n";
       break;
-    case Attribution::Ambiguous:
+    case Attribution::Ambiguous: {
+      const size_t total = r.candidates.size() + r.candidates_not_shown;
       if (!r.candidates_complete)
         out += fmt::format(
             "cdsa: AMBIGUOUS: {} unfinished when the fault surfaced; the failing launch may be {}, or work cdsa did "
             "not record (see the notes):\n",
-            r.candidates.size() == 1 ? "1 launch was" : fmt::format("{} launches were", r.candidates.size()),
-            r.candidates.size() == 1 ? "this one" : "one of these");
-      else if (r.candidates.size() == 1)
+            total == 1 ? "1 launch was" : fmt::format("{} launches were", total),
+            total == 1 ? "this one" : "one of these");
+      else if (total == 1)
         out += "cdsa: AMBIGUOUS: 1 launch was unfinished when the fault surfaced; it is the failing one, but what "
                "failed inside it is not known:\n";
       else
         out += fmt::format(
             "cdsa: AMBIGUOUS: {} launches were unfinished when the fault surfaced (on different streams, or sharing "
-            "one completion mark); the failing launch is one of these:\n",
-            r.candidates.size());
+            "one completion mark); the failing launch is one of these{}:\n",
+            total, r.candidates_not_shown ? fmt::format(" (the first {} shown)", r.candidates.size()) : "");
       break;
+    }
     case Attribution::Unknown:
       out += "cdsa: the failing launch could not be identified";
       out += r.candidates.empty() ? ".\n" : "; the most recent launches were:\n";
@@ -249,6 +251,9 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
     }
     if (!c.graph_nodes.empty()) append_graph_nodes(out, c, opt);
   }
+  if (r.candidates_not_shown)
+    out += fmt::format("  ... and {} more candidate{}, not shown\n", r.candidates_not_shown,
+                       r.candidates_not_shown == 1 ? "" : "s");
   for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
   if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);

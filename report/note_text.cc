@@ -90,6 +90,20 @@ std::string traceback_note(const FaultReport& r) {
                      trace_part(r));
 }
 
+std::string prior_fault_note(const FaultReport& r) {
+  std::string launched = what_launched(r);
+  std::string rank = r.origin.rank >= 0 ? fmt::format(" on rank {}", r.origin.rank) : std::string();
+  std::string what;
+  if (launched.empty() || r.attribution == Attribution::Unknown)
+    what = "; cdsa could not name its launch";
+  else if (r.attribution == Attribution::Ambiguous)
+    what = fmt::format(": one of {} launches, most likely {}", r.candidates.size(), launched);
+  else
+    what = ": " + launched;
+  return fmt::format("cdsa: a CUDA fault{} was reported before this error{} (cdsa's report above{})", rank, what,
+                     trace_part(r));
+}
+
 std::string restart_pointer(const FaultReport& r) {
   std::string cell = outer_cell(r.surfaced_stack);
   std::string where = cell.empty() ? "an earlier cell's output" : cell + "'s output";

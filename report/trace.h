@@ -75,6 +75,7 @@ struct StackEntry {
 struct WriterInfo {
   std::string version;
   std::vector<std::pair<std::string, std::string>> config;
+  int cuda_headers = 0;  // CUDA_VERSION of the headers libcdsa.so wraps (13050); 0 when the file does not say
 };
 
 struct TraceData {

@@ -43,22 +43,26 @@ std::string why_text(const CandidateFacts& c) {
   if (c.recent_unproven) return "recent launch (not proven)";
   const std::string stream = std::to_string(c.stream_id);
   std::string why;
-  if (c.pdl_unproven) {
-    why = "launched on stream " + stream +
-          " just before a programmatic dependent (PDL) launch whose completion mark landed; not proven finished: that "
-          "mark went out without the event wait that makes it cover the whole group (CUDA does not document that "
-          "work after a PDL launch waits for the kernel before it), so it is listed after the launches the marks "
-          "point at";
+  const bool many = c.group > 1;
+  if (c.mark_not_placed) {
+    why = (many ? "one of the last " + std::to_string(c.group) + " launches" : std::string("the last launch")) +
+          " on stream " + stream + ", after its last completion mark that landed; not proven finished: no mark was "
+          "placed after " + (many ? "them" : "it") + " (it waits for the stream's next operation" +
+          (c.pdl_group ? ", which may be a programmatic dependent launch" : "") + "), so nothing shows whether " +
+          (many ? "they" : "it") + " finished";
   } else if (c.group > 1) {
     why = "one of " + std::to_string(c.group) + " launches on stream " + stream +
-          " sharing the first completion mark that never landed (programmatic dependent launch: no mark may sit "
-          "between them); " + launches_text(c.pending) + " on it had not completed";
+          " sharing the first completion mark that never landed " +
+          (c.pdl_group ? "(programmatic dependent launch: no mark may sit between them); "
+                       : "(the marks between them could not be placed); ") +
+          launches_text(c.pending) + " on it had not completed";
   } else {
     why = "first unfinished launch on stream " + stream + "; " + launches_text(c.pending) + " on it had not completed";
   }
   if (!c.matched_assert_function.empty())
     why += "; other launches could not be ruled out by their marks, but only this kernel matches the device's assert in " +
            c.matched_assert_function;
+  if (c.assert_cannot_rule_out) why += "; its kernel is not known, so the device's assert cannot rule it out";
   return why;
 }
 
@@ -98,11 +102,25 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
                     "their stream's last, whose mark was not yet placed");
   counted(e.left_out_by_device_assert,
           " other candidate(s) were left out: their kernels are not the function the device's assert names");
-  if (e.candidates > e.pdl_unproven)
-    counted(e.pdl_unproven,
-            " candidate(s) listed last (\"not proven finished\") are there only because the completion mark after "
-            "their programmatic dependent (PDL) successor went out without its event wait, so it does not prove they "
-            "finished; the candidate listed first is the first launch whose own mark never landed");
+  if (e.candidates_not_shown > 0)
+    notes.push_back(std::to_string(e.candidates_not_shown) + " more candidate(s) are not shown; the verdict rests on all " +
+                    std::to_string(e.candidates));
+  if (!e.assert_matches_no_candidate.empty())
+    notes.push_back("the device's assert names " + e.assert_matches_no_candidate +
+                    ", which no candidate's kernel is: it may be a __device__ function one of them calls, or a launch "
+                    "cdsa did not record, so no launch is named as certain");
+  if (!e.assert_names_no_kernel.empty())
+    notes.push_back("the device's assert is in " + e.assert_names_no_kernel +
+                    ", which cannot be a __global__ function (an operator, a lambda or a class member: the kernel "
+                    "calls it), so it does not tell the candidates apart");
+  if (e.unproven == EvidenceFacts::Unproven::AllFinished)
+    notes.push_back("the completion marks and successful synchronizing calls show every recorded launch finished, so "
+                    "the fault may come from work cdsa did not record (a memory operation or copy, or a launch it "
+                    "could not see)");
+  else if (e.unproven == EvidenceFacts::Unproven::MarksNotPlaced)
+    notes.push_back("no candidate's completion mark was placed (each is its stream's last launch, whose mark waits "
+                    "for the stream's next operation), so none is proven unfinished: the fault may also come from "
+                    "work cdsa did not record (a memory operation or copy, or a launch it could not see)");
   counted(e.other_context_streams,
           " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the context of the "
           "call that surfaced it, so they are not candidates");

@@ -23,7 +23,9 @@ struct CandidateFacts {
   uint64_t pending = 0;     // launches on its stream whose completion mark never landed
   uint64_t group = 1;       // launches sharing the mark it was judged by (itself included)
   bool recent_unproven = false;  // nothing pending the marks can see: a recent launch, not proven
-  bool pdl_unproven = false;     // before a PDL launch whose mark landed without its event wait
+  bool mark_not_placed = false;  // after its stream's last mark that landed, with no mark placed after it
+  bool pdl_group = false;        // the launches of its group include a programmatic dependent (PDL) launch
+  bool assert_cannot_rule_out = false;  // its kernel is not known, so the device's assert cannot rule it out
   // Only its kernel matches the device's assert, which names this function (empty: no such pick).
   std::string matched_assert_function;
   bool record_lost = false;  // the ring no longer holds its record
@@ -58,8 +60,16 @@ struct EvidenceFacts {
   bool marks_shared = false;  // some launch's mark was folded into the next one's (PDL) or lost
   uint64_t launches_seen = 0, launches_own_mark = 0;
   uint32_t left_out_by_device_assert = 0;  // candidates whose kernels are not the function the assert names
-  uint32_t pdl_unproven = 0;               // candidates listed last, "not proven finished"
   size_t candidates = 0;
+  size_t candidates_not_shown = 0;  // candidates past the ones the report lists
+  // The function the device's assert names, where no candidate's kernel is it (empty: not so).
+  std::string assert_matches_no_candidate;
+  // The function the device's assert names, where it cannot be a __global__ function (empty: not so).
+  std::string assert_names_no_kernel;
+  // No candidate is proven unfinished (and the breadcrumbs were on, every stream marked): every recorded launch is
+  // shown finished, or every candidate is its stream's last, whose mark was never placed.
+  enum class Unproven { No, AllFinished, MarksNotPlaced };
+  Unproven unproven = Unproven::No;
   uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches
   std::string recorder_overflow;       // what filled up in the recorder's tables (a sentence), or empty
   // Work submitted through entry points cdsa could only pass through: the headers' CUDA version (cuda.h's

@@ -7,14 +7,18 @@ Reads the toolkit's own description of the driver API:
     signature appeared, which is what cuGetProcAddress selects by;
   - cuda.h: `#define cuX cuX_v2` (possibly through __CUDA_API_PTDS/PTSZ) names the symbol
     that carries the newest signature of cuX;
-  - the stub libcuda.so: the symbols a program linked with -lcuda (or dlsym) can reach;
+  - the functions the headers declare (cuda.h and cudaProfiler.h, run through the C
+    preprocessor as a program sees them and as the driver's own build does, __CUDA_API_VERSION_INTERNAL): the
+    names a driver of that version exports, so entry points newer than the toolkit's stub get their exports too;
+  - the stub libcuda.so: the symbols a program linked with -lcuda (or dlsym) can reach; each of its names that
+    has a typedef must be one the headers declare (--list says which are not);
   - shim/intercept/driver_calls.def: the hand table of special kinds (launch, capture, ...) and the
     exempt names (calls that cannot surface a fault: never wrapped).
 
 Writes one C preprocessor include, every line one of
   CDSA_ENTRY(pfn, base, version, per_thread, kind, symbol)
       every typedef, sorted by (base, per_thread, version); symbol is the exported
-      name carrying that signature, or "" when the stub does not export one;
+      name carrying that signature, or "" when neither the headers declare nor the stub exports one;
   CDSA_EXEMPT_NAME(name)
       the exempt names of driver_calls.def;
   CDSA_WRAP_EXPORT(symbol, pfn, (params), (args))
@@ -100,6 +104,26 @@ def param_name(param, i):
     return f"{param} a{i}", f"a{i}"  # unnamed parameter: name it
 
 
+def declared_functions(include, headers, cc):
+    """The driver functions the headers declare, as exported: cuda.h's `#define cuX cuX_v2` macros applied, once
+    as a program sees them and once as the driver's own build (__CUDA_API_VERSION_INTERNAL: the per-thread
+    _ptsz/_ptds names and the old signatures' names)."""
+    src = "".join(f"#include <{h}>\n" for h in headers)
+    names = set()
+    for mode in ([], ["-D__CUDA_API_VERSION_INTERNAL", "-D__CUDA_API_VERSION_INTERNAL_ODR"]):
+        argv = (cc or "cc").split() + ["-E", "-P", "-x", "c", "-I", include, *mode, "-"]
+        try:
+            p = subprocess.run(argv, input=src, capture_output=True, text=True)
+        except OSError as e:
+            fail(f"cannot run the C preprocessor {argv[0]}: {e.strerror}")
+        if p.returncode != 0:
+            fail(f"the C preprocessor failed on {', '.join(headers)} in {include}: {p.stderr.strip()[:400]}")
+        names |= set(re.findall(r"\bCUresult\s+(cu\w+)\s*\(", p.stdout))
+    if not names:
+        fail(f"no driver functions declared in {include}/cuda.h")
+    return names
+
+
 def stub_exports(stub, nm):
     if not stub:
         return None
@@ -130,7 +154,10 @@ def build(typedefs, defines, exports, kinds, exempt):
                 # cuda.h's `#define cuX cuX_vN` says N when it differs (cuCtxCreate: four signatures, _v4).
                 symbol = base if i == 0 else f"{base}_v{i + 1}"
                 target = defines.get(base, "")
-                if i == len(vs) - 1 and re.fullmatch(re.escape(base) + r"_v\d+", target):
+                # ... unless the macro names an older signature's symbol: 13.4 added cuGraphAddNode_v3 (the
+                # prototype of cuGraphAddNode_v2) and left `#define cuGraphAddNode cuGraphAddNode_v2` as it was.
+                older = {base if j == 0 else f"{base}_v{j + 1}" for j in range(i)}
+                if i == len(vs) - 1 and re.fullmatch(re.escape(base) + r"_v\d+", target) and target not in older:
                     symbol = target
                 symbol += suffix
                 if exports is not None and symbol not in exports:
@@ -147,6 +174,7 @@ def main():
     ap.add_argument("--include", required=True, help="the toolkit's include directory")
     ap.add_argument("--stub", help="the toolkit's stub libcuda.so (its exports become cdsa's)")
     ap.add_argument("--nm", help="the nm program (default: nm)")
+    ap.add_argument("--cc", help="the C compiler whose preprocessor reads the headers (default: cc)")
     ap.add_argument("--kinds", required=True, help="shim/intercept/driver_calls.def")
     ap.add_argument("--interop", nargs="*", default=[], choices=["GL", "EGL", "VDPAU"],
                     help="also the graphics-interop typedefs (cuda<X>Typedefs.h; need the system's GL/EGL/VDPAU headers)")
@@ -159,7 +187,12 @@ def main():
     kinds_text = strip_comments(read(a.kinds))
     kinds = dict(KIND.findall(kinds_text))
     exempt = set(EXEMPT.findall(kinds_text))
-    exports = stub_exports(a.stub, a.nm)
+    # cuda.h's and cudaProfiler.h's (the interop headers' names stay what the stub says: it exports none of them).
+    declared = declared_functions(a.include, ["cuda.h", "cudaProfiler.h"], a.cc)
+    stub = stub_exports(a.stub, a.nm)
+    # What a driver of the headers' version exports: what they declare; a stub older than the headers has fewer
+    # names, one of the same version as many (the names of both, should a stub ever have one the headers lack).
+    exports = declared | (stub or set())
     entries = build(typedefs, defines, exports, kinds, exempt)
     known_bases = {e[0] for e in entries}
     for base in kinds:
@@ -188,9 +221,15 @@ def main():
             with open(a.output, "w", encoding="utf-8") as f:
                 f.write(text)
     if a.list:
-        unwrapped = sorted((exports or set()) - exported)
+        unwrapped = sorted(exports - exported)
         print(f"typedefs: {len(typedefs)}  wrapped entries: {len(entries)}  exported wrappers: {len(exported)}")
-        print(f"stub exports without a wrapper ({len(unwrapped)}): {' '.join(unwrapped)}")
+        print(f"exports without a wrapper ({len(unwrapped)}): {' '.join(unwrapped)}")
+        if stub is not None:
+            newer = sorted(exported - stub)
+            print(f"exported wrappers the stub lacks ({len(newer)}): {' '.join(newer)}")
+            bases = {e[0] for e in entries}
+            undeclared = sorted(n for n in stub - declared if re.sub(r"(_v\d+)?(_ptsz|_ptds)?$", "", n) in bases)
+            print(f"stub names with a typedef the headers do not declare ({len(undeclared)}): {' '.join(undeclared)}")
 
 
 if __name__ == "__main__":

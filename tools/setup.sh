@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing cdsa needs on Debian 12 (apt + PyPI only).
-# The CUDA 13 toolkit (headers; CUPTI for the optional backend) is expected at /usr/local/cuda.
+# The CUDA 13 toolkit (nvcc, the stub lib64/stubs/libcuda.so; its headers only where the pinned set is absent) is
+# expected at /usr/local/cuda.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -30,5 +31,9 @@ if ! "$PY" -c "import glob, sys; sys.exit(not any(glob.glob(p + '/nvidia/cu13/li
   "$PY" -m pip install -q --disable-pip-version-check "nvidia-cuda-runtime>=13,<14" 2>/dev/null ||
     "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "nvidia-cuda-runtime>=13,<14"
 fi
+# The pinned CUDA header set the wrapper table, the exports, the CUPTI backend and the simulated driver are built
+# from (CMake's CDSA_CUDA_HEADERS finds it in .cuda-headers/ of the checkout, git-ignored): the headers of PyPI's
+# runtime, CUPTI and profiler wheels of one CUDA release, nothing else of them (tools/cuda_headers.sh).
+tools/cuda_headers.sh
 [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] ||
   { echo "tools/setup.sh: cuda.h not found under ${CUDA_HOME:-/usr/local/cuda}/include (the CUDA 13 toolkit)" >&2; exit 1; }

@@ -9,6 +9,8 @@
 #   .carry/rtlib/    run-time libraries that libcdsa.so dlopens: libunwind.so.8 and libdw.so.1 with their
 #                    dependencies (liblzma, libelf, libz, libbz2, libzstd...). run.sh puts only those the GPU machine
 #                    lacks on LD_LIBRARY_PATH.
+#   .carry/cuda-headers/  cuda.h and the typedef headers of the pinned CUDA 13.5 set (tools/cuda_headers.sh):
+#                    case 29a walks that table's entries on the real driver.
 #   .carry/build/    libcdsa.so and the cdsa CLI built here (used when the build there fails), and COMMIT;
 #                    --no-build leaves it out (prefix and rtlib only).
 # Last it checks that cdsa configures with the carried prefix alone (every system search path switched off).
@@ -17,7 +19,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${CDSA_CARRY:-$root/.carry}
 build=1
 [ "${1:-}" = "--no-build" ] && build=0
-rm -rf "$carry/prefix" "$carry/rtlib" "$carry/build" "$carry/COMMIT"
+rm -rf "$carry/prefix" "$carry/rtlib" "$carry/build" "$carry/COMMIT" "$carry/cuda-headers"
 mkdir -p "$carry/prefix" "$carry/rtlib" "$carry/build/lib" "$carry/build/bin"
 
 # 1. Build dependencies, copied file by file from the Debian packages (symlinks kept).
@@ -61,6 +63,11 @@ grep -q "^CDSA_LIBDWFL_INCLUDE_DIR:PATH=$p/include" "$check/CMakeCache.txt" ||
   { echo "prepare_carry: elfutils/libdwfl.h not found in the carried prefix" >&2; exit 1; }
 rm -rf "$check"
 echo "prepare_carry: cdsa configures with the carried prefix alone"
+
+# 3b. The pinned headers' table (case 29a), a few hundred KB.
+"$root/tools/cuda_headers.sh"
+mkdir -p "$carry/cuda-headers"
+cp "$root/.cuda-headers/13.5/include/"{cuda.h,cudaTypedefs.h,cudaProfilerTypedefs.h} "$carry/cuda-headers/"
 
 # 4. libcdsa.so and the CLI, built from this checkout.
 if [ $build = 1 ]; then

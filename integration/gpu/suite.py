@@ -36,7 +36,8 @@ from suite_procs import (CASES, MARGIN_S, ROOT, Ctx, Run, Skip, Stopped, build_n
                          group_members, is_cupti_fallback, native_jobs)
 from suite_checks import (check_graph_update, check_named, check_native, check_no_report,  # noqa: E402,F401
                           check_report_first, short, traceback_block, check_pdl_pairs, check_pdl_memop_wait,
-                          check_freed_copy, check_coredump, check_pci_bus_id, letter_case, xid_form)
+                          check_freed_copy, check_coredump, check_pci_bus_id, letter_case, xid_form,
+                          check_entry_pointers, check_cudart_entry_points)
 from suite_cases import INFO, all_cases, fake_cases  # noqa: E402
 from cdsa_report import marker_line  # noqa: E402
 WALL_BUDGET_S = 480  # the whole suite, libcdsa.so build and nvcc included (run.sh's default --budget)
@@ -85,8 +86,8 @@ def self_check():
         if not (CASES / name).exists():
             problems.append(f"referenced case file missing: {name}")
     nums = sorted({c.num for c in all_cases()})
-    if nums != list(range(1, 29)):
-        problems.append(f"case numbers {nums} do not cover 1..28")
+    if nums != list(range(1, 30)):
+        problems.append(f"case numbers {nums} do not cover 1..29")
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti"):
         if k not in {c.key for c in all_cases()}:
             problems.append(f"{k} missing: cases 1, 11 and 14 run under both backends")

@@ -9,7 +9,8 @@ import shutil
 import statistics
 import sys
 
-from suite_checks import (INFO, check_coredump, check_freed_copy, check_pci_bus_id, check_pdl_memop_wait,
+from suite_checks import (INFO, check_coredump, check_cudart_entry_points, check_entry_pointers, check_freed_copy,
+                          check_pci_bus_id, check_pdl_memop_wait, table_typedefs,
                           check_pdl_pairs,
                           check_graph_update, check_named, check_native, check_no_report, check_report_first, names_py,
                           not_one_report, short, surfaced, traceback_block)
@@ -252,6 +253,33 @@ def c_coredump(ctx, key, backend):
     under = ctx.run(key, [ctx.bin("coredump"), str(dumps / "cdsa")], backend=backend, tag="cdsa", timeout=60,
                     may_time_out=True)
     return check_coredump(bare, under)
+
+
+def table_headers(ctx):
+    """The headers whose table the entry-point case walks: the pinned CUDA 13.5 set if the checkout or the carry has
+    it (tools/cuda_headers.sh; integration/gpu/prepare_carry.sh copies it), else the toolkit's."""
+    for d in (ROOT / ".carry" / "cuda-headers", ROOT / ".cuda-headers" / "13.5" / "include",
+              pathlib.Path(getattr(ctx, "cuda_home", "/usr/local/cuda")) / "include"):
+        if (d / "cudaTypedefs.h").exists():
+            return d
+    raise Skip("no cudaTypedefs.h (.carry/cuda-headers, .cuda-headers/13.5/include, CUDA_HOME/include)")
+
+
+def c_entry_pointers(ctx, key, backend):
+    typedefs = table_typedefs(table_headers(ctx))
+    listing = ctx.logdir / "runs" / "entry_points.txt"
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    listing.write_text("".join(f"{n} {v} {2 if pt else 0}\n" for n, v, pt in sorted(typedefs)))
+    r = ctx.run(key, [ctx.bin("entry_point_pointers"), str(listing)], preload=False, timeout=60)
+    verdict, ev = check_entry_pointers(r, typedefs)
+    return verdict, f"{len(typedefs)} typedefs of {table_headers(ctx)}; " + ev
+
+
+def c_cudart_entry_points(ctx, key, backend):
+    log = ctx.logdir / "runs" / "29b.entry_points.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    r = ctx.run(key, ctx.py("c29_cudart_entry_points.py"), env={"CDSA_DEBUG_ENTRY_POINTS": str(log)}, timeout=60)
+    return check_cudart_entry_points(r, log.read_text() if log.exists() else "")
 
 
 def c_illegal(ctx, key, backend):
@@ -631,6 +659,14 @@ def all_cases():
         Case(28, "28", "the CPython walker's unit test under this machine's Python (every capture through the chain "
              "cache, compared with the walk; ~2 s)", "passes: the by-instruction check and the code-free count hold "
              "on this interpreter build", c_python_walker, expect_s=2.0),
+        Case(29, "29a", "fact: every table entry's driver function at its version, at 13000 and at the driver's "
+             "(the ceiling's premise: same pointer <=> same prototype); lookups with nothing to give (~3 s)",
+             "recorded (info): premise holds/breaks per entry; unknown and too-old answers", c_entry_pointers,
+             expect_s=3.0),
+        Case(29, "29b", "fact: how cudart 13.5's cudaLaunchHostFunc_v2, cudaStreamBeginRecaptureToGraph and "
+             "cudaGraphNodeGetParams reach the driver, under cdsa (~3 s)",
+             "recorded (info): the (name, version) asked, wrapped or thunk, each call's result", c_cudart_entry_points,
+             expect_s=3.0),
         Case(27, "27", "fact: letter case and format of cuDeviceGetPCIBusId's answer, as cdsa's header prints it (~2 s)",
              "recorded (info): driver's string, its case, cdsa's header, Xid-style form; nvidia-smi, torch",
              c_pci_bus_id, expect_s=2.0),

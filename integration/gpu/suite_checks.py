@@ -1,5 +1,6 @@
 """The GPU suite's checks (part of suite.py; see README.md): judges that read one Run's output (its report,
 through tests/support/cdsa_report.py) and return (verdict, evidence). test_suite_cpu.py feeds them canned output."""
+import pathlib
 import re
 import statistics
 
@@ -192,7 +193,7 @@ def check_pdl_pairs(runs, between=()):
 
 
 def check_pdl_memop_wait(r, waited=None):
-    """Case 25b2. `r` (info): the answer kLandedPdlMarkProvesPrimary (shim/fault/attribution.h) waits for; 'yes' on
+    """Case 25b2. `r` (info): the answer kLandedPdlMarkProvesPrimary (shim/record/breadcrumbs.h) waits for; 'yes' on
     every machine the suite ran on is what flipping it needs; 'untested' when the secondary did not overlap.
     `waited` (a check): the same pair with cdsa's placement of a PDL group's mark (an event recorded on the stream and
     waited on, then the memop; shim/record/breadcrumbs.cc): cdsa takes that landed mark as proof that the primary
@@ -319,3 +320,74 @@ def check_pci_bus_id(probe, under=None):
         t = re.search(rf"^pci-{what} (.*)$", probe.out, re.M)
         ev.append(f"{'nvidia-smi' if what == 'smi' else 'torch'}: {short(t.group(1), 60) if t else '?'}")
     return INFO, "; ".join(ev)
+
+
+# ---- issue 27: the ceiling's premise (cases/entry_point_pointers.c) and cudart 13.5's new calls
+def table_typedefs(include):
+    """{(name, version, per_thread): parameter text} of the PFN_ typedefs of include/cudaTypedefs.h (and the
+    profiler's): the table cdsa builds from those headers."""
+    out = {}
+    for h in ("cudaTypedefs.h", "cudaProfilerTypedefs.h"):
+        path = pathlib.Path(include) / h
+        if not path.exists():
+            continue
+        text = re.sub(r"/\*.*?\*/", " ", path.read_text(errors="replace"), flags=re.S)
+        for name, ver, suffix, params in re.findall(
+                r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptsz|_ptds)?\s*\)\s*\((.*?)\)\s*;", text,
+                re.S):
+            # the prototype without parameter names: types only
+            types = [re.sub(r"\s*\b\w+\s*(\[[^\]]*\])?$", "", p.strip()) if len(p.split()) > 1 else p.strip()
+                     for p in params.split(",")]
+            out[(name, int(ver), bool(suffix))] = " ".join(",".join(types).split())
+    return out
+
+
+def prototype_at(typedefs, name, per_thread, version):
+    """The parameter types of the newest typedef of `name` at or below `version` (per-thread variant preferred)."""
+    fits = [(v, pt) for (n, v, pt) in typedefs if n == name and v <= version and (pt == per_thread or not pt)]
+    if not fits:
+        return None
+    best = max(fits, key=lambda t: (t[0], t[1]))
+    return typedefs[(name, best[0], best[1])]
+
+
+def check_entry_pointers(r, typedefs):
+    """Case 29a (info): for each entry, whether the driver's function at the entry's version is the one at 13000
+    exactly when the headers give both the same prototype (the ceiling's premise), and what a lookup with no
+    function to give answers."""
+    driver = re.search(r"^driver (\d+)", r.out, re.M)
+    if not driver:
+        return False, f"no answer (rc {r.rc}): {short(r.out + r.err, 80)}"
+    missing = re.findall(r"^missing (\S+) rc (-?\d+) status (-?\d+) pfn (\S+)", r.out, re.M)
+    holds, breaks, unanswered = 0, [], 0
+    for name, ver, flags, own, at13, _atdrv in re.findall(r"^ep (\S+) (\d+) (\d+) (\S+) (\S+) (\S+)", r.out, re.M):
+        ver, pt = int(ver), int(flags) & 2 != 0
+        if not own.startswith("0x"):
+            unanswered += 1
+            continue
+        if ver <= 13000 or not at13.startswith("0x"):
+            continue  # the premise is about a version above 13000 against 13000's
+        same_proto = typedefs.get((name, ver, pt)) == prototype_at(typedefs, name, pt, 13000)
+        if (own == at13) == same_proto:
+            holds += 1
+        else:
+            breaks.append(f"{name}@{ver}/{flags} {'same' if own == at13 else 'other'} function, "
+                          f"{'same' if same_proto else 'other'} prototype")
+    ev = [f"driver {driver.group(1)}", f"premise holds for {holds}, breaks for {len(breaks)}"
+          + (": " + "; ".join(breaks[:4]) if breaks else ""), f"{unanswered} entries not answered at their version",
+          "missing: " + ", ".join(f"{k} rc {rc} status {st} pfn {p}" for k, rc, st, p in missing)]
+    return INFO, "; ".join(ev)
+
+
+def check_cudart_entry_points(r, log_text):
+    """Case 29b (info): which (name, version, flags) cudart asked for the 13.1+ entry points, what cdsa handed back
+    (wrapped, thunk), and what each runtime call returned."""
+    if not re.search(r"^cudart \d+", r.out, re.M):
+        return False, f"no cudart (rc {r.rc}): {short(r.out + r.err, 80)}"
+    asked = [f"{m[0]}@{m[1]}/{m[2]} {m[3]} {m[4]}" for m in re.findall(
+        r"^cuGetProcAddress (cuLaunchHostFunc|cuStreamBeginRecaptureToGraph|cuGraphNodeGetParams) (\d+) (\d+) -> "
+        r"(\S+) (\S+)$", log_text, re.M)]
+    calls = re.findall(r"^call (\S+) (rc -?\d+|missing)", r.out, re.M)
+    return INFO, "; ".join([re.search(r"^cudart \d+", r.out, re.M).group(0), "asked: " + (", ".join(asked) or "none"),
+                            "calls: " + ", ".join(f"{n} {res}" for n, res in calls),
+                            short(re.search(r"^host calls \d+", r.out, re.M).group(0) if "host calls" in r.out else "", 20)])

@@ -270,7 +270,7 @@ def native_jobs(ctx, out):
     """The nvcc builds: native_faults.cu with static cudart (nvcc's default) and -cudart shared (with an rpath to
     the toolkit's cudart, so it runs whatever the loader path), both -g; the driver-API program and its PTX;
     driver_facts.cu (issue 7 facts) and the preloaded logger fact_logger.c; issue 16's graph_node_update.cu,
-    pdl_pairs.cu and coredump.cu."""
+    pdl_pairs.cu and coredump.cu; issue 27's entry_point_pointers.c."""
     stubs = f"-L{ctx.cuda_home}/lib64/stubs"
     src = str(CASES / "native_faults.cu")
     arch = f"-arch={ctx.arch}"
@@ -286,6 +286,8 @@ def native_jobs(ctx, out):
                          stubs, "-lcuda"],
         "pdl_pairs": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "pdl_pairs.cu"), "-o", str(out / "pdl_pairs"), stubs, "-lcuda"],
         "coredump": [ctx.nvcc, "-g", "-O0", arch, str(CASES / "coredump.cu"), "-o", str(out / "coredump"), stubs, "-lcuda"],
+        "entry_point_pointers": [ctx.nvcc, "-g", "-O0", "-x", "c", str(CASES / "entry_point_pointers.c"),
+                                 "-o", str(out / "entry_point_pointers"), stubs, "-lcuda"],
         "fact_logger.so": [ctx.nvcc, "-O1", "-shared", "-Xcompiler", "-fPIC", "-x", "c", str(CASES / "fact_logger.c"),
                            "-o", str(out / "fact_logger.so"), "-ldl"],
     }
@@ -294,7 +296,7 @@ def native_jobs(ctx, out):
 def build_natives(ctx):
     """All nvcc builds in parallel, each in its own process group, limited like any run."""
     jobs_all = ("nf_static", "nf_shared", "driver_api.ptx", "driver_api", "driver_facts", "fact_logger.so", "graph_update",
-                "pdl_pairs", "coredump")
+                "pdl_pairs", "coredump", "entry_point_pointers")
     if not ctx.nvcc:
         ctx.build_errors = {n: "nvcc not found" for n in jobs_all}
         return

@@ -49,14 +49,14 @@ def test_list_has_every_case_and_both_backends():
     p = subprocess.run(["bash", str(HERE / "run.sh"), "--list"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = [l.split() for l in p.stdout.splitlines()[:-1] if re.match(r"^\s*\d+\s", l)]
-    assert sorted({int(r[0]) for r in rows}) == list(range(1, 29))
+    assert sorted({int(r[0]) for r in rows}) == list(range(1, 30))
     keys = [r[1] for r in rows]
     for k in ("1/cupti", "11a/cupti", "11b/cupti", "14/cupti", "22", "23a", "23b", "23c", "23d", "23e", "24a", "24b", "24c", "24d", "25a", "26", "21b", "21c"):
         assert k in keys, k
     # the torch.compile cases start first, the cost cases run last
     assert keys[:2] == ["11b", "11b/cupti"], keys[:3]
     assert keys[-3:] == ["21a", "21b", "21c"], keys[-3:]
-    assert p.stdout.strip().splitlines()[-1].startswith("28 cases")
+    assert p.stdout.strip().splitlines()[-1].startswith("29 cases")
 
 
 def test_dry_run_self_check_passes():
@@ -325,7 +325,10 @@ def test_every_case_function_runs_to_a_verdict(tmp_path):
                    "freed-copy free call CUDA_ERROR_INVALID_VALUE sync CUDA_SUCCESS ctx CUDA_SUCCESS\n"
                    "coredump-flags enable CUDA_SUCCESS file CUDA_SUCCESS generation lightweight+skip_abort\n"
                    "coredump-survived yes\npci-driver rc 0 id 0000:3B:00.0\n"
-                   "OK: CPython 3.12.3 (built-in layout); 4000 stack comparisons (CDLL and PyDLL)\n")
+                   "OK: CPython 3.12.3 (built-in layout); 4000 stack comparisons (CDLL and PyDLL)\n"
+                   "driver 13050\nmissing unknown rc 0 status 1 pfn NULL\nmissing too-old rc 0 status 2 pfn NULL\n"
+                   "ep cuLaunchHostFunc 13010 0 0x1 0x2 0x1\nep cuGraphAddNode 13040 0 0x3 0x3 0x3\n"
+                   "cudart 13050 /x/libcudart.so.13\ncall cudaLaunchHostFunc_v2 rc 0\nhost calls 1\n")
             return suite.Run(argv, 1, out, report_text(suite, "c01_cross_entropy.py", "LOSS-LINE"), 0.5, False, cwd)
 
     for case in suite.all_cases():
@@ -542,7 +545,7 @@ def test_coredump_judge_records_the_drivers_text_and_survival():
 def test_the_pdl_and_coredump_cases_are_listed_with_their_expected_seconds():
     suite = load_suite()
     cases = {c.key: c for c in suite.all_cases()}
-    for key in ("25b", "25b2", "25b3", "25c"):
+    for key in ("25b", "25b2", "25b3", "25c", "29a", "29b"):
         assert key in cases and cases[key].expect_s > 0, key
     keys = [c.key for c in suite.all_cases()]
     # issue 16's cases in the order of their worth: the report first, the overlap next, the facts after
@@ -581,3 +584,22 @@ def test_pci_bus_id_judge_tells_the_letter_case_the_header_and_the_xid_form():
     keys = [c.key for c in suite.all_cases()]
     cases = {c.key: c for c in suite.all_cases()}
     assert cases["27"].expect_s > 0 and keys.index("26") < keys.index("27") < keys.index("21a")
+
+
+def test_entry_point_judges_tell_the_ceilings_premise_and_how_cudart_asked():
+    """Cases 29a/29b (info): canned output of entry_point_pointers.c and c29_cudart_entry_points.py."""
+    suite = load_suite()
+    typedefs = {("cuLaunchHostFunc", 10000, False): "CUstream,CUhostFn,void *",
+                ("cuLaunchHostFunc", 13010, False): "CUstream,CUhostFn,void *,unsigned int",
+                ("cuGraphAddNode", 12030, False): "CUgraphNode *,CUgraph", ("cuGraphAddNode", 13040, False): "CUgraphNode *,CUgraph"}
+    out = ("driver 13050\nmissing unknown rc 0 status 1 pfn NULL\nmissing too-old rc 500 status 2 pfn NULL\n"
+           "ep cuLaunchHostFunc 10000 0 0x1 0x1 0x2\nep cuLaunchHostFunc 13010 0 0x2 0x1 0x2\n"
+           "ep cuGraphAddNode 13040 0 0x4 0x3 0x4\n")
+    verdict, ev = suite.check_entry_pointers(fake_run(suite, "", out=out, rc=0), typedefs)
+    assert verdict == suite.INFO, ev
+    assert "premise holds for 1, breaks for 1: cuGraphAddNode@13040/0 other function, same prototype" in ev, ev
+    assert "unknown rc 0 status 1 pfn NULL, too-old rc 500 status 2 pfn NULL" in ev, ev
+    log = "cuGetProcAddress cuLaunchHostFunc 13010 0 -> PFN_cuLaunchHostFunc_v13010 wrapped\n"
+    run = fake_run(suite, "", out="cudart 13050 /x\ncall cudaLaunchHostFunc_v2 rc 0\nhost calls 1\n", rc=0)
+    verdict, ev = suite.check_cudart_entry_points(run, log)
+    assert verdict == suite.INFO and "cuLaunchHostFunc@13010/0 PFN_cuLaunchHostFunc_v13010 wrapped" in ev, ev

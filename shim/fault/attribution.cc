@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/check.h"
 #include "base/demangle.h"
 #include "base/identifier.h"
 
@@ -18,7 +19,18 @@ bool kernel_matches_assert_function(std::string_view kernel, std::string_view fu
   // A mangled name is compared demangled: "_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l" names
   // index_kernel, "_Z13kernel_helperPi" does not name "kernel".
   const std::string name = base::demangle(std::string(kernel).c_str());
-  return base::function_identifier(name) == id;
+  if (base::function_identifier(name) != id) return false;
+  // The assert's scopes, where it prints any, in order among the kernel's (anonymous namespaces skipped on both
+  // sides: "(anonymous namespace)", "{anonymous}" and "<unnamed>" are one thing printed three ways).
+  const std::vector<std::string> want = base::qualified_name(function), have = base::qualified_name(name);
+  size_t at = 0;
+  for (size_t i = 0; i + 1 < want.size(); ++i) {
+    if (want[i].empty()) continue;
+    while (at + 1 < have.size() && have[at] != want[i]) ++at;
+    if (at + 1 >= have.size()) return false;
+    ++at;
+  }
+  return true;
 }
 
 namespace {
@@ -41,16 +53,48 @@ class RecordIndex {
   std::map<std::pair<uint64_t, uint64_t>, int> map_;
 };
 
-bool matches_device_assert(const FaultSnapshot& s, const AttributedLaunch& c) {
-  if (c.ring_index < 0) return false;
-  auto it = s.kernel_names.find(s.ring[static_cast<size_t>(c.ring_index)].kernel_name);
-  if (it == s.kernel_names.end()) return false;
+// The device's assert lines whose function can be a __global__ one: only those can tell candidates apart.
+std::vector<const DeviceAssert*> kernel_asserts(const FaultSnapshot& s) {
+  std::vector<const DeviceAssert*> out;
   for (const auto& a : s.asserts)
-    if (kernel_matches_assert_function(it->second, a.function)) return true;
+    if (base::may_be_kernel(a.function)) out.push_back(&a);
+  return out;
+}
+
+bool name_matches(const FaultSnapshot& s, uint32_t kernel_name, const std::vector<const DeviceAssert*>& asserts) {
+  auto it = s.kernel_names.find(kernel_name);
+  if (it == s.kernel_names.end()) return false;
+  for (const DeviceAssert* a : asserts)
+    if (kernel_matches_assert_function(it->second, a->function)) return true;
   return false;
 }
 
-void add_graph_nodes(const FaultSnapshot& s, AttributedLaunch* c) {
+// Whether a replay's node table is known whole: every kernel node it ran is among s.graph_nodes.
+bool table_followed(const FaultSnapshot& s, uint64_t graph_id) {
+  if (graph_id == 0) return false;
+  auto t = s.graph_tables.find(graph_id);
+  return t == s.graph_tables.end() || (!t->second.device_changes && !t->second.unpaired_change &&
+                                       !t->second.unmapped_bodies && !t->second.incomplete);
+}
+
+// What the assert text says of a candidate: its kernel is the function (Match), is known and is not (No), or is
+// not known (Unknown: a lost record, a name the driver would not give, a replay whose nodes are not all known).
+enum class AssertSays { Match, No, Unknown };
+
+AssertSays assert_says(const FaultSnapshot& s, const AttributedLaunch& c, const std::vector<const DeviceAssert*>& as) {
+  if (c.ring_index < 0) return AssertSays::Unknown;
+  const LaunchRecord& r = s.ring[static_cast<size_t>(c.ring_index)];
+  if (r.kind == LaunchKind::Graph) {
+    // A replay has no kernel name of its own: it matches when one of its kernel nodes does.
+    for (const auto& n : s.graph_nodes)
+      if (n.graph_id == r.graph_id && r.graph_id != 0 && name_matches(s, n.kernel_name, as)) return AssertSays::Match;
+    return table_followed(s, r.graph_id) ? AssertSays::No : AssertSays::Unknown;
+  }
+  if (!s.kernel_names.count(r.kernel_name)) return AssertSays::Unknown;
+  return name_matches(s, r.kernel_name, as) ? AssertSays::Match : AssertSays::No;
+}
+
+void add_graph_nodes(const FaultSnapshot& s, const std::vector<const DeviceAssert*>& asserts, AttributedLaunch* c) {
   if (c->ring_index < 0) return;
   const LaunchRecord& r = s.ring[static_cast<size_t>(c->ring_index)];
   if (r.kind != LaunchKind::Graph) return;
@@ -60,87 +104,78 @@ void add_graph_nodes(const FaultSnapshot& s, AttributedLaunch* c) {
     if (s.graph_nodes[i].graph_id == r.graph_id) c->graph_nodes.push_back(i);
   // The breadcrumbs mark the replay, not its nodes: of several, the device's assert text names the one (by kernel
   // name, as between streams); else they are all candidates.
-  if (c->graph_nodes.size() > 1 && !s.asserts.empty()) {
+  if (c->graph_nodes.size() > 1 && !asserts.empty()) {
     std::vector<int> match;
-    for (size_t k = 0; k < c->graph_nodes.size(); ++k) {
-      auto it = s.kernel_names.find(s.graph_nodes[c->graph_nodes[k]].kernel_name);
-      if (it == s.kernel_names.end()) continue;
-      for (const auto& a : s.asserts)
-        if (kernel_matches_assert_function(it->second, a.function)) {
-          match.push_back(static_cast<int>(k));
-          break;
-        }
-    }
+    for (size_t k = 0; k < c->graph_nodes.size(); ++k)
+      if (name_matches(s, s.graph_nodes[c->graph_nodes[k]].kernel_name, asserts)) match.push_back(static_cast<int>(k));
     if (match.size() == 1) {
       c->graph_node_pick = match.front();
       c->reasons |= kReasonNodeMatchesDeviceAssert;
     }
   }
-  bool followed = true;
-  if (auto t = s.graph_tables.find(r.graph_id); t != s.graph_tables.end())
-    followed = !t->second.device_changes && !t->second.unpaired_change && !t->second.unmapped_bodies &&
-               !t->second.incomplete;
-  c->graph_nodes_ambiguous = !followed || (c->graph_nodes.size() > 1 && c->graph_node_pick < 0);
+  c->graph_nodes_ambiguous = !table_followed(s, r.graph_id) || (c->graph_nodes.size() > 1 && c->graph_node_pick < 0);
 }
 
-// The launches of one stream that its marks cannot tell apart from the first unfinished one.
+// The launches of one stream that its marks and syncs cannot tell apart from the first unfinished one: every
+// member of one group, never a truncated list (the verdict rests on all of them; the report may fold the display).
 void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const StreamView& st,
                        std::vector<AttributedLaunch>* picks) {
   const uint64_t n = st.launched;
-  const uint64_t m = std::min(st.marked, n);  // the last launch whose mark was enqueued
-  const uint64_t landed = std::min(st.landed, n);
-  auto make = [&](uint64_t seq, uint32_t reasons) {
-    AttributedLaunch c;
-    c.stream_id = st.id;
-    c.stream_seq = seq;
-    c.pending = n - landed;
-    c.ring_index = idx.find(st.id, seq);
-    c.reasons = reasons | (c.ring_index < 0 ? kReasonRecordOverwritten : 0u);
-    return c;
-  };
-  auto flags_of = [&](uint64_t seq) -> int {  // -1: no record
-    int i = idx.find(st.id, seq);
-    return i < 0 ? -1 : s.ring[static_cast<size_t>(i)].flags;
-  };
-  // A landed mark that a PDL launch's record shares: the launches before it in its group are not proven finished,
-  // unless the mark was enqueued behind an event wait on the whole group.
-  const bool group_proven = kLandedPdlMarkProvesPrimary || landed > st.pdl_unproven;
-  if (!group_proven) {
-    for (uint64_t j = landed; j >= 2; --j) {
-      int f = flags_of(j);
-      if (f < 0 || (f & (kFlagSharesMark | kFlagProgrammatic)) != (kFlagSharesMark | kFlagProgrammatic)) break;
-      AttributedLaunch c = make(j - 1, kReasonPdlUnproven);
-      c.pending = 0;
-      picks->push_back(std::move(c));
-    }
+  const uint64_t m = std::min(st.marked, n);  // the last launch whose mark was placed
+  if (st.marked != StreamView::kAllMarked) {
+    CDSA_DCHECK(st.marked <= n);
+    CDSA_DCHECK(st.landed <= st.marked);
   }
-  if (landed >= n) return;
-  // The group of the first mark that never landed: from landed + 1 to the first launch with a mark of its own
-  // (its successor's record does not share), or the whole tail after the last enqueued mark.
-  const uint64_t first = landed + 1;
+  CDSA_DCHECK(st.synced <= n);
+  // Every launch at or before `proven` finished: the last landed mark proves it (a mark whose group holds a PDL
+  // launch is placed only behind the wait on the whole group, so no landed mark leaves a primary unproven), and so
+  // does a successful synchronizing call after them (StreamView::synced).
+  const uint64_t proven = std::max(std::min(st.landed, m), std::min(st.synced, n));
+  if (proven >= n) return;
+  // The group of the first placed mark that never landed: from proven + 1 to the first launch with a mark of its
+  // own (its successor's record does not share); or, past the last placed mark, the whole tail, whose mark was never
+  // placed: nothing shows whether those launches finished, nor that they did not.
+  const uint64_t first = proven + 1;
+  const bool placed = first <= m;
   uint64_t last = first;
-  if (first > m) {
+  if (!placed) {
     last = n;
   } else {
     while (last < m) {
-      int f = flags_of(last + 1);
-      if (f >= 0 && !(f & kFlagSharesMark)) break;  // a missing record: it may share, so it stays in
+      int i = idx.find(st.id, last + 1);
+      if (i >= 0 && !(s.ring[static_cast<size_t>(i)].flags & kFlagSharesMark)) break;  // a missing record stays in
       ++last;
     }
   }
-  constexpr uint64_t kMaxGroup = 64;  // a longer chain is listed by its first launches (the note says how many)
+  CDSA_DCHECK(proven < first && first <= last && last <= n);
+  CDSA_DCHECK(!placed || last <= m);
   const uint64_t group = last - first + 1;
-  for (uint64_t seq = first; seq <= last && seq < first + kMaxGroup; ++seq) {
-    AttributedLaunch c = make(seq, seq == first ? kReasonFirstUnfinished : 0u);
+  bool pdl = false;
+  for (uint64_t seq = first; seq <= last; ++seq) {
+    int i = idx.find(st.id, seq);
+    if (i >= 0 && (s.ring[static_cast<size_t>(i)].flags & kFlagProgrammatic)) pdl = true;
+  }
+  for (uint64_t seq = first; seq <= last; ++seq) {
+    AttributedLaunch c;
+    c.stream_id = st.id;
+    c.stream_seq = seq;
+    c.pending = n - proven;
+    c.ring_index = idx.find(st.id, seq);
+    c.reasons = c.ring_index < 0 ? kReasonRecordOverwritten : 0u;
+    if (!placed)
+      c.reasons |= kReasonMarkNotPlaced;
+    else if (seq == first)
+      c.reasons |= kReasonFirstUnfinished;
     if (group > 1) c.reasons |= kReasonSharedMark;
     c.group = group;
+    c.pdl_group = pdl;
     picks->push_back(std::move(c));
   }
 }
 
 // How many launches in the ring had a completion mark of their own.
 void count_own_marks(const FaultSnapshot& s, const RecordIndex& idx, AttributionResult* out) {
-  std::map<uint64_t, uint64_t> marked;  // marked stream id -> its last enqueued mark
+  std::map<uint64_t, uint64_t> marked;  // marked stream id -> its last placed mark
   for (const auto& st : s.streams)
     if (st.marks) marked[st.id] = std::min(st.marked, st.launched);
   for (const auto& r : s.ring) {
@@ -168,7 +203,7 @@ AttributionResult attribute(const FaultSnapshot& s) {
   std::vector<AttributedLaunch>& picks = out.candidates;
   const RecordIndex idx(s);
   for (const auto& st : s.streams) {
-    const bool finished = st.marks && st.landed >= st.launched && st.marked >= st.launched;
+    const bool finished = st.marks && (std::max(st.landed, st.synced) >= st.launched) && st.marked >= st.launched;
     // The sticky error is one context's: another context's unfinished work did not cause it.
     if (s.fault_ctx && st.ctx && st.ctx != s.fault_ctx) {
       if (!finished) ++out.other_context_streams;
@@ -181,36 +216,59 @@ AttributionResult attribute(const FaultSnapshot& s) {
     stream_candidates(s, idx, st, &picks);
   }
   count_own_marks(s, idx, &out);
-  // Oldest launch first; records that left the ring last. A launch kept only because a landed mark after a PDL launch
-  // does not prove it finished comes after every other candidate: the others are the first unfinished of a stream
-  // by the marks, it is one only if CUDA's stream order does not hold after a PDL launch (kLandedPdlMarkProvesPrimary).
+  // Oldest launch first; records that left the ring last; a stream's tail whose mark was never placed after every
+  // launch whose placed mark missed (the order of what the marks show, not a likelihood).
   auto seq = [&s](const AttributedLaunch& c) {
     return c.ring_index < 0 ? UINT64_MAX : s.ring[static_cast<size_t>(c.ring_index)].seq;
   };
-  auto unproven = [](const AttributedLaunch& c) { return (c.reasons & kReasonPdlUnproven) != 0; };
+  auto not_placed = [](const AttributedLaunch& c) { return (c.reasons & kReasonMarkNotPlaced) != 0; };
   std::stable_sort(picks.begin(), picks.end(), [&](const AttributedLaunch& a, const AttributedLaunch& b) {
-    if (unproven(a) != unproven(b)) return unproven(b);
+    if (not_placed(a) != not_placed(b)) return not_placed(b);
     return seq(a) < seq(b);
   });
 
-  // Several streams pending: the device's assert text names the function that failed.
-  if (picks.size() > 1 && !s.asserts.empty()) {
-    auto mid = std::stable_partition(picks.begin(), picks.end(),
-                                     [&s](const AttributedLaunch& c) { return matches_device_assert(s, c); });
-    if (mid - picks.begin() == 1) {
-      picks.erase(mid, picks.end());
-      picks.front().reasons |= kReasonMatchesDeviceAssert;
-      out.named_by_device_assert = true;
-    } else if (mid != picks.begin() && mid != picks.end()) {
-      // Several match (one kernel twice in a PDL group): the others cannot be what the device names.
-      out.left_out_by_device_assert = static_cast<uint32_t>(picks.end() - mid);
-      picks.erase(mid, picks.end());
+  // The device's assert text names the function that failed, when that function can be a kernel at all.
+  const std::vector<const DeviceAssert*> asserts = kernel_asserts(s);
+  out.assert_names_no_kernel = !s.asserts.empty() && asserts.empty();
+  bool named = false;  // the one candidate left is the function the assert names (positive evidence)
+  if (!picks.empty() && !asserts.empty()) {
+    std::vector<AssertSays> says;
+    for (const auto& c : picks) says.push_back(assert_says(s, c, asserts));
+    size_t kept = 0, matched = 0;
+    for (AssertSays a : says) {
+      kept += a != AssertSays::No;
+      matched += a == AssertSays::Match;
     }
+    for (size_t i = 0; i < picks.size(); ++i)
+      if (kept > 0 && says[i] == AssertSays::Unknown) picks[i].reasons |= kReasonAssertCannotRuleOut;
+    if (kept == 0) {
+      // Every candidate's kernel is known and none is the function: the assert sits in a __device__ function one
+      // of them calls, or in a launch cdsa did not record. All stay listed; none can be named.
+      out.assert_matches_no_candidate = true;
+    } else if (kept < picks.size()) {
+      std::vector<AttributedLaunch> left;
+      for (size_t i = 0; i < picks.size(); ++i) {
+        if (says[i] == AssertSays::No) continue;
+        left.push_back(std::move(picks[i]));
+      }
+      const auto dropped = static_cast<uint32_t>(picks.size() - left.size());
+      picks = std::move(left);
+      if (picks.size() == 1 && matched == 1) {
+        picks.front().reasons |= kReasonMatchesDeviceAssert;  // "only this kernel matches the device's assert"
+        out.named_by_device_assert = true;
+      } else {
+        out.left_out_by_device_assert = dropped;  // several left (one kernel twice in a PDL group, say)
+      }
+    }
+    // The one candidate left is the function the assert names: evidence of its own, whatever its mark says.
+    named = picks.size() == 1 && matched == 1 && !out.assert_matches_no_candidate;
   }
 
+  bool evidence = false;  // a candidate whose own placed mark never landed: it was unfinished when the context died
   for (const auto& c : picks)
-    if (unproven(c)) ++out.pdl_unproven;
-  if (picks.size() == 1 && !out.unmarked_streams_pending)
+    if (!not_placed(c)) evidence = true;
+  out.no_unfinished_evidence = !evidence;
+  if (picks.size() == 1 && !out.unmarked_streams_pending && !out.assert_matches_no_candidate && (evidence || named))
     out.verdict = Verdict::Exact;
   else if (!picks.empty())
     out.verdict = Verdict::Ambiguous;
@@ -227,7 +285,7 @@ AttributionResult attribute(const FaultSnapshot& s) {
     out.verdict = Verdict::Ambiguous;
     out.untracked_calls = true;
   }
-  for (auto& c : picks) add_graph_nodes(s, &c);
+  for (auto& c : picks) add_graph_nodes(s, asserts, &c);
   // The replay is known but not which of its kernel nodes failed: not exact either.
   if (out.verdict == Verdict::Exact && picks.front().graph_nodes_ambiguous) {
     out.verdict = Verdict::Ambiguous;

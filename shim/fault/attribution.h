@@ -2,26 +2,27 @@
 // function of a FaultSnapshot (shim/fault/fault_snapshot.h): no symbolizer, no
 // wording, no global state. shim/fault/report_builder.h words the result.
 //
-// The rule (docs/attribution.md): on each stream whose every launch got a
-// breadcrumb, the first launch whose mark never landed is the only one that
-// can have failed there. One such stream: exact. Several: each gives a
-// candidate, oldest launch first; when the device's assert text names a
-// function that exactly one candidate's kernel is (the same whole identifier), that one is kept.
-// Programmatic dependent launch (shim/record/breadcrumbs.h): launches can share one mark (a PDL chain, a
-// failed mark, a stream's tail whose mark was still deferred). The first unfinished launch is then one of the group
-// sharing the first mark that never landed: every member is a candidate, and the assert text picks among them as
-// among streams. A landed mark after a PDL launch proves that the kernels before it in its group finished only
-// because it was enqueued behind an event recorded after the group and waited on (shim/record/breadcrumbs.h;
-// StreamView::pdl_unproven): a plain memop there might not wait for a primary (kLandedPdlMarkProvesPrimary). A group
-// whose wait could not be placed keeps those kernels as candidates, marked unproven, listed last. Only the faulting
-// context's streams count (FaultSnapshot::fault_ctx).
+// The rule (docs/attribution.md, which holds the proofs): a landed mark proves that every launch at or before it on
+// its stream finished (shim/record/breadcrumbs.h places a mark after a PDL launch only behind an event wait on the
+// whole group), and so does a successful synchronizing call (StreamView::synced). On each stream the launches after
+// that are candidates, one group at a time: the group of the first placed mark that never landed (launches share a
+// mark in a PDL chain, or when a mark could not be placed), every member, never a truncated list; or, when every
+// placed mark landed, the stream's tail, whose mark was never placed and so proves nothing either way
+// (kReasonMarkNotPlaced). Candidates are oldest first within each kind, placed-and-missed before not-placed.
+// The device's assert text, when its function can be a __global__ one (base::may_be_kernel), keeps the candidates
+// whose kernel (or one of whose replay's kernel nodes) is that function by qualified name, and those it cannot rule
+// out (an unknown kernel, a replay whose nodes are not all known); when it rules out every candidate the verdict is
+// never exact. Exact means one candidate is left and either its own placed mark never landed or the assert text
+// names its kernel: a stream's tail whose mark was never placed, alone, is not proof (the fault may come from work
+// cdsa did not record). Only the faulting context's streams count (FaultSnapshot::fault_ctx).
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
 // recorded), since the failing launch may be that one; nor once the program called an entry point cdsa could only
 // pass through (a version newer than its headers) that can submit work: that work is in no record. With nothing pending
 // that the marks can see, the three most recent launches are shown, unproven.
 //
-// Contract: pure and deterministic; allocates the result; thread-safe.
+// Contract: pure and deterministic; allocates the result; thread-safe. In sanitizer builds it checks (CDSA_DCHECK)
+// the invariants of the views it is handed (landed <= marked <= launched, synced <= launched) and of the groups.
 //
 //   FaultSnapshot s;
 //   s.ring = {a, b};                              // b: stream 7, stream_seq 5
@@ -51,23 +52,14 @@ enum AttributionReason : uint32_t {
   kReasonRecentUnproven = 1u << 4,       // nothing pending that the marks can see: a recent launch, not proven
   kReasonNodeMatchesDeviceAssert = 1u << 5,  // a graph replay: of its kernel nodes, only this one matches the assert
   kReasonSharedMark = 1u << 6,           // one of several launches sharing the first completion mark that never landed
-  kReasonPdlUnproven = 1u << 7,          // before a PDL launch whose mark landed: its own end is not proven
+  // Its stream's tail: every mark placed on the stream landed, and none was placed after it (deferred for a PDL
+  // launch that may follow, or its placement met the dead context), so nothing shows whether it finished.
+  kReasonMarkNotPlaced = 1u << 7,
+  kReasonAssertCannotRuleOut = 1u << 8,  // the assert text could not rule it out: its kernel is not known
 };
 
-// Whether a landed mark after a PDL secondary proves that its primary finished. Not documented, so no:
-// - cuda.h (13.0), CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the grid may "overlap with the previous
-//   kernel in the stream"; the dependent "can choose to wait" with cudaGridDependencySynchronize(). Nothing says
-//   what the operation after the dependent waits for.
-// - CUDA Programming Guide 13, section 4.5 (Programmatic Dependent Launch and Synchronization): the secondary may
-//   launch before the primary "has finished executing"; again nothing on later operations.
-// - cuStreamWriteValue32/64 (cuda.h): no ordering statement at all beyond being a stream operation.
-// So a PDL group's mark is made to prove it, by documented semantics: cuEventRecord "captures in hEvent the contents
-// of hStream" and cuStreamWaitEvent makes later work "wait for all work captured", so the mark enqueued after an
-// event recorded on the stream and waited on by it lands only after the primary too (shim/record/breadcrumbs.cc;
-// two calls more per PDL group; GPU case 25b2 checks it on hardware: "placement waited"). This constant is for a
-// mark enqueued without that wait (the event could not be made or recorded): case 25b2's plain memop answer,
-// "memop_waits_for_primary yes" on every driver the suite ran on, is what flipping it needs (never the sim).
-inline constexpr bool kLandedPdlMarkProvesPrimary = false;
+// (kLandedPdlMarkProvesPrimary, whether a plain memop after a PDL secondary proves its primary finished, is where
+// the marks are placed: shim/record/breadcrumbs.h. Attribution needs no constant: no mark is placed that proves less.)
 
 struct AttributedLaunch {
   int ring_index = -1;  // into FaultSnapshot::ring; -1 when the record was overwritten
@@ -75,6 +67,7 @@ struct AttributedLaunch {
   uint64_t stream_seq = 0;
   uint64_t pending = 0;             // launches on its stream whose mark never landed (0 for a recent, unproven one)
   uint64_t group = 1;               // launches sharing the mark it was judged by (itself included)
+  bool pdl_group = false;           // that group holds a programmatic dependent (PDL) launch
   uint32_t reasons = 0;             // AttributionReason bits
   std::vector<size_t> graph_nodes;  // a graph launch: indices into FaultSnapshot::graph_nodes, in the table's order
   int graph_node_pick = -1;         // the position in graph_nodes of the one node the device's assert names
@@ -96,9 +89,17 @@ struct AttributionResult {
   bool marks_shared = false;          // some launch's mark was folded into the next one's (PDL) or lost
   uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches: not candidates
   uint32_t left_out_by_device_assert = 0;  // candidates dropped: several matched the assert text, these did not
-  // Candidates kept only because a landed mark after a PDL launch, enqueued without its event wait, is not proof
-  // (kReasonPdlUnproven); listed last.
-  uint32_t pdl_unproven = 0;
+  // The device's assert names a function that can be a kernel, and no candidate's kernel is it: the assert is in a
+  // __device__ function a candidate calls, or the failing launch is one cdsa did not record. Never exact then.
+  bool assert_matches_no_candidate = false;
+  // The assert text names only functions that cannot be __global__ (operator(), a lambda, a class member): it tells
+  // no candidate from another, and costs none its exactness.
+  bool assert_names_no_kernel = false;
+  // No candidate had a placed mark that failed to land: every one is a stream's tail whose mark was never placed (or
+  // there is none), so the marks show no recorded launch unfinished when the context died. The fault may come from
+  // work cdsa did not record (a memory operation or copy, a launch it could not see); not exact unless the assert
+  // text names the one candidate's kernel.
+  bool no_unfinished_evidence = false;
   // The program called an entry point cdsa passed through unwrapped that can submit work or change a stream or
   // graph (FaultSnapshot::passthrough_calls): what it did is not in the records, so the verdict is not exact.
   bool untracked_calls = false;
@@ -112,7 +113,9 @@ AttributionResult attribute(const FaultSnapshot& snapshot);
 
 // Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
 // identifier (base/identifier.h), compared demangled, never a part of a longer one ("kernel" does not name
-// "_Z13kernel_helperPi").
+// "_Z13kernel_helperPi"); where the assert qualifies it, its scopes must be the kernel's, in order ("b::foo" does
+// not name a::foo; "foo" names a::foo; an anonymous namespace matches any, however it is printed). Lenient on
+// purpose: a wrong "no" could leave an innocent launch alone, a wrong "yes" only keeps a candidate.
 bool kernel_matches_assert_function(std::string_view kernel, std::string_view function);
 
 }  // namespace cdsa

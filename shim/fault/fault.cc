@@ -179,7 +179,7 @@ void print_report(const report::FaultReport& rep) {
     text = report::format_report_text(rep, opt);
   }
   bool by_python = python_bridge_fault(report::report_to_json(rep), text, report::traceback_note(rep),
-                                       report::restart_pointer(rep));
+                                       report::prior_fault_note(rep), report::restart_pointer(rep));
   if (!text.empty() && !by_python) {
     begin_full_report_output();  // after a signal handler's prepared text, if one printed it
     // stderr closed, or a pipe nobody reads: given up after kStderrWaitMs; the trace file holds the report.

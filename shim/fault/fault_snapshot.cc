@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "base/check.h"
+
 #include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/graph_capture.h"
@@ -15,15 +17,23 @@ std::vector<StreamView> stream_views() {
     if (!st) break;
     uint64_t id = st->id.load(std::memory_order_acquire);
     if (id == 0) continue;
+    // Read in this order, each value only ever rises: synced and marked before launched keeps both at or below it
+    // (each is raised to a number already handed out).
+    uint64_t synced = st->synced.load(std::memory_order_acquire);
+    uint64_t marked = st->breadcrumb_launched.load(std::memory_order_acquire);
     uint64_t launched = st->launched.load(std::memory_order_acquire);
     if (launched == 0) continue;
-    uint64_t marked = st->breadcrumb_launched.load(std::memory_order_acquire);
-    if (marked > launched) marked = launched;
-    StreamView v{static_cast<int>(i), id - 1, launched, breadcrumb_landed(static_cast<int>(i), marked),
-                 breadcrumbs_active()};
+    CDSA_DCHECK(marked <= launched && synced <= launched);
+    uint64_t landed = breadcrumb_landed(static_cast<int>(i), marked);
+    // A mark can land before its placement is counted (the raise follows the driver's return), and after `launched`
+    // was read: a landed mark was placed, and it proves every launch up to it.
+    if (landed > marked) marked = landed;
+    if (marked > launched) marked = landed = launched;
+    StreamView v{static_cast<int>(i), id - 1, launched, landed, breadcrumbs_active()};
     v.marked = marked;
+    v.synced = synced;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
-    v.pdl_unproven = st->pdl_unproven.load(std::memory_order_acquire);
+    CDSA_DCHECK(v.landed <= v.marked && v.marked <= v.launched);
     out.push_back(v);
   }
   return out;

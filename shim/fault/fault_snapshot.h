@@ -43,16 +43,14 @@ struct StreamView {
   uint64_t launched = 0;  // launches recorded on it (the last stream_seq handed out)
   uint64_t landed = 0;    // the last stream_seq whose completion mark landed
   bool marks = false;     // its launches get breadcrumbs, so `landed` is meaningful
-  // The last stream_seq whose mark was enqueued: the launches after it (the tail) share the mark still deferred
-  // (shim/record/breadcrumbs.h). Left at kAllMarked (hand-made snapshots): every launch's mark was enqueued.
+  // The last stream_seq whose mark was placed (shim/record/breadcrumbs.h): the launches after it (the tail) have
+  // no mark placed after them, so nothing shows whether they finished. Left at kAllMarked (hand-made snapshots):
+  // every launch's mark was placed. Invariant (stream_views): landed <= marked <= launched.
   static constexpr uint64_t kAllMarked = UINT64_MAX;
   uint64_t marked = kAllMarked;
+  // The last stream_seq that a successful synchronizing call proved finished (StreamState::synced); 0: none.
+  uint64_t synced = 0;
   uintptr_t ctx = 0;  // the CUcontext the stream belongs to, as the launch path first met it (0: unknown)
-  // A PDL group's landed mark proves its whole group finished when it was enqueued behind an event wait
-  // (shim/record/breadcrumbs.h), except for groups ending at or before `pdl_unproven`: the last one whose wait could
-  // not be placed. Left at kAllUnproven (hand-made snapshots): no group mark proves more than its last launch.
-  static constexpr uint64_t kAllUnproven = UINT64_MAX;
-  uint64_t pdl_unproven = kAllUnproven;
 };
 
 // An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report

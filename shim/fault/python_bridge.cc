@@ -86,7 +86,7 @@ std::atomic<bool> g_kernel{false};  // the module runs in a Jupyter kernel: it p
 PyObj g_module = nullptr;           // _cdsa_hook (GIL-protected)
 
 // The reported fault, written once before g_fault_ready is set; read after.
-std::string g_json, g_text, g_note, g_pointer;
+std::string g_json, g_text, g_note, g_prior_note, g_pointer;
 bool g_text_for_python = false;
 std::atomic<bool> g_fault_ready{false};
 std::atomic<bool> g_delivered{false};
@@ -197,8 +197,8 @@ void deliver_fault() {
   if (g_state.load(std::memory_order_acquire) != kStarted) return;
   if (g_delivered.exchange(true)) return;
   isolated([&] {
-    PyObj res = call_module("_on_fault", "(szss)", g_json.c_str(), g_text_for_python ? g_text.c_str() : nullptr,
-                            g_note.c_str(), g_pointer.c_str());
+    PyObj res = call_module("_on_fault", "(szsss)", g_json.c_str(), g_text_for_python ? g_text.c_str() : nullptr,
+                            g_note.c_str(), g_prior_note.c_str(), g_pointer.c_str());
     if (res) {
       if (g_text_for_python) g_text_printed.store(true, std::memory_order_release);
       g_py.DecRef(res);
@@ -237,13 +237,14 @@ static bool python_prints_report() {
 }
 
 bool python_bridge_fault(const std::string& report_json, const std::string& text, const std::string& note,
-                         const std::string& pointer) noexcept {
+                         const std::string& prior_note, const std::string& pointer) noexcept {
   int s = g_state.load(std::memory_order_acquire);
   if ((s != kScheduled && s != kStarted) || g_fault_ready.load()) return false;
   if (!g_py.IsInitialized()) return false;  // the exit probe runs after the interpreter's finalization
   g_json = report_json;
   g_text = text;
   g_note = note;
+  g_prior_note = prior_note;
   g_pointer = pointer;
   g_text_for_python = python_prints_report() && !text.empty();
   g_fault_ready.store(true, std::memory_order_release);

@@ -9,8 +9,9 @@
 // Contract:
 //   python_bridge_start()    at cdsa's start (the process's first CUDA call), any thread: schedules the module's
 //                            start (cell registration in a Jupyter kernel, the audit hook).
-//   python_bridge_fault()    once, after the report was built, any thread: keeps the report (JSON), its text
-//                            and the traceback note, and schedules their delivery to the module. In a Jupyter
+//   python_bridge_fault()    once, after the report was built, any thread: keeps the report (JSON), its text,
+//                            the traceback note and the line for an unrelated exception that ends the program
+//                            (report/note_text.h), and schedules their delivery to the module. In a Jupyter
 //                            kernel (once the module started there) the module prints the report through the
 //                            kernel's sys.stderr, so it lands in the cell's output, not on fd 2.
 //   python_bridge_at_exit()  at exit: a report the module was to print but never did goes to fd 2.
@@ -27,7 +28,7 @@ void python_bridge_start() noexcept;
 // `text` empty: the report is not printed (CDSA_QUIET). True when the module will print `text` (a Jupyter kernel):
 // the caller then does not write it to fd 2.
 bool python_bridge_fault(const std::string& report_json, const std::string& text, const std::string& note,
-                         const std::string& pointer) noexcept;
+                         const std::string& prior_note, const std::string& pointer) noexcept;
 void python_bridge_at_exit() noexcept;
 bool registered_source(const std::string& file, std::string* display, std::string* text);
 

@@ -49,10 +49,16 @@ std::string nth_line(const std::string& text, int n) {
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
-// The shim's enums and the report's words for them, value for value.
-template <class To, class From>
-constexpr To same_value(From v) {
-  return static_cast<To>(static_cast<int>(v));
+  rep->attribution = same_value<report::Attribution>(a.verdict);
+  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s) &&
+                             !a.assert_matches_no_candidate &&
+                             !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
+  report::EvidenceFacts evidence;
+  evidence.unmarked_streams_pending = a.unmarked_streams_pending;
+  // The verdict rests on every candidate; a long group (an all-PDL decode step shares one mark across hundreds of
+  // launches) is shown by its first ones, and the report says how many more there are.
+  constexpr size_t kCandidatesShown = 32;
+  size_t shown = 0;
 }
 static_assert(same_value<report::NodeOriginWord>(NodeOrigin::Added) == report::NodeOriginWord::Added &&
               same_value<report::NodeOriginWord>(NodeOrigin::Changed) == report::NodeOriginWord::Changed &&
@@ -200,6 +206,10 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   report::EvidenceFacts evidence;
   evidence.unmarked_streams_pending = a.unmarked_streams_pending;
   for (const auto& c : a.candidates) {
+    if (shown++ == kCandidatesShown) {
+      rep->candidates_not_shown = a.candidates.size() - kCandidatesShown;
+      break;
+    }
     report::Candidate out;
     out.pending = c.pending;
     report::CandidateFacts why;
@@ -208,7 +218,9 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     why.pending = c.pending;
     why.group = c.group;
     why.recent_unproven = c.reasons & kReasonRecentUnproven;
-    why.pdl_unproven = c.reasons & kReasonPdlUnproven;
+    why.mark_not_placed = c.reasons & kReasonMarkNotPlaced;
+    why.pdl_group = c.pdl_group;
+    why.assert_cannot_rule_out = c.reasons & kReasonAssertCannotRuleOut;
     if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty())
       why.matched_assert_function = s.asserts.front().function;
     if (c.ring_index >= 0) {
@@ -259,14 +271,21 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   evidence.launches_seen = a.launches_seen;
   evidence.launches_own_mark = a.launches_own_mark;
   evidence.left_out_by_device_assert = a.left_out_by_device_assert;
-  evidence.pdl_unproven = a.pdl_unproven;
   evidence.candidates = a.candidates.size();
+  evidence.candidates_not_shown = rep->candidates_not_shown;
+  if (a.assert_matches_no_candidate) evidence.assert_matches_no_candidate = s.asserts.front().function;
+  if (a.assert_names_no_kernel) evidence.assert_names_no_kernel = s.asserts.front().function;
+  if (a.no_unfinished_evidence && a.verdict != Verdict::Exact && s.breadcrumbs_active && !a.unmarked_streams_pending)
+    evidence.unproven = a.verdict == Verdict::Unknown || a.candidates.empty() ||
+                                (a.candidates.front().reasons & kReasonRecentUnproven)
+                            ? report::EvidenceFacts::Unproven::AllFinished
+                            : report::EvidenceFacts::Unproven::MarksNotPlaced;
   evidence.other_context_streams = a.other_context_streams;
   evidence.recorder_overflow = s.recorder_overflow;
   evidence.untracked_work = has_untracked_work(s);
   evidence.header_version = s.header_version;
   for (const auto& c : s.passthrough_calls) evidence.passthrough_calls.push_back({c.name, c.version, c.changes_work});
-  evidence.untracked_kept_inexact = a.untracked_calls;
+  evidence.untracked_kept_inexact = a.verdict != Verdict::Exact;
   rep->notes = report::evidence_notes(evidence);
 }
 
@@ -275,6 +294,7 @@ report::TraceData ReportBuilder::trace(uint64_t start_unix_ns) {
   report::TraceData t;
   t.cdsa.version = CDSA_VERSION;
   t.cdsa.config = config_text();
+  t.cdsa.cuda_headers = s.header_version;
   t.process = process_facts(start_unix_ns);
   t.modules = sym_.modules();
   std::vector<uint32_t> ids;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "base/check.h"
 #include "shim/common/config.h"
 #include "shim/record/assert_capture.h"
 #include "shim/common/driver.h"
@@ -129,42 +130,87 @@ void raise_to(std::atomic<uint64_t>& v, uint64_t seq) {
   }
 }
 
-// The stream's event for PDL proofs, made in the current context on first use; null when none can be made.
-CUevent pdl_event(StreamState* st, bool* made) {
+// StreamState::pdl_event while a thread uses the event: whoever takes it holds it alone, and gives it back (or, when
+// a teardown dropped it meanwhile, destroys it).
+constexpr uintptr_t kEventHeld = 1;
+
+// The stream's event for PDL proofs, taken for this call (made in the current context when there is none);
+// null when none can be had (another thread holds it, or it cannot be made).
+CUevent take_pdl_event(StreamState* st) {
   const Driver& d = driver();
-  *made = false;
-  if (auto ev = reinterpret_cast<CUevent>(st->pdl_event.load(std::memory_order_acquire))) return ev;
+  uintptr_t v = st->pdl_event.exchange(kEventHeld, std::memory_order_acq_rel);
+  if (v == kEventHeld) return nullptr;  // another thread holds it: it stays marked held, for that thread
+  if (v != 0) return reinterpret_cast<CUevent>(v);
   CUevent ev = nullptr;
-  if (!d.EventCreate || d.EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS || !ev) return nullptr;
-  uintptr_t expected = 0;
-  if (st->pdl_event.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(ev), std::memory_order_acq_rel)) {
-    *made = true;
-    return ev;
-  }
-  if (d.EventDestroy) d.EventDestroy(ev);  // another thread made one first
-  return reinterpret_cast<CUevent>(expected);
+  if (d.EventCreate && d.EventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS && ev) return ev;
+  uintptr_t expected = kEventHeld;
+  st->pdl_event.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  return nullptr;
 }
 
-// Before the mark of a group that ends with a PDL launch: an event recorded on the stream "captures the contents of
+// Gives the event back (`keep`), or destroys it: refused by the stream (another context's), or dropped by a
+// teardown while it was held.
+void give_back_pdl_event(StreamState* st, CUevent ev, bool keep) {
+  uintptr_t expected = kEventHeld;
+  if (keep &&
+      st->pdl_event.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(ev), std::memory_order_acq_rel))
+    return;
+  if (!keep) {
+    expected = kEventHeld;
+    st->pdl_event.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  }
+  if (driver().EventDestroy) driver().EventDestroy(ev);
+}
+
+// Before the mark of a group that holds a PDL launch: an event recorded on the stream "captures the contents of
 // hStream" and cuStreamWaitEvent makes later work "wait for all work captured" (cuda.h), so the mark enqueued after
-// the wait lands only once every launch of the group finished, the primaries included. True when the wait is in.
+// the wait lands only once every launch before it finished, the primaries included. True when the wait is in.
 bool wait_for_the_whole_group(CUstream stream, StreamState* st) {
   const Driver& d = driver();
   if (!d.EventRecord || !d.StreamWaitEvent) return false;
-  bool made = false;
-  CUevent ev = pdl_event(st, &made);
+  CUevent ev = take_pdl_event(st);
   if (!ev) return false;
   CUresult r = d.EventRecord(ev, stream);
-  if (r == CUDA_SUCCESS) return d.StreamWaitEvent(stream, ev, CU_EVENT_WAIT_DEFAULT) == CUDA_SUCCESS;
-  // An event of another context than the stream's ("must be from the same context", cuda.h): dropped, so the next
-  // group makes one in the context current then. Destroyed only when made by this call (its context is current);
-  // an older one may belong to a context already gone, so it is left alone.
-  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT) {
-    uintptr_t expected = reinterpret_cast<uintptr_t>(ev);
-    if (st->pdl_event.compare_exchange_strong(expected, 0, std::memory_order_acq_rel) && made && d.EventDestroy)
-      d.EventDestroy(ev);
+  bool waited = r == CUDA_SUCCESS && d.StreamWaitEvent(stream, ev, CU_EVENT_WAIT_DEFAULT) == CUDA_SUCCESS;
+  // An event of another context than the stream's ("must be from the same context", cuda.h) is destroyed, so the
+  // next group makes one in the context current then (its own context is alive: every event was made after the
+  // last teardown).
+  give_back_pdl_event(st, ev, !(r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT));
+  return waited;
+}
+
+// Places the mark of launch `seq` on `stream`: behind the wait when its group holds a PDL launch, or not at all
+// when that wait cannot be placed (its launches then join the next mark's group). `own_call`: the launch's own call,
+// right after it (a sticky answer then counts as placed: the context died that very instant).
+CUresult place(const InCdsa& guard, CUstream stream, StreamState* st, int slot, uint64_t seq, bool own_call) {
+  CDSA_DCHECK(seq != 0 && seq <= st->launched.load(std::memory_order_acquire));
+  const uint64_t before = st->breadcrumb_launched.load(std::memory_order_acquire);
+  // A newer mark is placed already (a racing thread's): it covers this one, and this number written after it would
+  // lower the slot.
+  if (seq <= before) return CUDA_SUCCESS;
+  const uint64_t pdl = st->pdl_last.load(std::memory_order_acquire);
+  CDSA_DCHECK(pdl <= st->launched.load(std::memory_order_acquire));
+  // The proof every landed mark rests on (breadcrumbs.h): a mark whose group holds a PDL launch goes out only
+  // behind the wait on the whole group.
+  const bool covers_pdl = !kLandedPdlMarkProvesPrimary && pdl > before;
+  bool waited = false;
+  if (covers_pdl && breadcrumbs_active() && !(waited = wait_for_the_whole_group(stream, st))) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      log_line(
+          "a completion mark after a programmatic dependent launch could not be placed behind its event wait: "
+          "it is left out, and its launches share the next mark placed on that stream");
+    return CUDA_SUCCESS;
   }
-  return false;
+  CDSA_DCHECK(!covers_pdl || waited || !breadcrumbs_active());
+  CUresult r = enqueue_breadcrumb(guard, stream, slot, seq);
+  // A sticky answer means the context died before the mark could be queued: no later mark can land either. In the
+  // launch's own call that is as good as a placed mark that never landed; later, the launch may have finished long
+  // before, so the mark is not placed (a mark never placed proves nothing).
+  if (r == CUDA_SUCCESS || (own_call && is_sticky_fault(r))) raise_to(st->breadcrumb_launched, seq);
+  CDSA_DCHECK(st->breadcrumb_launched.load(std::memory_order_acquire) >= before);
+  CDSA_DCHECK(st->breadcrumb_launched.load(std::memory_order_acquire) <= st->launched.load(std::memory_order_acquire));
+  return r;
 }
 
 }  // namespace
@@ -175,18 +221,22 @@ CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool 
 
 CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, StreamState* st, int slot, bool fold) noexcept {
   if (!st || st->deferred.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
-  uint64_t deferred = st->deferred.exchange(0, std::memory_order_acq_rel);
-  const uint64_t seq = deferred & ~kDeferredPdl;
+  const uint64_t seq = st->deferred.exchange(0, std::memory_order_acq_rel);
   if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one
-  // A group ending with a PDL launch: its mark waits for the whole group, or says it proves nothing about the group's
-  // earlier launches (stored before the mark is enqueued, so a snapshot that sees the mark sees this too).
-  if ((deferred & kDeferredPdl) && breadcrumbs_active() && !wait_for_the_whole_group(stream, st))
-    raise_to(st->pdl_unproven, seq);
-  CUresult r = enqueue_breadcrumb(guard, stream, slot, seq);
-  // A sticky fault here means the context died before the mark could be queued: no later mark can land either, so
-  // the stream's marks stay exact (enqueue_breadcrumb keeps what the driver printed into the call).
-  if (r == CUDA_SUCCESS || is_sticky_fault(r)) raise_to(st->breadcrumb_launched, seq);
-  return r;
+  return place(guard, stream, st, slot, seq, /*own_call=*/false);
+}
+
+CUresult place_breadcrumb_now(const InCdsa& guard, CUstream stream, StreamState* st, int slot,
+                              uint64_t stream_seq) noexcept {
+  if (!st) return CUDA_SUCCESS;
+  st->deferred.exchange(0, std::memory_order_acq_rel);  // an older launch's, still deferred: this mark covers it
+  return place(guard, stream, st, slot, stream_seq, /*own_call=*/true);
+}
+
+void note_stream_synced(StreamState* st, uint64_t stream_seq) noexcept {
+  if (!st || stream_seq == 0) return;
+  CDSA_DCHECK(stream_seq <= st->launched.load(std::memory_order_acquire));
+  raise_to(st->synced, stream_seq);
 }
 
 void flush_all_breadcrumbs(const InCdsa& guard) noexcept {
@@ -213,12 +263,19 @@ void flush_all_breadcrumbs(const InCdsa& guard) noexcept {
   }
 }
 
-void forget_pdl_events() noexcept {
+void destroy_pdl_events() noexcept {
   for (uint32_t i = 0; i < stream_capacity(); ++i) {
-    StreamState* st = stream_state(static_cast<int>(i));
-    if (!st) break;
-    st->pdl_event.store(0, std::memory_order_release);  // not destroyed: its context may be the one going away
+    if (!stream_state(static_cast<int>(i))) break;
+    destroy_stream_pdl_event(static_cast<int>(i));
   }
+}
+
+void destroy_stream_pdl_event(int slot) noexcept {
+  StreamState* st = stream_state(slot);
+  if (!st) return;
+  uintptr_t v = st->pdl_event.exchange(0, std::memory_order_acq_rel);
+  // Held by a thread just now: that thread destroys it when it gives it back (give_back_pdl_event).
+  if (v != 0 && v != kEventHeld && driver().EventDestroy) driver().EventDestroy(reinterpret_cast<CUevent>(v));
 }
 
 uint64_t breadcrumb_landed(int slot, uint64_t launched) noexcept {

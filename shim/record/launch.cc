@@ -52,10 +52,21 @@ struct KernelNameMemo {
   uint32_t name;
 };
 constexpr int kNameMemos = 16;
+// A stream's tail whose mark this thread deferred (shim/record/breadcrumbs.h): when the stream has been idle a while
+// and the thread makes another call, a cuStreamQuery that answers CUDA_SUCCESS ("all operations in the stream have
+// completed", cuda.h) proves it finished. A query puts nothing on the stream, so no PDL pair is split.
+struct PendingTail {
+  uintptr_t handle, ctx;        // as this thread passed it (ctx: for the NULL, legacy and per-thread streams)
+  uint64_t gen, seq, since_ns;  // the stream cache's generation; the deferred launch; since when (or the last try)
+  int slot;
+};
+constexpr int kPendingTails = 4;
 struct StreamCache {
   StreamCacheEntry e[kStreamSets][kStreamWays];
   uint8_t next[kStreamSets];
   KernelNameMemo names[kNameMemos];
+  PendingTail tails[kPendingTails];
+  uint8_t ntails;
   // The entry found or filled last: tried first, with the set's own test (a thread launching on one stream).
   // Entries are overwritten in place, never moved, and no two of a set match one handle (a fill follows a miss).
   const StreamCacheEntry* last;
@@ -207,6 +218,80 @@ bool has_deferred(const StreamCacheEntry* sc) {
   return st && st->deferred.load(std::memory_order_relaxed) != 0;
 }
 
+// How long a deferred tail waits before this thread asks whether its stream is done: a stream busy with its next
+// launches settles the mark itself; an idle one is asked at most this often.
+constexpr uint64_t kIdleTailNs = 500000;
+
+// Launch `seq`'s mark on `sc`'s stream was deferred: remember it (the oldest entry gives way when all are taken).
+void note_pending_tail(const StreamCacheEntry* sc, uint64_t seq) {
+  StreamCache* cache = ThreadBlock<StreamCache>::get();
+  if (!cache || !sc || sc->slot < 0) return;
+  PendingTail t{sc->handle, sc->ctx, sc->gen, seq, launch_clock_internal::monotonic_ns(), sc->slot};
+  for (int i = 0; i < cache->ntails; ++i)
+    if (cache->tails[i].slot == sc->slot) {
+      cache->tails[i] = t;
+      return;
+    }
+  if (cache->ntails < kPendingTails) {
+    cache->tails[cache->ntails++] = t;
+    return;
+  }
+  int oldest = 0;
+  for (int i = 1; i < kPendingTails; ++i)
+    if (cache->tails[i].since_ns < cache->tails[oldest].since_ns) oldest = i;
+  cache->tails[oldest] = t;
+}
+
+// The tails this thread deferred that have been idle a while: each stream whose cuStreamQuery answers CUDA_SUCCESS
+// is proven finished up to the launches it had recorded before the query (note_stream_synced). Never during a
+// stream capture (a query then may invalidate it), never a handle whose stream may have been destroyed since, and
+// the NULL / legacy / per-thread streams only in the context they were launched in.
+void prove_idle_tails(StreamCache* cache) {
+  if (!cache || cache->ntails == 0 || captures_active() || !driver().StreamQuery) return;
+  const uint64_t now = launch_clock_internal::monotonic_ns();
+  const uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
+  CUcontext here = nullptr;
+  bool know_here = false;
+  for (int i = 0; i < cache->ntails;) {
+    PendingTail& t = cache->tails[i];
+    StreamState* st = stream_state(t.slot);
+    const bool settled = !st || t.gen != gen || st->breadcrumb_launched.load(std::memory_order_acquire) >= t.seq ||
+                         st->synced.load(std::memory_order_acquire) >= t.seq ||
+                         st->deferred.load(std::memory_order_acquire) != t.seq;
+    auto drop = [&] { t = cache->tails[--cache->ntails]; };
+    if (settled) {
+      drop();
+      continue;
+    }
+    if (now - t.since_ns < kIdleTailNs) {
+      ++i;
+      continue;
+    }
+    auto h = reinterpret_cast<CUstream>(t.handle);
+    if (context_dependent(h)) {
+      if (!know_here) {
+        here = current_context();
+        know_here = true;
+      }
+      if (reinterpret_cast<uintptr_t>(here) != t.ctx) {
+        ++i;
+        continue;
+      }
+    }
+    const uint64_t launched = st->launched.load(std::memory_order_acquire);
+    CUresult r = driver().StreamQuery(h);
+    if (r == CUDA_SUCCESS) {
+      note_stream_synced(st, launched);
+      drop();
+    } else if (r == CUDA_ERROR_NOT_READY) {
+      t.since_ns = now;
+      ++i;
+    } else {
+      drop();  // the context died (the program's next call reports it), or the stream cannot be asked: no proof
+    }
+  }
+}
+
 }  // namespace
 
 uint32_t kernel_name_id(const InCdsa& guard, CUfunction func) noexcept { return kernel_name_of(guard, func); }
@@ -225,6 +310,8 @@ void prepare_launch(CUfunction func, CUstream stream, bool per_thread, MarkBefor
   p.valid = true;
   if (mark != MarkBefore::Leave && marks && has_deferred(sc))
     settle_breadcrumb(guard, eff, sc->state, sc->slot, mark == MarkBefore::Fold || capturing(eff));
+  // Before the launch is submitted: a query after it could meet its fault and prove nothing.
+  if (marks) prove_idle_tails(ThreadBlock<StreamCache>::peek());
 }
 
 void before_stream_operation(CUstream stream, bool per_thread) noexcept {
@@ -233,13 +320,59 @@ void before_stream_operation(CUstream stream, bool per_thread) noexcept {
   CUstream eff = effective_stream(stream, per_thread);
   const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
   if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
+  prove_idle_tails(ThreadBlock<StreamCache>::peek());
 }
 
 void before_context_teardown() noexcept {
   if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
   InCdsa guard;
   flush_all_breadcrumbs(guard);
-  forget_pdl_events();
+  destroy_pdl_events();
+}
+
+void before_stream_destroy(CUstream stream, bool per_thread) noexcept {
+  if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
+  InCdsa guard;
+  CUstream eff = effective_stream(stream, per_thread);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
+  if (!sc) return;
+  if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
+  destroy_stream_pdl_event(sc->slot);
+}
+
+SyncProof SyncProof::stream(CUstream stream, bool per_thread) noexcept {
+  SyncProof p;
+  if (!started() || InCdsa::active()) return p;
+  InCdsa guard;
+  CUstream eff = effective_stream(stream, per_thread);
+  const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
+  if (!sc || !sc->state) return p;
+  if (breadcrumbs_active() && has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
+  p.seen_.push_back({sc->slot, sc->state->launched.load(std::memory_order_acquire)});
+  prove_idle_tails(ThreadBlock<StreamCache>::peek());
+  return p;
+}
+
+SyncProof SyncProof::context(CUcontext ctx) noexcept {
+  SyncProof p;
+  if (!started() || InCdsa::active()) return p;
+  InCdsa guard;
+  if (!ctx && (!driver().CtxGetCurrent || driver().CtxGetCurrent(&ctx) != CUDA_SUCCESS)) return p;
+  if (!ctx) return p;
+  prove_idle_tails(ThreadBlock<StreamCache>::peek());  // before the sync: a tail it then proves needs no query
+  for (uint32_t i = 0; i < stream_capacity(); ++i) {
+    StreamState* st = stream_state(static_cast<int>(i));
+    if (!st) break;
+    if (st->id.load(std::memory_order_acquire) == 0) continue;
+    if (st->last_ctx.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(ctx)) continue;
+    uint64_t n = st->launched.load(std::memory_order_acquire);
+    if (n > st->synced.load(std::memory_order_relaxed)) p.seen_.push_back({static_cast<int>(i), n});
+  }
+  return p;
+}
+
+void SyncProof::succeeded() const noexcept {
+  for (const Seen& s : seen_) note_stream_synced(stream_state(s.slot), s.launched);
 }
 
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
@@ -314,15 +447,27 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   }
 
   StreamState* st = sc->state;
+  bool mark_now = false;
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (info.programmatic) r.flags |= kFlagProgrammatic;
     // prepare_launch enqueued the previous launch's mark, or folded it (a PDL launch), or it failed: then this
     // launch's mark is the first that covers the previous launch.
     if (st->breadcrumb_launched.load(std::memory_order_acquire) + 1 < r.stream_seq) r.flags |= kFlagSharesMark;
-    if (breadcrumbs_init(guard)) defer_breadcrumb(st, r.stream_seq, info.programmatic);  // placed before the stream's next operation
+    if (breadcrumbs_init(guard)) {
+      // Deferred to the stream's next operation where a PDL launch may come next; else placed now, below.
+      if (breadcrumb_deferred(st, info.programmatic, info.via_launch_ex))
+        defer_breadcrumb(st, r.stream_seq, info.programmatic);
+      else
+        mark_now = true;
+    }
   }
   ring_publish(r);
+  // After the record: a snapshot that sees this mark land sees the launch it proves finished.
+  if (mark_now)
+    place_breadcrumb_now(guard, eff, st, sc->slot, r.stream_seq);
+  else if (st && st->deferred.load(std::memory_order_relaxed) == r.stream_seq)
+    note_pending_tail(sc, r.stream_seq);
 }
 
 void note_stream_destroyed() noexcept { g_stream_gen.fetch_add(1, std::memory_order_acq_rel); }

@@ -26,6 +26,7 @@
 
 #include <cuda.h>
 #include <cstdint>
+#include <vector>
 
 #include "shim/common/reentrancy.h"
 #include "shim/common/thread_slots.h"
@@ -42,13 +43,41 @@ struct LaunchInfo {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned shared_mem = 0;
-  bool programmatic = false;  // programmatic stream serialization or a programmatic event (PDL)
+  // Programmatic stream serialization (PDL): the launch may overlap the kernel before it on its stream. A
+  // programmatic event alone does not make it so (it lets other work wait on this kernel's trigger).
+  bool programmatic = false;
+  bool via_launch_ex = false;  // made through cuLaunchKernelEx, the one entry point that can carry PDL attributes
 };
 
 // Before any other call that puts work on, waits for, queries or captures `stream`: its deferred mark is enqueued.
 void before_stream_operation(CUstream stream, bool per_thread) noexcept;
-// Before a context (or every context) is destroyed or reset: every deferred mark this thread can place.
+// Before a context (or every context) is destroyed or reset: every deferred mark this thread can place, and the
+// streams' PDL events destroyed while their contexts live (shim/record/breadcrumbs.h).
 void before_context_teardown() noexcept;
+// Before cuStreamDestroy: the stream's deferred mark, and its PDL event destroyed.
+void before_stream_destroy(CUstream stream, bool per_thread) noexcept;
+
+// A successful synchronizing call proves that every launch submitted before it began finished: cuStreamSynchronize
+// ("waits until the device has completed all operations in the stream") and cuStreamQuery's CUDA_SUCCESS ("all
+// operations in the stream have completed") for its stream; cuCtxSynchronize[_v2] ("blocks until the ... context
+// has completed all preceding requested tasks") for every stream of that context (StreamState::last_ctx). `begin`
+// reads, before the call, how many launches each such stream has recorded (a launch is recorded after its driver
+// call returned, so each of those was submitted before the synchronizing call); `succeeded`, after it returned
+// CUDA_SUCCESS, makes that proof (StreamState::synced). No driver call but cuCtxGetCurrent (for a NULL context);
+// nothing is put on any stream, so no PDL pair of another thread is split. Allocates (not the launch path).
+class SyncProof {
+ public:
+  static SyncProof stream(CUstream stream, bool per_thread) noexcept;  // also enqueues its deferred mark
+  static SyncProof context(CUcontext ctx) noexcept;                    // nullptr: the current context
+  void succeeded() const noexcept;
+
+ private:
+  struct Seen {
+    int slot;
+    uint64_t launched;
+  };
+  std::vector<Seen> seen_;
+};
 // The context cdsa knows for the stream (0 when cdsa has not seen a launch on it).
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.

@@ -217,14 +217,18 @@ inline bool ring_sealed() noexcept { return recorder_internal::g_ring_sealed.loa
 struct StreamState {
   std::atomic<uint64_t> id{0};                   // 0 = free entry; stored +1 so id 0 is usable
   std::atomic<uint64_t> launched{0};             // stream launches so far (last stream_seq handed out)
-  std::atomic<uint64_t> breadcrumb_launched{0};  // last stream_seq whose mark was enqueued
-  // stream_seq whose mark waits for the stream's next operation (bit 63: it is a PDL launch's); 0: none
-  std::atomic<uint64_t> deferred{0};
-  // A PDL group's mark is enqueued behind an event recorded after the group and waited on (shim/record/breadcrumbs.h):
-  // the stream's event, made on its first such mark (0: none yet, or dropped), and the last group-ending stream_seq
-  // whose mark went without that wait (0: none), whose landing proves nothing about the primaries before it.
+  // last stream_seq whose mark was placed (shim/record/breadcrumbs.h: enqueued, or met the dead context in its own
+  // launch's call); never above `launched`
+  std::atomic<uint64_t> breadcrumb_launched{0};
+  std::atomic<uint64_t> deferred{0};  // stream_seq whose mark waits for the stream's next operation; 0: none
+  // The last PDL launch's stream_seq (0: none). A stream that has carried one defers its marks from then on, and a
+  // mark placed while pdl_last > breadcrumb_launched covers a PDL launch, so it goes behind an event recorded on the
+  // stream and waited on (the stream's event, made on its first such mark; 0: none yet, or dropped; breadcrumbs.h).
+  std::atomic<uint64_t> pdl_last{0};
   std::atomic<uintptr_t> pdl_event{0};
-  std::atomic<uint64_t> pdl_unproven{0};
+  // The last stream_seq a successful synchronizing call proved finished (cuStreamSynchronize, cuStreamQuery, or
+  // cuCtxSynchronize of the stream's context): every launch numbered before the call began. 0: none.
+  std::atomic<uint64_t> synced{0};
   // A handle, context and thread that name the stream, written when a thread first meets it (shim/record/launch.cc's
   // stream cache): the exit probe queries it with them (shim/fault/exit_probe.cc), flush_all_breadcrumbs places its
   // deferred mark (shim/record/breadcrumbs.h), and the snapshot's StreamView::ctx is the context.

@@ -9,6 +9,11 @@ set_target_properties(e2e_interpose_cases PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${
 add_executable(e2e_entry_versions programs/entry_versions.c)
 target_link_libraries(e2e_entry_versions PRIVATE cdsa_sim_cuda_link)
 set_target_properties(e2e_entry_versions PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_e2e_dir})
+# ... and dlsym of names an older driver lacks (over build/lib/sim-stub, the sim as the stub's driver).
+add_executable(e2e_driver_names programs/driver_names.c)
+target_link_libraries(e2e_driver_names PRIVATE ${CMAKE_DL_LIBS})
+set_target_properties(e2e_driver_names PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_e2e_dir})
+add_dependencies(e2e_driver_names cdsa_sim_cuda_stub)
 
 foreach(lib stdio_driver layer_driver fake_cudart)
   add_library(e2e_${lib} SHARED programs/${lib}.c)
@@ -59,9 +64,13 @@ else()
   message(STATUS "no nvcc at ${CDSA_NVCC}: test_real_runtimes.py skips the nvcc-built programs")
 endif()
 
-foreach(suite interposition real_runtimes other_interposers)
+# request_coverage: the request lists of real runtimes (tests/data/requests/), replayed offline.
+foreach(suite interposition real_runtimes other_interposers request_coverage)
   add_test(NAME e2e_${suite}
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_${suite}.py)
   set_tests_properties(e2e_${suite} PROPERTIES ENVIRONMENT
-                       "TEST_BUILD_DIR=${CMAKE_BINARY_DIR};TEST_CUDA_ROOT=${CDSA_CUDA_ROOT}" TIMEOUT 1200)
+                       "TEST_BUILD_DIR=${CMAKE_BINARY_DIR};TEST_CUDA_ROOT=${CDSA_CUDA_ROOT};TEST_CUDA_HEADERS=${CDSA_CUDA_INCLUDE}"
+                       TIMEOUT 1200)
 endforeach()
+# What a table of other headers than the sim's must pass too (tools/test.sh: build-cuda130).
+set_tests_properties(e2e_real_runtimes e2e_request_coverage PROPERTIES LABELS headers)

@@ -238,6 +238,62 @@ def test_injection_alone_with_the_slot_taken_says_nothing_is_recorded(tmp_path):
     assert run.reports == 0, run.err
 
 
+# Issue 26 item 2: the CUPTI backend alone (injected, no interposition) placed no mark at all (its launch callbacks
+# left every mark deferred for an operation it never sees): nll good, a synchronous copy, 100 fill, nll bad gave
+# "AMBIGUOUS: 64 launches", #1-#64, worded as PDL groups, and the failing #102 not listed. Now each launch's mark
+# goes out at its API exit (a stream that carries no PDL launch), so the failing launch is named.
+CUPTI_ALONE_SCRIPT = textwrap.dedent('''
+    import ctypes, sys
+    sys.path.insert(0, {scripts!r})
+    import simcuda as cu
+
+    ctx, mod = cu.init()
+    cdsa = ctypes.CDLL({libcdsa!r})
+    print("InitializeInjection", cdsa.InitializeInjection(), flush=True)
+    fake = ctypes.CDLL({fake!r})
+
+    class LaunchParams(ctypes.Structure):
+        _fields_ = [("f", ctypes.c_void_p)] + [(n, ctypes.c_uint) for n in
+                    ("gx", "gy", "gz", "bx", "by", "bz", "shmem")] + [
+                    ("stream", ctypes.c_void_p), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p)]
+
+    def launch_seen_by_cupti(f, name, args):
+        p = LaunchParams(f.value, 1, 1, 1, 32, 1, 1, 0, None, None, None)
+        fake.fake_cupti_emit(307, 0, b"cuLaunchKernel", name, ctypes.byref(p), 0)
+        cu.launch(f, args)
+        fake.fake_cupti_emit(307, 1, b"cuLaunchKernel", name, ctypes.byref(p), 0)  # ALONE-SITE
+
+    nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+    fill = cu.function(mod, "fill_f32")
+    out, buf = cu.alloc(4), cu.alloc(64)
+    launch_seen_by_cupti(nll, b"nll_from_cupti", cu.nll_args(out, cu.to_device([3, 7, 1, 1], ctypes.c_int64), 4, 10))
+    print("loss", cu.from_device(out, 1, ctypes.c_float)[0], flush=True)  # a synchronous copy
+    for i in range(100):
+        launch_seen_by_cupti(fill, b"fill_from_cupti", [ctypes.c_uint64(buf), ctypes.c_int32(16), ctypes.c_float(i)])
+    launch_seen_by_cupti(nll, b"nll_from_cupti", cu.nll_args(out, cu.to_device([3, 7, 10, 1], ctypes.c_int64), 4, 10))
+    try:
+        cu.from_device(out, 1, ctypes.c_float)
+    except cu.CudaError as e:
+        fake.fake_cupti_emit(8, 1, b"cuMemcpyDtoH_v2", None, None, e.code)
+        print("surfaced", e.code, flush=True)
+''')
+
+
+def test_the_cupti_backend_alone_places_marks(tmp_path):
+    script = tmp_path / "cupti_alone.py"
+    script.write_text(CUPTI_ALONE_SCRIPT.format(scripts=str(SCRIPTS), libcdsa=str(BUILD / "lib" / "libcdsa.so"),
+                                                fake=str(FAKE_HOME / "lib64" / "libcupti.so.13")))
+    run = run_python(script, cwd=tmp_path, preload=False, env={"CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok"})
+    assert "surfaced 710" in run.out, run.out + run.err
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    assert "launch #102 (#102 on its stream)" in part, run.report
+    assert "programmatic dependent" not in run.report, run.report  # no PDL in this program
+    t = run.trace()["report"]
+    assert t["attribution"] == "exact", run.report
+    assert [c["launch"]["seq"] for c in t["candidates"]] == [102]
+
+
 REAL_CUPTI_HOME = pathlib.Path("/usr/local/cuda")
 
 

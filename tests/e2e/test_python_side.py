@@ -8,11 +8,13 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, run_cli, run_python
+from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, other_pythons, run_cli, run_python
 
 PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
 NOTE = re.compile(r"^cdsa(\[rank \d+\])?: the CUDA fault.*$", re.M)
+# The line an unrelated exception that ends the program after the fault gets: the launch, with no cause claimed.
+PRIOR = "cdsa: a CUDA fault was reported before this error: kernel nll_loss_forward_reduce_cuda_kernel_2d launched at "
 
 
 def last_traceback(err):
@@ -44,9 +46,10 @@ def test_caught_error_carries_the_note_and_unrelated_errors_do_not(tmp_path):
     assert r.rc == 1 and r.reports == 1, r.err
     formatted = r.out.split("FORMATTED-BEGIN\n")[1].split("FORMATTED-END")[0]
     assert formatted.rstrip().splitlines()[-1].startswith("cdsa: the CUDA fault came from kernel nll_loss"), formatted
-    tb = last_traceback(r.err)
-    assert tb.rstrip().endswith("KeyError: 'unrelated'"), tb
-    assert "cdsa" not in tb
+    # The unrelated KeyError that ends the program gets the line that claims no cause, not the note.
+    tb = last_traceback(r.err).rstrip().splitlines()
+    assert tb[-2] == "KeyError: 'unrelated'" and tb[-1].startswith(PRIOR), tb
+    assert not NOTE.search("\n".join(tb)), tb
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="PEP 678 notes are 3.11+")
@@ -105,6 +108,101 @@ def test_without_a_rank_the_header_names_the_process_and_gpu(tmp_path):
     assert re.fullmatch(r"cdsa: pid \d+ on \S+, GPU 0 cdsa simulated GPU \(PCI 0000:3B:00\.0\)", header), header
     (trace,) = r.traces()
     assert "rank" not in trace.name
+
+
+# --- the line for every error the fault caused (tests/e2e/scripts/own_wrapper.py) ------------------------------------
+# On every CPython here: on 3.10 the interpreter prints no notes, so the line of an exception that ends the program
+# (or a thread) is printed after its traceback, and a caught one has it in __notes__ (*-NOTES), not in
+# format_exception.
+
+def all_pythons():
+    this = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return [pytest.param(sys.executable, id=f"python{this}")] + other_pythons(
+        *[v for v in ("3.10", "3.11", "3.12", "3.13") if v != this])
+
+
+def run_wrapper(mode, tmp_path, python):
+    r = run_python("own_wrapper.py", mode, cwd=tmp_path, python=python)
+    assert r.reports == 1, r.err
+    return r
+
+
+def python_minor(python):
+    return tuple(int(x) for x in subprocess.run([str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+                                                capture_output=True, text=True, check=True).stdout.split())
+
+
+def caught(r, tag, python):
+    """What a handler that formats exception TAG sees: its notes (3.11+: also the end of format_exception)."""
+    notes = json.loads(next(l for l in r.out.splitlines() if l.startswith(f"{tag}-NOTES ")).split(" ", 1)[1])
+    formatted = r.out.split(f"{tag}-BEGIN\n")[1].split(f"{tag}-END")[0].rstrip().splitlines()
+    cdsa_lines = [l for l in formatted if l.startswith("cdsa")]
+    if python_minor(python) >= (3, 11):
+        assert cdsa_lines == ([notes[-1]] if notes else []) and (not notes or formatted[-1] == notes[-1]), formatted
+    return notes
+
+
+def launch_site():
+    """The launch's innermost frame outside site-packages and the standard library: simcuda.py's driver call."""
+    return next(f"simcuda.py:{n}: {t.strip()}" for n, t in enumerate((SCRIPTS / "simcuda.py").read_text().splitlines(), 1)
+                if "lib.cuLaunchKernel(" in t)
+
+
+def the_note(r):
+    (trace,) = r.traces()
+    return (f"cdsa: the CUDA fault came from kernel nll_loss_forward_reduce_cuda_kernel_2d launched at {launch_site()} "
+            f"(cdsa's report above; trace {trace.name})")
+
+
+@pytest.mark.parametrize("python", all_pythons())
+def test_an_own_wrappers_error_naming_the_code_ends_with_the_note(tmp_path, python):
+    # RuntimeError(f"CUDA error {r} while reading the loss"), raised two lines below the failing call.
+    r = run_wrapper("uncaught", tmp_path, python)
+    assert r.rc == 1
+    tb = last_traceback(r.err).rstrip().splitlines()
+    assert tb[-2] == "RuntimeError: CUDA error 710 while reading the loss" and tb[-1] == the_note(r), tb
+    assert len(NOTE.findall(r.err)) == 1
+
+
+@pytest.mark.parametrize("python", all_pythons())
+def test_an_own_wrappers_error_caught_and_formatted_has_the_note(tmp_path, python):
+    r = run_wrapper("caught", tmp_path, python)
+    assert r.rc == 0, r.err
+    assert caught(r, "WRAPPER", python) == [the_note(r)]
+    assert "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("python", all_pythons())
+def test_unrelated_errors_after_the_fault(tmp_path, python):
+    r = run_wrapper("unrelated", tmp_path, python)
+    assert r.rc == 1
+    # Caught: "index 710" is not an error code, and a ValueError raised in another function is not the fault's...
+    assert caught(r, "INDEX", python) == []
+    assert caught(r, "OTHER", python) == []
+    # ... but the same ValueError raised in the function whose call surfaced the fault (the same code object) is.
+    assert caught(r, "SAME", python) == [the_note(r)]
+    # Uncaught: an unrelated KeyError ends the program with the line that claims no cause.
+    tb = last_traceback(r.err).rstrip().splitlines()
+    (trace,) = r.traces()
+    assert tb[-2] == "KeyError: 'unrelated'", tb
+    assert tb[-1] == f"{PRIOR}{launch_site()} (cdsa's report above; trace {trace.name})", tb
+
+
+@pytest.mark.parametrize("python", all_pythons())
+def test_a_threads_uncaught_error_after_the_fault_gets_the_line(tmp_path, python):
+    r = run_wrapper("thread", tmp_path, python)
+    assert r.rc == 0 and "main thread done" in r.out, r.err
+    tb = last_traceback(r.err).rstrip().splitlines()
+    assert tb[-2] == "KeyError: 'unrelated, in a thread'" and tb[-1].startswith(PRIOR), tb
+    assert "Exception in thread worker" in r.err
+
+
+@pytest.mark.parametrize("python", all_pythons())
+def test_an_error_raised_before_the_fault_gets_no_line(tmp_path, python):
+    r = run_wrapper("before", tmp_path, python)
+    assert r.rc == 1
+    tb = last_traceback(r.err).rstrip()
+    assert tb.endswith("KeyError: 'before the fault'"), tb
 
 
 # --- the Python API: cdsa.last_report(), cdsa.load_trace() (python/cdsa/_report.py) --------------------------------

@@ -1,13 +1,12 @@
 """Real CUDA runtimes as the oracle: the cudart that nvcc links (static and shared) and
 the PyPI cudart of PyTorch's wheels run on the simulated driver under cdsa, with every
 cuGetProcAddress request logged (CDSA_DEBUG_ENTRY_POINTS). Each request must select the
-wrapper of exactly the typedef the toolkit declares for (name, version, flags) -- computed
-here from cudaTypedefs.h, independently of tools/cuda_api.py -- and each one the driver
+wrapper of exactly the typedef the headers declare for (name, version, flags) -- computed
+from cudaTypedefs.h by entry_point_oracle.py, independently of tools/cuda_api.py -- and each one the driver
 answers must come back wrapped. Real cudart stops at cuGetExportTable (the simulated
 driver has no private tables), after its requests."""
 import glob
 import os
-import re
 import sys
 
 import pytest
@@ -16,40 +15,7 @@ from conftest import BUILD, PROGRAMS, SCRIPTS, clean_env
 
 import subprocess
 
-CUDA = os.environ.get("TEST_CUDA_ROOT", "/usr/local/cuda")
-INCLUDE = os.path.join(CUDA, "include")
-EXEMPT = {"cuGetErrorString", "cuGetErrorName", "cuDriverGetVersion", "cuGetExportTable"}
-INTEROP = {"GL": "GL/gl.h", "EGL": "EGL/egl.h", "VDPAU": "vdpau/vdpau.h"}
-
-
-def toolkit_typedefs():
-    """{name: [(version, per_thread, typedef)]} from the toolkit headers this build wraps."""
-    headers = ["cudaTypedefs.h", "cudaProfilerTypedefs.h"]
-    headers += [f"cuda{api}Typedefs.h" for api, h in INTEROP.items() if os.path.exists(f"/usr/include/{h}")]
-    out = {}
-    for h in headers:
-        text = open(os.path.join(INCLUDE, h), encoding="utf-8", errors="replace").read()
-        text = re.sub(r"#ifdef _WIN32.*?#endif", "", text, flags=re.S)
-        for name, ver, suffix in re.findall(r"PFN_(cu\w+?)_v(\d+)(_ptsz|_ptds)?\s*\)", text):
-            out.setdefault(name, []).append((int(ver), bool(suffix), f"PFN_{name}_v{ver}{suffix}"))
-    return out
-
-
-TYPEDEFS = toolkit_typedefs()
-
-
-def expected(name, version, flags):
-    """What the driver hands out for cuGetProcAddress(name, version, flags): the newest signature not newer
-    than `version`, its per-thread variant when asked for (flag 2) and there is one."""
-    if name in EXEMPT:
-        return "exempt"
-    if name not in TYPEDEFS:
-        return "unknown"
-    fits = [t for t in TYPEDEFS[name] if t[0] <= version]
-    plain = max((t for t in fits if not t[1]), default=None)
-    per_thread = max((t for t in fits if t[1]), default=None)
-    pick = per_thread if flags & 2 and per_thread else plain
-    return pick[2] if pick else "unknown"
+from entry_point_oracle import CUDA, HEADER_VERSION, INCLUDE, expected, in_any_typedef_header
 
 
 def run_logged(argv, tmp_path):
@@ -92,9 +58,14 @@ def test_every_entry_point_a_real_cudart_requests_is_wrapped_with_its_signature(
     wrong, unwrapped, unknown = [], [], []
     for how, name, version, flags, _, selected, outcome in requests:
         want = expected(name, int(version), int(flags))
+        if int(version) > HEADER_VERSION and outcome == "thunk":
+            continue  # above the headers' version: the ceiling's thunk (test_request_coverage.py checks why)
         if selected != want:
             wrong.append(f"{name}@{version}/{flags}: {selected}, expected {want}")
-        if selected == "unknown" and name != "(empty)":
+        # A name no header has (cudart 13.5 asks for cuSubgridCreate) that the driver does not answer either is
+        # not cdsa's to wrap; any other unknown one is a typedef the build missed (the interop headers).
+        if selected == "unknown" and name != "(empty)" and (
+                in_any_typedef_header(name) or not outcome.startswith("not-found")):
             unknown.append(name)
         if outcome == "passed" and selected != "exempt" or outcome == "wrapped" and selected == "exempt":
             unwrapped.append(f"{name}@{version}/{flags}: {selected} {outcome}")

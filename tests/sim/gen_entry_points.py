@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
 """Generates the simulated driver's entry-point table and exports from the CUDA toolkit itself.
 
-Inputs (all from the toolkit, so a new toolkit brings its new entry points by itself):
+Inputs (from the headers the build wraps, CMake's CDSA_CUDA_HEADERS, and the toolkit's stub; new headers bring
+their new entry points by themselves):
   --typedefs  include/cudaTypedefs.h   every `PFN_<name>_v<version>[_ptsz|_ptds]` typedef is one
                                        (name, version, stream variant) that cuGetProcAddress answers
   --cuda-h    include/cuda.h           `#define cuX cuX_v2` (also inside __CUDA_API_PTSZ/PTDS(...)):
                                        the exported symbol of a name's newest version
-  --stub      lib64/stubs/libcuda.so   its defined dynamic symbols: every `cu*` name the driver exports
+  --stub      lib64/stubs/libcuda.so   its defined dynamic symbols: every `cu*` name the driver exports (a stub
+                                       older than the headers lacks the newer names: cuda.h's declarations,
+                                       `CUresult CUDAAPI cuX(`, and their `__CUDA_API_PTSZ(cuX)` per-thread
+                                       forms, cuX_ptsz, name those)
 
 Symbol of (name, version): the newest version uses cuda.h's macro target (`name_v<n>`) if there is one; otherwise
 the i-th version (oldest first) is `name` for i = 1 and `name_v<i>` after (cuCtxSynchronize 2000 ->
-cuCtxSynchronize, 13000 -> cuCtxSynchronize_v2). A _ptsz/_ptds typedef at version v is the symbol of
+cuCtxSynchronize, 13000 -> cuCtxSynchronize_v2), and so is the newest one when the macro names an older one's symbol (13.4 added
+cuGraphAddNode_v3 and kept `#define cuGraphAddNode cuGraphAddNode_v2`). A _ptsz/_ptds typedef at version v is the symbol of
 the newest plain version <= v plus that suffix. A macro that renames a name to another function
 (`#define cuGraphInstantiate cuGraphInstantiateWithFlags`, whose cudaTypedefs.h entries end at 11000)
 adds one entry at the next major version after the name's newest typedef (12000), when cuda.h made
-the switch. Every symbol must be one the stub exports, else the
+the switch. Every symbol must be one the stub exports or cuda.h declares, else the
 script stops with a message naming it.
 
 Output: one C++ file with
-  * a weak definition of every exported name (stub exports and table symbols) that answers through
+  * a weak definition of every exported name (stub exports and table symbols, which each have their own address)
+    that answers through
     sim::unimplemented_call(); the sim's own (strong) definitions replace them at link time;
   * sim::kProcTable, the (name, version, variant, symbol, address) rows, sorted by name then version;
   * sim::kStubExports, the stub's names (for sim_test).
@@ -68,6 +74,8 @@ def main():
     ap.add_argument("--cuda-h", required=True)
     ap.add_argument("--stub", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--stub-map", help="also write a version script that exports only the stub's names (and "
+                    "cuGetProcAddress_v2_ptsz): the sim as the stub's older driver")
     a = ap.parse_args()
 
     try:
@@ -81,6 +89,11 @@ def main():
     if not pfns:
         fail(f"no PFN_cu*_v<version> typedefs in {a.typedefs}")
     macros = dict(re.findall(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_PT(?:SZ|DS)\()?(cu\w+)\)?\s*$", cuda_h, re.M))
+    # The names cuda.h declares, and their per-thread forms (what __CUDA_API_PTSZ/PTDS(cuX) makes of cuX in the
+    # driver's own build): the exports of a driver as new as the headers.
+    declared = set(re.findall(r"\bCUresult\s+CUDAAPI\s+(cu\w+)\s*\(", cuda_h))
+    declared |= {t + "_pt" + k.lower() for k, t in
+                 re.findall(r"^\s*#define\s+cu\w+\s+__CUDA_API_PT(SZ|DS)\(\s*(cu\w+)\s*\)", cuda_h, re.M)}
 
     plain = collections.defaultdict(list)
     for name, ver, suffix in pfns:
@@ -92,11 +105,14 @@ def main():
     def plain_symbol(name, ver):
         vs = plain[name]
         i = vs.index(ver)
-        if i == len(vs) - 1 and re.fullmatch(re.escape(name) + r"_v\d+", macros.get(name, "")):
-            return macros[name]
+        older = {name if j == 0 else f"{name}_v{j + 1}" for j in range(i)}
+        target = macros.get(name, "")
+        if i == len(vs) - 1 and re.fullmatch(re.escape(name) + r"_v\d+", target) and target not in older:
+            return target
         return name if i == 0 else f"{name}_v{i + 1}"
 
     exported = set(exports)
+    known = exported | declared
     rows = []
     for name, ver, suffix in pfns:
         ver = int(ver)
@@ -107,12 +123,12 @@ def main():
             symbol = plain_symbol(name, max(older)) + suffix
         else:
             symbol = plain_symbol(name, ver)
-        if symbol not in exported:
-            fail(f"PFN_{name}_v{ver}{suffix} maps to {symbol}, which {a.stub} does not export")
+        if symbol not in known:
+            fail(f"PFN_{name}_v{ver}{suffix} maps to {symbol}, which {a.stub} does not export and {a.cuda_h} does not declare")
         rows.append((name, ver, {"": "Plain", "_ptsz": "Ptsz", "_ptds": "Ptds"}[suffix], symbol))
     for name, target in macros.items():
         if name in plain and target != name and not re.fullmatch(re.escape(name) + r"_v\d+", target):
-            if target not in exported:
+            if target not in known:
                 fail(f"cuda.h renames {name} to {target}, which {a.stub} does not export")
             rows.append((name, (plain[name][-1] // 1000 + 1) * 1000, "Plain", target))
     rows.sort()
@@ -135,11 +151,18 @@ def main():
     out += [f'    "{n}",' for n in exports]
     out += ["};", "const size_t kStubExportsSize = sizeof kStubExports / sizeof kStubExports[0];", "",
             "}  // namespace sim", ""]
-    try:
-        with open(a.out, "w") as f:
-            f.write("\n".join(out))
-    except OSError as e:
-        fail(f"cannot write {a.out}: {e.strerror}")
+    files = [(a.out, "\n".join(out))]
+    if a.stub_map:
+        names = sorted(set(exports) | {"cuGetProcAddress_v2_ptsz"})
+        files.append((a.stub_map, "/* Generated by tests/sim/gen_entry_points.py: the names of " + a.stub +
+                      " (the sim as that stub's driver). */\n{\n  global:\n" + "".join(f"    {n};\n" for n in names) +
+                      "  local: *;\n};\n"))
+    for path, text in files:
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError as e:
+            fail(f"cannot write {path}: {e.strerror}")
 
 
 if __name__ == "__main__":

@@ -25,11 +25,29 @@ GraphData* graph_locked(CUgraph h) {
   return it == S().bodies.end() ? nullptr : it->second;
 }
 
+// Initialised, then the state of the context of stream `h` (the current one's if `h` names none).
+CUresult enter_stream(CUstream h, bool ptsz) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUctx_st* c = t_current;
+  {
+    Lock lk(S().mu);
+    StreamP s;
+    if (resolve_locked(h, ptsz, s) == CUDA_SUCCESS) c = s->ctx.ctx;
+  }
+  return observe(c);
+}
+
+// Initialised, then the state of graph exec `x`'s context.
+CUresult enter_exec(CUgraphExec x) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  return observe(ctx_of(&Sim::execs, x));
+}
+
 // Starts capture into `target` (an existing graph), or into a new graph when null.
 CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target = nullptr,
                        const CUgraphNode* dependencies = nullptr, size_t num_dependencies = 0) {
   std::vector<GraphNode*> first_deps;
-  CUresult r = enter();
+  CUresult r = enter_stream(h, ptsz);
   if (r != CUDA_SUCCESS) return r;
   if (!valid_mode(mode)) return CUDA_ERROR_INVALID_VALUE;
   Sim& g = S();
@@ -70,7 +88,7 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
 CUresult begin_capture_to_graph(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target,
                                 const CUgraphNode* dependencies, size_t num_dependencies) {
   if (target == nullptr) {
-    CUresult r = enter();
+    CUresult r = enter_stream(h, ptsz);
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
   return begin_capture(h, mode, ptsz, target, dependencies, num_dependencies);
@@ -94,14 +112,16 @@ bool graph_in_capture_locked(CUgraph graph) {
 }
 
 CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Sim& g = S();
   CUresult r = CUDA_SUCCESS;
+  CUctx_st* c = t_current;
   std::unique_ptr<GraphData> fresh;
   {
     Lock lk(g.mu);
     StreamP s;
     r = resolve_locked(h, ptsz, s);
+    if (r == CUDA_SUCCESS) c = s->ctx.ctx;
     if (r == CUDA_SUCCESS && out == nullptr) r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && !s->capturing) r = CUDA_ERROR_ILLEGAL_STATE;
     if (r == CUDA_SUCCESS && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
@@ -111,7 +131,7 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
       CUgraph target = s->capture_target;
       fresh = std::move(s->capture_owned);
       end_capture_locked(*s);
-      if (g.sticky.load(std::memory_order_acquire) != 0) {  // dead context: no new graph
+      if (c->sticky.load(std::memory_order_acquire) != 0) {  // dead context: no new graph
         *out = target;
       } else if (target != nullptr) {  // captured into an existing graph: that graph
         *out = target;
@@ -121,7 +141,7 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
     }
   }
   fresh.reset();
-  return finish(r);
+  return finish_in(c, r);
 }
 
 // ---- graph nodes
@@ -195,7 +215,8 @@ template <class P>
 CUresult kernel_node_locked(const P& p, CUkernel kern, GraphNode& n) {
   CUfunction f = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(kern);
   if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const KernelDesc* desc = launchable_locked(f);
+  const char* name = nullptr;
+  const KernelDesc* desc = launchable_locked(f, &name);
   if (desc == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   unsigned gx = p.gridDimX, gy = p.gridDimY, gz = p.gridDimZ, bx = p.blockDimX, by = p.blockDimY, bz = p.blockDimZ;
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -205,6 +226,7 @@ CUresult kernel_node_locked(const P& p, CUkernel kern, GraphNode& n) {
   it.kind = Item::Kernel;
   it.k = desc;
   it.func = p.func;
+  it.name = name;
   it.grid[0] = gx, it.grid[1] = gy, it.grid[2] = gz, it.block[0] = bx, it.block[1] = by, it.block[2] = bz;
   it.shared = p.sharedMemBytes;
   CUresult r = pack_args(*desc, p.kernelParams, p.extra, it);
@@ -342,21 +364,24 @@ void flatten_locked(const GraphData& g, const GraphNode* top, std::vector<ExecNo
   }
 }
 
+// Runs in the stream's context and answers its state (as a kernel launch does).
 CUresult graph_launch(CUgraphExec x, CUstream h, bool ptsz) {
-  CUresult r = enter_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  Lock lk(S().mu);
-  const GraphExec* e = find_locked(&Sim::execs, x);
-  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  // The items are copied as they are now: a later change of the exec affects later launches only.
-  for (const ExecNode& node : e->nodes) {
-    if (!node.enabled) continue;
-    Item copy = node.item;
-    if ((r = submit_locked(*s, std::move(copy))) != CUDA_SUCCESS) return r;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) {
+    CUresult e = enter();
+    return e != CUDA_SUCCESS ? e : CUDA_ERROR_INVALID_CONTEXT;
   }
-  return CUDA_SUCCESS;
+  return on_stream(h, ptsz, true, [&](const StreamP& s) -> CUresult {
+    const GraphExec* e = find_locked(&Sim::execs, x);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    // The items are copied as they are now: a later change of the exec affects later launches only.
+    for (const ExecNode& node : e->nodes) {
+      if (!node.enabled) continue;
+      Item copy = node.item;
+      if (CUresult r = submit_locked(*s, std::move(copy)); r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  });
 }
 
 bool holds_memop(const GraphData& g) {
@@ -381,6 +406,7 @@ CUresult graph_instantiate(CUgraphExec* out, CUgraph graph) {
     for (const auto& b : n->bodies)
       if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && holds_memop(*b)) return CUDA_ERROR_NOT_SUPPORTED;
   auto e = std::make_unique<GraphExec>();
+  e->ctx = CtxRef::of(t_current);
   flatten_locked(*gd, nullptr, e->nodes);
   *out = adopt_locked(&Sim::execs, std::move(e));
   return CUDA_SUCCESS;
@@ -507,7 +533,7 @@ std::vector<ExecNode*> exec_nodes_locked(GraphExec& e, CUgraphNode h) {
 // cuGraphExec*SetParams: the exec's copy of one node takes new work (later launches run it).
 template <class Fill>
 CUresult exec_set_params(CUgraphExec x, CUgraphNode h, Fill fill) {
-  CUresult r = enter();
+  CUresult r = enter_exec(x);
   if (r != CUDA_SUCCESS) return r;
   Lock lk(S().mu);
   GraphExec* e = find_locked(&Sim::execs, x);
@@ -524,7 +550,7 @@ CUresult exec_set_params(CUgraphExec x, CUgraphNode h, Fill fill) {
 }
 
 CUresult exec_child_set_params(CUgraphExec x, CUgraphNode h, CUgraph child) {
-  CUresult r = enter();
+  CUresult r = enter_exec(x);
   if (r != CUDA_SUCCESS) return r;
   Lock lk(S().mu);
   GraphExec* e = find_locked(&Sim::execs, x);
@@ -547,7 +573,7 @@ CUresult exec_child_set_params(CUgraphExec x, CUgraphNode h, CUgraph child) {
 // cuGraphExecUpdate: `graph` must have the exec's topology (the sim compares the flattened nodes' kinds, in
 // dependency order, and pairs them by that order); the exec then runs `graph`'s work.
 CUresult exec_update(CUgraphExec x, CUgraph graph, CUgraphExecUpdateResult* result, CUgraphNode* error_node) {
-  CUresult r = enter();
+  CUresult r = enter_exec(x);
   if (r != CUDA_SUCCESS) return r;
   if (result != nullptr) *result = CU_GRAPH_EXEC_UPDATE_ERROR;
   if (error_node != nullptr) *error_node = nullptr;
@@ -892,7 +918,7 @@ SIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgr
 }
 
 SIM_API CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled) {
-  CUresult r = enter();
+  CUresult r = enter_exec(hGraphExec);
   if (r != CUDA_SUCCESS) return r;
   Lock lk(S().mu);
   GraphExec* e = find_locked(&Sim::execs, hGraphExec);

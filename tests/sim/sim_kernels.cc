@@ -118,43 +118,54 @@ struct LaunchAttrs {
   CUevent events[2] = {nullptr, nullptr};  // PROGRAMMATIC_EVENT, LAUNCH_COMPLETION_EVENT
 };
 
+// A launch runs in its stream's context ("the context to launch the kernel on will either be taken from the
+// specified stream hStream or the current context in case of NULL stream", cuda.h) and answers that context's state;
+// a CUfunction must belong to it ("The CUDA context associated with this stream must match that associated with
+// function f"; the sim's answer otherwise: CUDA_ERROR_INVALID_HANDLE). A current context is required all the same.
 CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream h,
                 void** params, void** extra, bool ptsz, const LaunchAttrs& attrs = {}) {
-  CUresult r = enter_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  Sim& g = S();
-  Lock lk(g.mu);
-  const KernelDesc* desc = launchable_locked(f);  // a CUfunction, or a CUkernel cast to one
-  if (desc == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
-  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Item it;
-  it.kind = Item::Kernel;
-  it.k = desc;
-  it.func = f;
-  it.grid[0] = gx, it.grid[1] = gy, it.grid[2] = gz, it.block[0] = bx, it.block[1] = by, it.block[2] = bz;
-  if ((r = pack_args(*desc, params, extra, it)) != CUDA_SUCCESS) return r;
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  Event* events[2] = {nullptr, nullptr};
-  for (int i = 0; i < 2; ++i)
-    if (attrs.events[i] && !(events[i] = find_locked(&Sim::events, attrs.events[i]))) return CUDA_ERROR_INVALID_HANDLE;
-  if (attrs.programmatic) note_pdl_launch_locked(*s);
-  if ((r = submit_locked(*s, std::move(it))) != CUDA_SUCCESS) return r;
-  // A programmatic or launch-completion event fires, at the latest, when the kernel ends: the sim records it there.
-  for (Event* e : events)
-    if (e && !s->capturing) {
-      e->s = s;
-      e->seq = s->submitted;
-    }
-  return CUDA_SUCCESS;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) {
+    CUresult e = enter();
+    return e != CUDA_SUCCESS ? e : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return on_stream(h, ptsz, true, [&](const StreamP& s) -> CUresult {
+    const char* name = nullptr;
+    CtxRef fctx;
+    const KernelDesc* desc = launchable_locked(f, &name, &fctx);  // a CUfunction, or a CUkernel cast to one
+    if (desc == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    if (fctx.ctx != nullptr && (fctx.ctx != s->ctx.ctx || fctx.id != s->ctx.id)) return CUDA_ERROR_INVALID_HANDLE;
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+    if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Item it;
+    it.kind = Item::Kernel;
+    it.k = desc;
+    it.func = f;
+    it.name = name;
+    it.grid[0] = gx, it.grid[1] = gy, it.grid[2] = gz, it.block[0] = bx, it.block[1] = by, it.block[2] = bz;
+    CUresult r = pack_args(*desc, params, extra, it);
+    if (r != CUDA_SUCCESS) return r;
+    Event* events[2] = {nullptr, nullptr};
+    for (int i = 0; i < 2; ++i)
+      if (attrs.events[i] && !(events[i] = find_locked(&Sim::events, attrs.events[i])))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (attrs.programmatic) note_pdl_launch_locked(*s);
+    if ((r = submit_locked(*s, std::move(it), attrs.programmatic, true)) != CUDA_SUCCESS) return r;
+    // A programmatic or launch-completion event fires, at the latest, when the kernel ends: the sim records it there.
+    for (Event* e : events)
+      if (e && !s->capturing) {
+        e->s = s;
+        e->seq = s->submitted;
+      }
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool ptsz) {
   if (c == nullptr || (c->numAttrs > 0 && c->attrs == nullptr)) {
-    CUresult r = enter_ctx();
+    CUresult r = enter();
+    if (r == CUDA_SUCCESS && t_current == nullptr) r = CUDA_ERROR_INVALID_CONTEXT;
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
   // Every attribute is accepted and passed by (cluster dimensions, memory-sync domain, priority, cooperative, ...: the

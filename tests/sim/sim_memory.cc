@@ -26,9 +26,11 @@ void fill_memory(void* dst, uint64_t value, size_t n, bool is32) {
   for (size_t i = 0; i < n; ++i) memcpy(p + 4 * i, &v, 4);
 }
 
+// Synchronous copies and memsets wait for the current context's streams (none current: every stream) and answer its
+// state; memory itself is not per context.
 CUresult memcpy_sync(void* dst, const void* src, size_t n) {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (CUresult r = synchronize_all(); r != CUDA_SUCCESS) return r;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (CUresult r = synchronize_ctx(t_current); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
   memcpy(dst, src, n);
@@ -36,17 +38,14 @@ CUresult memcpy_sync(void* dst, const void* src, size_t n) {
 }
 
 namespace {
-// Queues a copy or memset of `it.n` bytes/elements on stream `h`, as the driver checks it: the stream first, then
-// n == 0 (nothing to do), then `valid` (the addresses).
+// Queues a copy or memset of `it.n` bytes/elements on stream `h`, as the driver checks it: the stream first (and its
+// context's sticky error), then n == 0 (nothing to do), then `valid` (the addresses).
 CUresult enqueue_plain(CUstream h, bool ptsz, bool valid, const Item& it) {
-  CUresult r = enter();
-  if (r != CUDA_SUCCESS) return r;
-  Lock lk(S().mu);
-  StreamP s;
-  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
-  if (it.n == 0) return CUDA_SUCCESS;
-  if (!valid) return CUDA_ERROR_INVALID_VALUE;
-  return submit_locked(*s, Item(it));
+  return on_stream(h, ptsz, true, [&](const StreamP& s) -> CUresult {
+    if (it.n == 0) return CUDA_SUCCESS;
+    if (!valid) return CUDA_ERROR_INVALID_VALUE;
+    return submit_locked(*s, Item(it));
+  });
 }
 }  // namespace
 
@@ -62,7 +61,7 @@ CUresult memcpy_async(void* dst, const void* src, size_t n, CUstream h, bool pts
 // Synchronous memset: waits for all streams, then fills.
 CUresult memset_sync(CUdeviceptr dst, uint64_t value, size_t n, bool is32) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (CUresult r = synchronize_all(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = synchronize_ctx(t_current); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if (dst == 0 || (is32 && dst % 4 != 0)) return CUDA_ERROR_INVALID_VALUE;
   fill_memory(reinterpret_cast<void*>(dst), value, n, is32);

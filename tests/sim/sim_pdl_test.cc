@@ -149,7 +149,17 @@ TEST(SimPdl, ASecondContextHasItsOwnIdAndWorks) {
   CUstream s;
   ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
   float* p = device_floats(4);
-  ASSERT_EQ(fill(s, p, 4, 3, nullptr, 0), CUDA_SUCCESS);
+  // The primary context's function belongs there: not launched on this context's stream.
+  EXPECT_EQ(fill(s, p, 4, 3, nullptr, 0), CUDA_ERROR_INVALID_HANDLE);
+  CUmodule mod;
+  CUfunction fill_here;
+  ASSERT_EQ(cuModuleLoadData(&mod, "image"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&fill_here, mod, "fill_f32"), CUDA_SUCCESS);
+  CUdeviceptr d = reinterpret_cast<CUdeviceptr>(p);
+  int32_t n = 4;
+  float v = 3;
+  void* args[] = {&d, &n, &v};
+  ASSERT_EQ(cuLaunchKernel(fill_here, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   EXPECT_EQ(p[0], 3.0f);
   ASSERT_EQ(cuCtxSetCurrent(primary), CUDA_SUCCESS);

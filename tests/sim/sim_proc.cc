@@ -62,6 +62,23 @@ const ProcEntry* lookup(const char* symbol, int version, bool per_thread, CUdriv
   return e;
 }
 
+// What a request with no function to give answers. cuda.h: "The API will return CUDA_SUCCESS and set the returned
+// pfn to NULL if the requested driver function is not supported on the platform, no ABI compatible driver function
+// exists for the specified cudaVersion or if the driver symbol is invalid" (SIM_CUDA_PROC_MISSING=null, the
+// default); =error: CUDA_ERROR_NOT_FOUND, what the sim answered before (*assumed*: which one a real driver gives is
+// for the GPU suite to print; cdsa must handle both). Read at every call.
+CUresult missing_answer() {
+  const char* v = getenv("SIM_CUDA_PROC_MISSING");
+  if (v == nullptr || *v == '\0' || strcmp(v, "null") == 0) return CUDA_SUCCESS;
+  if (strcmp(v, "error") == 0) return CUDA_ERROR_NOT_FOUND;
+  static bool said = false;  // once per process (a race only repeats the line)
+  if (!said) {
+    said = true;
+    fprintf(stderr, "simulated CUDA driver: SIM_CUDA_PROC_MISSING=%s is not null or error; using the default\n", v);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status_out) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -76,7 +93,7 @@ CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_
   const ProcEntry* e = lookup(symbol, version, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, status);
   *pfn = e != nullptr ? e->fn : nullptr;
   if (status_out != nullptr) *status_out = status;
-  CUresult r = e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+  CUresult r = e != nullptr ? CUDA_SUCCESS : missing_answer();
   log_request(symbol, version, flags, r, status, e);
   return r;
 }
@@ -86,7 +103,7 @@ CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_
 int driver_version() {  // read at every call: a test may set it
   const char* e = getenv("SIM_CUDA_DRIVER_VERSION");
   int n = e && *e ? atoi(e) : 0;
-  return n > 0 ? n : CUDA_VERSION;
+  return n > 0 ? n : kDefaultDriverVersion;
 }
 
 // Before cuInit: CUDA_ERROR_NOT_INITIALIZED; after a fault: the sticky error
@@ -94,7 +111,7 @@ int driver_version() {  // read at every call: a test may set it
 int unimplemented_call(const char* name) {
   if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   if (strcmp(name, "cuGetExportTable") != 0) {
-    CUresult e = sticky_result();
+    CUresult e = observe(t_current);
     if (e != CUDA_SUCCESS) return e;
   }
   return CUDA_ERROR_NOT_SUPPORTED;

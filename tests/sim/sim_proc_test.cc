@@ -1,6 +1,9 @@
 // Unit test of the simulated CUDA driver: cuGetProcAddress, the exports, unimplemented names (sim_proc.cc).
 // Part of sim_test; the shared helpers are in sim_test_support.h.
 
+#include <regex>
+#include <set>
+
 #include "sim_test_support.h"
 
 namespace sim_test {
@@ -46,7 +49,7 @@ TEST_F(SimTest, GetProcAddress) {
       {"cuStreamSynchronize", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuStreamSynchronize_ptsz"},
       {"cuMemsetD32Async", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemsetD32Async_ptsz"},
       {"cuMemcpy", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemcpy_ptds"},
-      {"cuLaunchHostFunc", CUDA_VERSION, 0, "cuLaunchHostFunc"},
+      {"cuLaunchHostFunc", 13000, 0, "cuLaunchHostFunc"},
       {"cuCtxPushCurrent", CUDA_VERSION, 0, "cuCtxPushCurrent_v2"},
       {"cuCtxSynchronize", CUDA_VERSION, 0, "cuCtxSynchronize_v2"},
       {"cuCtxGetDevice", CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuCtxGetDevice_v2"},
@@ -82,19 +85,21 @@ TEST_F(SimTest, GetProcAddress) {
     ASSERT_NE(want, nullptr) << c.exported << " is not exported";
     EXPECT_EQ(fn, want) << c.query << " at " << c.version << " flags " << c.flags << " should give " << c.exported;
   }
-  // Older than the name's first version: not found, and the status says why.
+  // Older than the name's first version: CUDA_SUCCESS with NULL (cuda.h), and the status says why.
   for (auto [query, version] : {std::pair{"cuStreamBeginCaptureToGraph", 12020}, std::pair{"cuKernelGetName", 12000},
                                 std::pair{"cuCtxSynchronize", 1000}}) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
     fn = sym("cuInit");
-    EXPECT_EQ(cuGetProcAddress(query, &fn, version, 0, &status), CUDA_ERROR_NOT_FOUND) << query;
+    EXPECT_EQ(cuGetProcAddress(query, &fn, version, 0, &status), CUDA_SUCCESS) << query;
     EXPECT_EQ(fn, nullptr) << query;
     EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << query;
   }
-  // Exported names are not names cudart asks for: not found, as on the real driver.
+  // Exported names are not names cudart asks for: not found (CUDA_SUCCESS with NULL, as cuda.h says).
   for (const char* exported : {"cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cuCtxSynchronize_v2"}) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-    EXPECT_EQ(cuGetProcAddress(exported, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND) << exported;
+    fn = sym("cuInit");
+    EXPECT_EQ(cuGetProcAddress(exported, &fn, CUDA_VERSION, 0, &status), CUDA_SUCCESS) << exported;
+    EXPECT_EQ(fn, nullptr) << exported;
     EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << exported;
   }
 
@@ -181,7 +186,7 @@ TEST_F(SimTest, GetProcAddress) {
   // Unknown symbols.
   fn = reinterpret_cast<void*>(&v);
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-  EXPECT_EQ(cuGetProcAddress("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuGetProcAddress("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &status), CUDA_SUCCESS);
   EXPECT_EQ(fn, nullptr);
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   EXPECT_EQ(cuGetProcAddress(nullptr, &fn, CUDA_VERSION, 0, &status), CUDA_ERROR_INVALID_VALUE);
@@ -204,6 +209,71 @@ TEST(SimProcTest, VersionsAboveTheDriversAreRefusedAndTheFutureRowIsItsOwnFuncti
   EXPECT_EQ(fn, sym("cuLaunchKernel"));
   unsetenv("SIM_CUDA_DRIVER_VERSION");
   EXPECT_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 13990, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+#if CUDA_VERSION >= 13050
+// The entry points CUDA 13.1-13.5 added or changed, each version at its own address; a driver of 13.0
+// (SIM_CUDA_DRIVER_VERSION=13000) has none of them and refuses requests above its version.
+TEST(SimProcTest, The13_5RowsAreTheirOwnFunctionsAndAnOlderDriverHidesThem) {
+  struct Row {
+    const char* name;
+    int version;
+    cuuint64_t flags;
+    const char* exported;
+  } rows[] = {
+      {"cuLaunchHostFunc", 13000, 0, "cuLaunchHostFunc"},
+      {"cuLaunchHostFunc", 13010, 0, "cuLaunchHostFunc_v2"},
+      {"cuLaunchHostFunc", 13020, 0, "cuLaunchHostFunc_v2"},
+      {"cuLaunchHostFunc", 13010, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchHostFunc_v2_ptsz"},
+      {"cuMulticastBindMem", 13000, 0, "cuMulticastBindMem"},
+      {"cuMulticastBindMem", 13010, 0, "cuMulticastBindMem_v2"},
+      {"cuMulticastBindAddr", 13010, 0, "cuMulticastBindAddr_v2"},
+      {"cuGraphAddNode", 13030, 0, "cuGraphAddNode_v2"},
+      {"cuGraphAddNode", 13041, 0, "cuGraphAddNode_v3"},
+      {"cuGraphNodeSetParams", 13040, 0, "cuGraphNodeSetParams_v2"},
+      {"cuStreamBeginRecaptureToGraph", 13030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuStreamBeginRecaptureToGraph_ptsz"},
+  };
+  std::set<void*> seen;
+  for (const Row& r : rows) {
+    void* fn = nullptr;
+    ASSERT_EQ(cuGetProcAddress(r.name, &fn, r.version, r.flags, nullptr), CUDA_SUCCESS) << r.name << " " << r.version;
+    EXPECT_EQ(fn, sym(r.exported)) << r.name << " at " << r.version << " should be " << r.exported;
+    ASSERT_NE(fn, nullptr) << r.exported;
+    seen.insert(fn);
+  }
+  EXPECT_EQ(seen.size(), std::size(rows) - 1);  // 13010 and 13020 share cuLaunchHostFunc_v2
+  setenv("SIM_CUDA_DRIVER_VERSION", "13000", 1);
+  void* fn = &fn;
+  EXPECT_EQ(cuGetProcAddress("cuLaunchHostFunc", &fn, 13010, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fn, nullptr);
+  ASSERT_EQ(cuGetProcAddress("cuLaunchHostFunc", &fn, 13000, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, sym("cuLaunchHostFunc"));
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  ASSERT_EQ(cuGetProcAddress("cuGraphNodeGetParams", &fn, 13000, 0, &status), CUDA_SUCCESS);  // a 13.2 name
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  unsetenv("SIM_CUDA_DRIVER_VERSION");
+}
+#endif
+
+// SIM_CUDA_PROC_MISSING=error: no function to give is CUDA_ERROR_NOT_FOUND (the sim's earlier answer; which one a
+// real driver gives is for the GPU suite), still with NULL and the status; a bad value says so once.
+SIM_CHILD_TEST(ProcMissingError) {
+  setenv("SIM_CUDA_PROC_MISSING", "error", 1);
+  void* fn = &fn;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHILD_CHECK(fn == nullptr && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  CHILD_EQ(cuGetProcAddress("cuKernelGetName", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHILD_CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  CHILD_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st), CUDA_SUCCESS);
+  setenv("SIM_CUDA_PROC_MISSING", "maybe", 1);
+  Fd2Capture cap;
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_SUCCESS);
+  CHILD_STDERR(cap, "simulated CUDA driver: SIM_CUDA_PROC_MISSING=maybe is not null or error; using the default\n");
+  child_exit_ok();
 }
 
 // Names of the functions an ELF shared library exports, read from its .dynsym.
@@ -236,8 +306,8 @@ std::string sim_path() {
   return info.dli_fname;
 }
 
-// The sim exports exactly the cu* functions of the toolkit's stub libcuda.so
-// (plus the few per-thread twins the stub lacks), and nothing else.
+// The sim exports exactly the cu* functions of the toolkit's stub libcuda.so (plus the few per-thread twins the stub
+// lacks), and the entry points of headers newer than the stub, each the newest function of its name; nothing else.
 TEST_F(SimTest, ExportsEveryStubName) {
   std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
   ASSERT_GT(stub.size(), 500u) << CDSA_SIM_STUB;
@@ -250,7 +320,34 @@ TEST_F(SimTest, ExportsEveryStubName) {
     ++cu;
     EXPECT_TRUE(sim.count(name)) << name << " is exported by the stub but not by the sim";
   }
-  EXPECT_LE(sim.size(), cu + 4) << "the sim exports names the stub does not";
+  std::set<std::string> stub_names(stub.begin(), stub.end());
+  size_t newer = 0;
+  for (const std::string& name : mine) {
+    if (stub_names.count(name) || name == "cuGetProcAddress_v2_ptsz") continue;
+    ++newer;
+    // cuLaunchHostFunc_v2_ptsz: what cuGetProcAddress("cuLaunchHostFunc", CUDA_VERSION, per-thread) answers.
+    std::string base = std::regex_replace(name, std::regex("(_v[0-9]+)?(_ptsz|_ptds)?$"), "");
+    bool per_thread = name.size() > 5 && (name.ends_with("_ptsz") || name.ends_with("_ptds"));
+    void* fn = nullptr;
+    EXPECT_EQ(cuGetProcAddress(base.c_str(), &fn, CUDA_VERSION,
+                               per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, nullptr),
+              CUDA_SUCCESS)
+        << name;
+    EXPECT_EQ(fn, sym(name.c_str())) << name << " is not the newest " << base;
+  }
+  // CUDA 13.5's headers over 13.0's stub: 51 (DESIGN.md §13); headers as old as the stub: none.
+  if (CUDA_VERSION <= 13000) EXPECT_EQ(newer, 0u);
+}
+
+// build/lib/sim-stub/libcuda.so.1, the sim as the stub's own driver: exactly the stub's names, and its version.
+TEST(SimProcTest, TheStubsDriverExportsOnlyTheStubsNames) {
+  std::vector<std::string> stub = exported_functions(CDSA_SIM_STUB);
+  std::vector<std::string> mine = exported_functions(CDSA_SIM_STUB_LIB);
+  std::set<std::string> want;
+  for (const std::string& n : stub)
+    if (n.rfind("cu", 0) == 0) want.insert(n);
+  want.insert("cuGetProcAddress_v2_ptsz");
+  EXPECT_EQ(std::set<std::string>(mine.begin(), mine.end()), want);
 }
 
 // Every base name cuGetProcAddress knows resolves to an exported function of
@@ -263,8 +360,7 @@ TEST_F(SimTest, GetProcAddressAnswersFromTheTable) {
       void* fn = nullptr;
       CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
       CUresult r = cuGetProcAddress(name.c_str(), &fn, CUDA_VERSION, flags, &status);
-      if (r == CUDA_ERROR_NOT_FOUND) {  // a versioned or per-thread export, not a base name
-        EXPECT_EQ(fn, nullptr);
+      if (r == CUDA_SUCCESS && fn == nullptr) {  // a versioned or per-thread export, not a base name
         EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << name;
         continue;
       }
@@ -307,8 +403,8 @@ SIM_CHILD_TEST(ProcAddressLog) {
   CHILD_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st), CUDA_SUCCESS);
   CHILD_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
            CUDA_SUCCESS);
-  CHILD_EQ(cuGetProcAddress("cuKernelGetName", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
-  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHILD_EQ(cuGetProcAddress("cuKernelGetName", &fn, 12000, 0, &st), CUDA_SUCCESS);
+  CHILD_EQ(cuGetProcAddress("cuNoSuch", &fn, 13000, 0, &st), CUDA_SUCCESS);
   FILE* f = fopen(path, "r");
   CHILD_CHECK(f != nullptr);
   char buf[1024] = {};
@@ -318,8 +414,8 @@ SIM_CHILD_TEST(ProcAddressLog) {
   std::string want =
       "cuCtxSynchronize 13000 0 -> 0 0 cuCtxSynchronize_v2\n"
       "cuLaunchKernel 12000 2 -> 0 0 cuLaunchKernel_ptsz\n"
-      "cuKernelGetName 12000 0 -> 500 2 -\n"
-      "cuNoSuch 13000 0 -> 500 1 -\n";
+      "cuKernelGetName 12000 0 -> 0 2 -\n"
+      "cuNoSuch 13000 0 -> 0 1 -\n";
   if (std::string(buf, got) != want) {
     dprintf(g_report_fd, "log:\n%s--- want ---\n%s", buf, want.c_str());
     _exit(1);

@@ -1,4 +1,5 @@
-// cdsa simulated CUDA driver (tests only): state, sticky errors, the error table, cuInit, exit and fork.
+// cdsa simulated CUDA driver (tests only): state, per-context sticky errors and the fault text, the error table,
+// cuInit, exit and fork.
 // See README.md for the contract and sim_internal.h for the shared state.
 
 #include "sim_internal.h"
@@ -18,54 +19,98 @@ Sim& S() {
   return *s;
 }
 
+Sim::Sim() {
+  for (Device& d : devices) {
+    auto c = std::make_unique<CUctx_st>();
+    c->device = static_cast<int>(&d - devices);
+    c->primary = true;
+    d.primary = c.get();
+    contexts.emplace(c.get(), std::move(c));
+  }
+}
+
 thread_local CUcontext t_current = nullptr;
-thread_local Stream* t_per_thread = nullptr;
 
 // ---------------------------------------------------------------- errors
 
-// The sticky error, if any; the first caller that gets it, on any thread,
-// prints the device's assert text as the real driver does: formatted on the
-// host with stdio (fprintf on stderr, one call per line), never write(2), so a
-// preloaded write() hook does not see it. Never call with S().mu held.
-CUresult sticky_result() {
-  Sim& g = S();
-  if (g.torn_down.load(std::memory_order_acquire)) return CUDA_ERROR_DEINITIALIZED;
-  int e = g.sticky.load(std::memory_order_acquire);
+namespace {
+// Held while a context's assert text is printed: a call that observes a fault meanwhile (on any thread, for any
+// context) waits until the text is out. Recursive: a stdio hook that calls back into the sim while the text is
+// printed finds it printed.
+std::recursive_mutex g_print_mu;
+}  // namespace
+
+// c's sticky error, if any; the first caller that gets it, on any thread, prints the context's assert text as the
+// real driver does: formatted on the host with stdio (fprintf on stderr, one call per line), never write(2), so a
+// preloaded write() hook does not see it. Once per context (per incarnation). Never call with S().mu held.
+CUresult observe(CUctx_st* c) {
+  if (c == nullptr) return CUDA_SUCCESS;
+  int e = c->sticky.load(std::memory_order_acquire);
   if (e == 0) return CUDA_SUCCESS;
-  std::call_once(g.report_once, [&g] {
-    for (const std::string& line : g.fault_lines) fprintf(stderr, "%s\n", line.c_str());
+  std::lock_guard<std::recursive_mutex> print(g_print_mu);
+  std::vector<std::string> lines;
+  {
+    Lock lk(S().mu);
+    if (!c->text_out && c->sticky.load(std::memory_order_acquire) == e) {
+      c->text_out = true;
+      lines = c->fault_lines;
+    }
+  }
+  if (!lines.empty()) {
+    for (const std::string& line : lines) fprintf(stderr, "%s\n", line.c_str());
     fflush(stderr);
-  });
+  }
   return static_cast<CUresult>(e);
 }
 
-// Common prologue: initialised, then sticky.
+// Common prologue: initialised, then the current context's sticky error.
 CUresult enter() {
-  if (!S().initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
-  return sticky_result();
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  return observe(t_current);
+}
+
+CUresult current_ctx_check(CUctx_st* c) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // cuda.h, 709: "the context current to the calling thread has been destroyed using ::cuCtxDestroy, or is a primary
+  // context which has not yet been initialized."
+  if (c->state != CUctx_st::State::Active) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  return CUDA_SUCCESS;
 }
 
 // Prologue for calls that need a current context.
 CUresult enter_ctx() {
   CUresult r = enter();
   if (r != CUDA_SUCCESS) return r;
-  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
+  return current_ctx_check(t_current);
 }
 
-// For cleanup calls: the object was released; report sticky over success.
-CUresult finish(CUresult r) {
-  CUresult e = sticky_result();
+// For cleanup calls: the object was released; report the sticky error over the result.
+CUresult finish_in(CUctx_st* c, CUresult r) {
+  CUresult e = observe(c);
   return e != CUDA_SUCCESS ? e : r;
 }
+CUresult finish(CUresult r) { return finish_in(t_current, r); }
 
-void set_fault_locked(CUresult code, std::vector<std::string> lines) {
+const char* intern_locked(const std::string& name) { return S().names.insert(name).first->c_str(); }
+
+void wake_streams_of_locked(const CUctx_st* c) {
   Sim& g = S();
-  if (g.dead) return;
-  g.fault_lines = std::move(lines);
-  g.dead = true;
-  g.sticky.store(code, std::memory_order_release);
-  g.progress.notify_all();
+  if (c->legacy) c->legacy->cv.notify_all();
+  for (auto& [h, s] : g.streams)
+    if (s->ctx.ctx == c) s->cv.notify_all();
+  for (auto& s : g.per_thread)
+    if (s->ctx.ctx == c) s->cv.notify_all();
+}
+
+void set_fault_locked(Stream& s, Fault f, const Item& it) {
+  log_fault(s.ctx.id, s.id, it, f.code);
+  CUctx_st* c = s.ctx.ctx;
+  if (s.gone || !s.ctx.live() || c->sticky.load(std::memory_order_relaxed) != 0) return;
+  c->fault_lines = std::move(f.lines);
+  c->text_out = false;
+  c->sticky.store(f.code, std::memory_order_release);
+  wake_streams_of_locked(c);  // their queued work is discarded now
+  S().progress.notify_all();
 }
 
 // Stops and joins the worker of a stream nobody can reach any more.
@@ -78,6 +123,18 @@ void stop_worker(Lock& lk, Stream& s) {
   lk.lock();
 }
 
+namespace {
+std::vector<StreamP> every_stream_locked() {
+  Sim& g = S();
+  std::vector<StreamP> all;
+  for (auto& [h, c] : g.contexts)
+    if (c->legacy) all.push_back(c->legacy);
+  for (auto& [h, s] : g.streams) all.push_back(s);
+  for (auto& s : g.per_thread) all.push_back(s);
+  return all;
+}
+}  // namespace
+
 // Library destructor: discard queued work, cut sleeps short, join workers.
 // State stays usable for later callers.
 __attribute__((destructor)) void sim_shutdown() {
@@ -85,12 +142,9 @@ __attribute__((destructor)) void sim_shutdown() {
   Lock lk(g.mu);
   if (g.shutdown) return;
   g.shutdown = true;
-  g.shutdown_cv.notify_all();
   g.progress.notify_all();
-  std::vector<StreamP> all;
-  all.push_back(g.legacy);
-  for (auto& [h, s] : g.streams) all.push_back(s);
-  for (auto& s : g.per_thread) all.push_back(s);
+  std::vector<StreamP> all = every_stream_locked();
+  for (auto& s : all) s->cv.notify_all();  // every worker cuts its running work short at once
   for (auto& s : all) stop_worker(lk, *s);
 }
 
@@ -105,18 +159,17 @@ void atfork_parent() { S().mu.unlock(); }
 void atfork_child() {
   Sim& g = S();
   new (&g.progress) std::condition_variable;
-  new (&g.shutdown_cv) std::condition_variable;
-  auto reset = [](Stream& s) {
-    new (&s.worker) std::thread;  // the parent's worker does not exist here
-    new (&s.cv) std::condition_variable;
-    s.started = false;
-    s.stop = false;
-    s.q.clear();
-    s.done = s.submitted;
-  };
-  reset(*g.legacy);
-  for (auto& [h, s] : g.streams) reset(*s);
-  for (auto& s : g.per_thread) reset(*s);
+  for (auto& s : every_stream_locked()) {
+    new (&s->worker) std::thread;  // the parent's worker does not exist here
+    new (&s->cv) std::condition_variable;
+    s->started = false;
+    s->stop = false;
+    s->q.clear();
+    s->running.clear();
+    s->finished_early.clear();
+    s->skip_now.clear();
+    s->done = s->submitted;
+  }
   g.mu.unlock();
 }
 
@@ -148,6 +201,7 @@ const ErrorInfo kErrors[] = {
     E(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
     E(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
     E(CUDA_ERROR_ASSERT, "device-side assert triggered"),
+    E(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
     E(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped"),
     E(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region"),
     E(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address"),
@@ -184,7 +238,7 @@ using namespace sim;
 SIM_API CUresult cuInit(unsigned int Flags) {
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   S().initialized.store(true, std::memory_order_release);
-  return sticky_result();
+  return observe(t_current);
 }
 
 SIM_API CUresult cuDriverGetVersion(int* driverVersion) {

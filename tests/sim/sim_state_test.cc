@@ -57,7 +57,7 @@ SIM_CHILD_TEST(BeforeCuInit) {
   CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_INITIALIZED);
   int v = 0;
   CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
-  CHILD_EQ(v, 13000);
+  CHILD_EQ(v, CUDA_VERSION);  // the headers' (13050 for the pinned CUDA 13.5 set)
   const char* name = nullptr;
   CHILD_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &name), CUDA_SUCCESS);
   CHILD_CHECK(strcmp(name, "CUDA_ERROR_NOT_INITIALIZED") == 0);
@@ -156,16 +156,18 @@ SIM_CHILD_TEST(StickyAcrossThreadsTextOnce) {
   const int64_t targets[5] = {0, 1, 2, 50, 60};
   CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
   CUstream s = child_stream();
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   CHILD_EQ(k_sleep(k, s, 30000), CUDA_SUCCESS);
   CHILD_EQ(k_nll(k, s, reinterpret_cast<float*>(out), reinterpret_cast<int64_t*>(tgt), 5, 5, -100), CUDA_SUCCESS);
-  // Many threads (none with a current context) race for the sticky error.
+  // Many threads (none with a current context) race for the sticky error, each naming the context or its stream.
   std::atomic<int> asserts{0}, others{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       CUresult r;
       if (t % 2 == 0) {
-        r = cuCtxSynchronize();
+        r = cuCtxSynchronize_v2(ctx);
       } else {
         while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
       }
@@ -271,6 +273,31 @@ void ExitHandlerCanSynchronizeChild() {
 
 TEST(SimChildTest, ExitHandlerCanSynchronize) {
   EXPECT_EXIT(ExitHandlerCanSynchronizeChild(), ::testing::ExitedWithCode(0), "atexit sync ok");
+}
+
+// The main thread's per-thread stream, used before exit, still works in an exit handler: exit() runs the thread's
+// TLS destructors before the atexit handlers (cdsa's exit probe queries and marks it there; the sim's list of a
+// thread's per-thread streams was a thread_local vector, freed by then: a use after free, ASan's heap corruption).
+void ExitHandlerUsesPerThreadStreamChild() {
+  static Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  static CUdeviceptr buf = child_alloc(16);
+  static unsigned long long id = 0;
+  CHILD_EQ(k_sleep(k, CU_STREAM_PER_THREAD, 1000), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &id), CUDA_SUCCESS);
+  atexit([] {
+    unsigned long long again = 0;
+    if (cuStreamGetId(CU_STREAM_PER_THREAD, &again) != CUDA_SUCCESS || again != id) _exit(3);
+    if (cuStreamWriteValue32(CU_STREAM_PER_THREAD, buf, 7, 0) != CUDA_SUCCESS) _exit(4);
+    if (cuStreamSynchronize(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) _exit(5);
+    if (load(reinterpret_cast<uint32_t*>(buf)) != 7u) _exit(6);
+    fprintf(stderr, "atexit per-thread ok\n");
+  });
+  child_exit_ok();
+}
+
+TEST(SimChildTest, ExitHandlerUsesPerThreadStream) {
+  EXPECT_EXIT(ExitHandlerUsesPerThreadStreamChild(), ::testing::ExitedWithCode(0), "atexit per-thread ok");
 }
 
 // Calls made after the sim's own destructor (from a library finalized after it)
@@ -379,14 +406,13 @@ SIM_CHILD_TEST(AssertTextThroughStdio) {
   int32_t n = 5, classes = 5;
   int64_t ignore = -100;
   void* args[] = {&out, &tgt, &n, &classes, &ignore};
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);  // before the launch: it may fault at once
   CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(nll), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
            CUDA_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // Another thread's call observes the fault first and prints.
-  std::thread([] {
-    CUcontext c = nullptr;
-    CHILD_EQ(cuCtxGetCurrent(&c), CUDA_ERROR_ASSERT);
-  }).join();
+  // Another thread's call observes the fault first and prints (it names the faulted context).
+  std::thread([ctx] { CHILD_EQ(cuCtxSetCurrent(ctx), CUDA_ERROR_ASSERT); }).join();
   fflush(stderr);
   CHILD_CHECK(std::string(mem, len) == kNllLine);
   CHILD_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_ASSERT);
@@ -417,12 +443,15 @@ SIM_CHILD_TEST(UnimplementedAfterFault) {
   child_exit_ok();
 }
 
-// cuDevicePrimaryCtxReset stands in for the driver's teardown at exit: after it every call answers 4, also after
-// a fault that no call observed, and the assert text is never printed.
-SIM_CHILD_TEST(TeardownAfterUnobservedFault) {
+// cuDevicePrimaryCtxReset resets the primary context for real (what cudart's exit handlers do before a late exit
+// probe): a fault no call observed goes with it, unreported and its text never printed; while the context is
+// inactive, calls in it answer 709; retained again it is a new incarnation (new id, its old functions gone).
+SIM_CHILD_TEST(PrimaryResetAfterUnobservedFault) {
   Fd2Capture cap;
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   CUdeviceptr out = 0, tgt = 0;
   CHILD_EQ(cuMemAlloc(&out, 4), CUDA_SUCCESS);
   CHILD_EQ(cuMemAlloc(&tgt, 8), CUDA_SUCCESS);
@@ -432,12 +461,35 @@ SIM_CHILD_TEST(TeardownAfterUnobservedFault) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the fault has happened; no call observed it
   CHILD_EQ(cuDevicePrimaryCtxReset(1), CUDA_ERROR_INVALID_DEVICE);
   CHILD_EQ(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
-  CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_DEINITIALIZED);
-  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_DEINITIALIZED);
-  CUcontext ctx = nullptr;
-  CHILD_EQ(cuCtxGetCurrent(&ctx), CUDA_ERROR_DEINITIALIZED);
+  CHILD_EQ(cuStreamQuery(nullptr), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHILD_EQ(cuCtxSynchronize_v2(ctx), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CUcontext cur = nullptr;
+  CHILD_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);  // still current, inactive
+  CHILD_CHECK(cur == ctx);
+  unsigned flags = 1;
+  int active = 1;
+  CHILD_EQ(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  CHILD_EQ(active, 0);
+  const char* name = nullptr;
+  CHILD_EQ(cuFuncGetName(&name, k.nll), CUDA_ERROR_INVALID_HANDLE);  // freed with the context
   int v = 0;
   CHILD_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  // Retained again: a new incarnation that works.
+  CUcontext again = nullptr;
+  CHILD_EQ(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+  CHILD_CHECK(again == ctx);  // the same handle
+  unsigned long long id = 0;
+  CHILD_EQ(cuCtxGetId(again, &id), CUDA_SUCCESS);
+  CHILD_CHECK(id > 1);
+  CHILD_EQ(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  CHILD_EQ(active, 1);
+  CHILD_EQ(k_fill(k, nullptr, reinterpret_cast<float*>(out), 1, 1.0f), CUDA_ERROR_INVALID_HANDLE);  // the old function
+  Kernels fresh;
+  CHILD_EQ(setup(fresh), CUDA_SUCCESS);
+  CHILD_EQ(k_fill(fresh, nullptr, reinterpret_cast<float*>(out), 1, 2.0f), CUDA_SUCCESS);
+  CHILD_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  CHILD_CHECK(reinterpret_cast<float*>(out)[0] == 2.0f);
   CHILD_STDERR(cap, "");
   child_exit_ok();
 }

@@ -45,6 +45,9 @@ TEST_F(SimTest, StreamIds) {
   EXPECT_NE(pt1, 1u);
   EXPECT_GE(pt1, 1000u);
   std::thread([&] {
+    // The per-thread stream is the current context's: none current, none to name (cuda.h's cuStreamGetCtx rule).
+    EXPECT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &other), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(set_primary_current(), CUDA_SUCCESS);
     EXPECT_EQ(cuStreamGetId(CU_STREAM_PER_THREAD, &other), CUDA_SUCCESS);
     EXPECT_EQ(get_id_ptsz(nullptr, &other2), CUDA_SUCCESS);
   }).join();
@@ -200,8 +203,9 @@ TEST_F(SimTest, PerThreadDefaultStreams) {
   // Another thread's per-thread stream is a different stream.
   CUdeviceptr p = 0;
   std::thread([&] {
-    EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_CONTEXT);  // no current context: no stream
     EXPECT_EQ(set_primary_current(), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
     EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_SUCCESS);
     EXPECT_EQ(k_fill(k, CU_STREAM_PER_THREAD, reinterpret_cast<float*>(p), 4, 6.0f), CUDA_SUCCESS);
     EXPECT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);

@@ -52,13 +52,9 @@ struct Kernels {
   CUfunction nll = nullptr, index = nullptr, illegal = nullptr, sleep = nullptr, fill = nullptr;
 };
 
-// cuInit + primary context current on this thread + module + functions.
-inline CUresult setup(Kernels& k) {
+// A module loaded in the calling thread's current context, and its functions.
+inline CUresult load_kernels(Kernels& k) {
   CUresult r;
-  if ((r = cuInit(0)) != CUDA_SUCCESS) return r;
-  CUcontext ctx = nullptr;
-  if ((r = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS) return r;
-  if ((r = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) return r;
   static const char image[] = "any image";
   if ((r = cuModuleLoadData(&k.mod, image)) != CUDA_SUCCESS) return r;
   const std::pair<CUfunction*, const char*> fns[] = {
@@ -71,6 +67,27 @@ inline CUresult setup(Kernels& k) {
   for (auto& [f, name] : fns)
     if ((r = cuModuleGetFunction(f, k.mod, name)) != CUDA_SUCCESS) return r;
   return CUDA_SUCCESS;
+}
+
+// cuInit + primary context current on this thread + module + functions.
+inline CUresult setup(Kernels& k) {
+  CUresult r;
+  if ((r = cuInit(0)) != CUDA_SUCCESS) return r;
+  CUcontext ctx = nullptr;
+  if ((r = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS) return r;
+  if ((r = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) return r;
+  return load_kernels(k);
+}
+
+// Polls `done` every 100 us until it holds or `limit` passes; whether it held.
+template <class Pred>
+bool wait_until(Pred done, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
 }
 
 inline CUresult set_primary_current() {

@@ -1,6 +1,7 @@
-"""Unit test of gen_entry_points.py: the table it derives from the toolkit, and one clear message per bad input.
-Run by ctest (label sim) as: python3 -m pytest tests/sim/test_gen_entry_points.py (TEST_CUDA_ROOT may point
-elsewhere than /usr/local/cuda)."""
+"""Unit test of gen_entry_points.py: the table it derives from the headers the build wraps and the toolkit's stub,
+and one clear message per bad input. Run by ctest (label sim) as: python3 -m pytest tests/sim/test_gen_entry_points.py
+(TEST_CUDA_HEADERS names the headers, default TEST_CUDA_ROOT/include; TEST_CUDA_ROOT the toolkit, default
+/usr/local/cuda)."""
 import os
 import pathlib
 import re
@@ -12,15 +13,17 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 GEN = HERE / "gen_entry_points.py"
 CUDA = pathlib.Path(os.environ.get("TEST_CUDA_ROOT", "/usr/local/cuda"))
-TYPEDEFS = CUDA / "include" / "cudaTypedefs.h"
-CUDA_H = CUDA / "include" / "cuda.h"
+HEADERS = pathlib.Path(os.environ.get("TEST_CUDA_HEADERS", CUDA / "include"))
+TYPEDEFS = HEADERS / "cudaTypedefs.h"
+CUDA_H = HEADERS / "cuda.h"
+HEADER_VERSION = int(re.search(r"#define CUDA_VERSION (\d+)", CUDA_H.read_text()).group(1))
 STUB = pathlib.Path(os.environ.get("TEST_SIM_STUB", CUDA / "lib64" / "stubs" / "libcuda.so"))
 
 
-def gen(tmp_path, typedefs=TYPEDEFS, cuda_h=CUDA_H, stub=STUB):
+def gen(tmp_path, typedefs=TYPEDEFS, cuda_h=CUDA_H, stub=STUB, extra=()):
     out = tmp_path / "gen.cc"
     p = subprocess.run([sys.executable, str(GEN), "--typedefs", str(typedefs), "--cuda-h", str(cuda_h),
-                        "--stub", str(stub), "--out", str(out)], capture_output=True, text=True)
+                        "--stub", str(stub), "--out", str(out), *extra], capture_output=True, text=True)
     return p, (out.read_text() if out.exists() else "")
 
 
@@ -46,11 +49,36 @@ def test_the_toolkit_table(tmp_path):
     weak = set(re.findall(r"^SIM_WEAK\((\w+)\)$", text, re.M))
     assert set(r.values()) <= weak
     assert "cuGetExportTable" in weak and "cuCtxSynchronize_v2" in weak
+    # Each row is its own function: no two (name, version, variant) rows share a symbol.
+    assert len(set(r.values())) == len(r) - 1  # but cuGraphInstantiate's 12000 row: cuGraphInstantiateWithFlags'
+
+
+@pytest.mark.skipif(HEADER_VERSION < 13050, reason="headers older than CUDA 13.5")
+def test_the_13_5_shapes(tmp_path):
+    """Entry points newer than the stub: their exports come from cuda.h's declarations (and __CUDA_API_PTSZ)."""
+    stub_map = tmp_path / "stub.map"
+    p, text = gen(tmp_path, extra=("--stub-map", str(stub_map)))
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    r = rows(text)
+    assert r[("cuLaunchHostFunc", 10000, "Plain")] == "cuLaunchHostFunc"
+    assert r[("cuLaunchHostFunc", 13010, "Plain")] == "cuLaunchHostFunc_v2"
+    assert r[("cuLaunchHostFunc", 13010, "Ptsz")] == "cuLaunchHostFunc_v2_ptsz"
+    assert r[("cuMulticastBindMem", 13010, "Plain")] == "cuMulticastBindMem_v2"
+    assert r[("cuMulticastBindAddr", 13010, "Plain")] == "cuMulticastBindAddr_v2"
+    # 13.4's cuGraphAddNode_v3 (cuda.h still says `#define cuGraphAddNode cuGraphAddNode_v2`).
+    assert r[("cuGraphAddNode", 12030, "Plain")] == "cuGraphAddNode_v2"
+    assert r[("cuGraphAddNode", 13040, "Plain")] == "cuGraphAddNode_v3"
+    assert r[("cuStreamBeginRecaptureToGraph", 13030, "Ptsz")] == "cuStreamBeginRecaptureToGraph_ptsz"
+    weak = set(re.findall(r"^SIM_WEAK\((\w+)\)$", text, re.M))
+    assert {"cuLaunchHostFunc_v2", "cuLaunchHostFunc_v2_ptsz", "cuGraphAddNode_v3"} <= weak
+    # The stub's driver: its names only.
+    exported = set(re.findall(r"^    (cu\w+);$", stub_map.read_text(), re.M))
+    assert "cuLaunchHostFunc" in exported and "cuLaunchHostFunc_v2" not in exported
 
 
 @pytest.mark.parametrize("typedefs,message", [
     ("typedef CUresult (CUDAAPI *PFN_cuNoSuchCall_v13000)(void);\n",
-     "PFN_cuNoSuchCall_v13000 maps to cuNoSuchCall, which {stub} does not export"),
+     "PFN_cuNoSuchCall_v13000 maps to cuNoSuchCall, which {stub} does not export and {cuda_h} does not declare"),
     ("typedef CUresult (CUDAAPI *PFN_cuLaunchKernel_v7000_ptsz)(void);\n",
      "PFN_cuLaunchKernel_v7000_ptsz has no plain version at or before 7000"),
     ("/* nothing */\n", "no PFN_cu*_v<version> typedefs in {typedefs}"),
@@ -60,7 +88,7 @@ def test_bad_typedefs(tmp_path, typedefs, message):
     td.write_text(typedefs)
     p, _ = gen(tmp_path, typedefs=td)
     assert p.returncode != 0
-    assert p.stderr.strip() == "gen_entry_points.py: " + message.format(stub=STUB, typedefs=td)
+    assert p.stderr.strip() == "gen_entry_points.py: " + message.format(stub=STUB, typedefs=td, cuda_h=CUDA_H)
 
 
 @pytest.mark.parametrize("content,message", [(None, "cannot read {}: No such file or directory"),

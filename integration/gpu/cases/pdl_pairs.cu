@@ -17,7 +17,7 @@
 //                            cdsa mark is), an event record and a plain kernel. Prints
 //                            "memop-wait overlapped yes|no memop_waits_for_primary yes|no|untested
 //                             event_waits_for_primary ... kernel_waits_for_primary ... memop_ms T"
-//                            (the fact kLandedPdlMarkProvesPrimary in shim/fault/attribution.h rests on; untested
+//                            (the fact kLandedPdlMarkProvesPrimary in shim/record/breadcrumbs.h rests on; untested
 //                            when the secondary did not overlap its primary, so nothing was asked), then
 //                            " placement plain"
 //   pdl_pairs memop-wait waited  the same with cdsa's placement of a PDL group's mark: an event recorded on the

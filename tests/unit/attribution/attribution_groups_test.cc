@@ -29,18 +29,17 @@ FaultSnapshot pdl_pairs(int n) {
   return s;
 }
 
+// `marked`: the last launch whose mark was placed (the launches after it are the stream's tail, whose mark never was).
 StreamView view(uint64_t id, uint64_t launched, uint64_t landed, uint64_t marked, uintptr_t ctx = 0) {
-  // Marks made without the PDL proof (pdl_unproven kAllUnproven): a group mark proves only its last.
   StreamView v = fixtures::stream_view(-1, id, launched, landed);
   v.marked = marked;
   v.ctx = ctx;
   return v;
 }
 
-// The same, the groups' marks enqueued behind an event wait on the whole group (shim/record/breadcrumbs.h), except
-// those of groups ending at or before `unproven`.
-StreamView proven(StreamView v, uint64_t unproven = 0) {
-  v.pdl_unproven = unproven;
+// The same, and a successful synchronizing call proved launches up to `synced` finished.
+StreamView synced(StreamView v, uint64_t upto) {
+  v.synced = upto;
   return v;
 }
 
@@ -81,73 +80,67 @@ struct GroupCase {
 
 TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
   const GroupCase cases[] = {
-      // Pairs 1..3 (launches 1..6); pair 3 never finished: the mark of pair 2 (4) landed, pair 3's is the tail.
-      // The faulting group {5, 6} first, then pair 2's primary (3): mark 4 landed after a PDL secondary, not proof
-      // of 3, so 3 stays a candidate, listed after the ones the marks point at.
-      {"a faulting pair is one group of candidates", pdl_pairs(3), view(7, 6, 4, 4), nullptr, Verdict::Ambiguous,
-       {5, 6, 3},
+      // Pairs 1..3 (launches 1..6); pair 3's mark (6) was placed and never landed, pair 2's (4) landed: {5, 6}.
+      // Mark 4 was placed behind the wait on its whole group, so it proves pair 2's primary (3) finished too.
+      {"a faulting pair is one group of candidates", pdl_pairs(3), view(7, 6, 4, 6), nullptr, Verdict::Ambiguous,
+       {5, 6},
        [](const AttributionResult& a) {
          EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonSharedMark));
          EXPECT_EQ(a.candidates[1].reasons, static_cast<uint32_t>(kReasonSharedMark));
-         EXPECT_EQ(a.candidates[2].reasons, static_cast<uint32_t>(kReasonPdlUnproven));
          EXPECT_EQ(a.candidates[0].group, 2u);
-         EXPECT_EQ(a.pdl_unproven, 1u);
+         EXPECT_TRUE(a.candidates[0].pdl_group);
          EXPECT_TRUE(a.marks_shared);
+         EXPECT_FALSE(a.no_unfinished_evidence);
        }},
-      {"the assert text picks the secondary of the group", pdl_pairs(3), view(7, 6, 4, 4), "epilogue_secondary",
+      {"the assert text picks the secondary of the group", pdl_pairs(3), view(7, 6, 4, 6), "epilogue_secondary",
        Verdict::Exact, {6}, [](const AttributionResult& a) { EXPECT_TRUE(a.named_by_device_assert); }},
-      // Both 3 and 5 run gemm_primary; 6 (the secondary) is left out by the text. 5, the first unfinished, first.
-      {"a primary's assert keeps the unproven primary before it", pdl_pairs(3), view(7, 6, 4, 4), "gemm_primary",
-       Verdict::Ambiguous, {5, 3},
+      // Both 3 and 5 run gemm_primary, but landed mark 4 proves 3: the primary 5 alone.
+      {"a primary's assert names the faulting pair's primary", pdl_pairs(3), view(7, 6, 4, 6), "gemm_primary",
+       Verdict::Exact, {5}, [](const AttributionResult& a) { EXPECT_TRUE(a.named_by_device_assert); }},
+      // Pair 3's mark was never placed (deferred: the stream's tail): nothing shows it unfinished.
+      {"a tail whose mark was never placed is not proof", pdl_pairs(3), view(7, 6, 4, 4), nullptr, Verdict::Ambiguous,
+       {5, 6},
        [](const AttributionResult& a) {
-         EXPECT_EQ(a.left_out_by_device_assert, 1u);
-         EXPECT_EQ(a.pdl_unproven, 1u);
-         EXPECT_FALSE(a.named_by_device_assert);
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonMarkNotPlaced | kReasonSharedMark));
+         EXPECT_TRUE(a.no_unfinished_evidence);
        }},
-      // Pair 2's primary (3) runs another kernel: the text rules it out as it rules out the secondary 6.
-      {"a primary's assert is exact when the unproven primary runs another kernel",
-       [] {
-         FaultSnapshot s = pdl_pairs(3);
-         s.ring[2].kernel_name = kOther;
-         return s;
-       }(),
-       view(7, 6, 4, 4), "gemm_primary", Verdict::Exact, {5},
-       [](const AttributionResult& a) {
-         EXPECT_EQ(a.pdl_unproven, 0u);
-         EXPECT_TRUE(a.named_by_device_assert);
-       }},
-      // The marks waited for their whole group: landed mark 4 proves pair 2's primary (3) finished too.
-      {"a proven group mark rules out the primary before it", pdl_pairs(3), proven(view(7, 6, 4, 4)), "gemm_primary",
-       Verdict::Exact, {5},
-       [](const AttributionResult& a) {
-         EXPECT_EQ(a.pdl_unproven, 0u);
-         EXPECT_TRUE(a.named_by_device_assert);  // of the group {5, 6}, only 5 is gemm_primary
-       }},
-      {"a proven faulting pair is its group alone", pdl_pairs(3), proven(view(7, 6, 4, 4)), nullptr,
-       Verdict::Ambiguous, {5, 6}},
-      // Pair 2's wait could not be placed (its mark 4 is the stream's last unproven one): 3 is a candidate again.
-      {"a group mark enqueued without its wait proves nothing of the primary", pdl_pairs(3),
-       proven(view(7, 6, 4, 4), /*unproven=*/4), "gemm_primary", Verdict::Ambiguous, {5, 3}},
-      // Only pair 1's went without: mark 4, placed after it with its wait, proves pair 2 whole.
-      {"a later proven mark is proof again", pdl_pairs(3), proven(view(7, 6, 4, 4), /*unproven=*/2), "gemm_primary",
-       Verdict::Exact, {5}},
-      // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4}, then 1 (pair 1's primary,
-      // behind landed mark 2, listed last); later pairs are not candidates.
+      // ... unless the assert text names the kernel of one of them: then that one, with no other left.
+      {"a tail named by the assert is exact", pdl_pairs(3), view(7, 6, 4, 4), "epilogue_secondary", Verdict::Exact,
+       {6}},
+      // 5 pairs; pair 2's mark (4) never landed, pair 1's (2) did: the group is {3, 4}; later pairs are not candidates.
       {"a fault in the marked prefix is inside its group only", pdl_pairs(5), view(7, 10, 2, 8), nullptr,
-       Verdict::Ambiguous, {3, 4, 1}},
-      // No PDL: each launch's mark was enqueued before the next; the last one's is deferred (the tail).
-      {"plain launches with a tail of one are exact", plain(4), view(7, 4, 3, 3), nullptr, Verdict::Exact, {4},
+       Verdict::Ambiguous, {3, 4}},
+      // No PDL: each launch's mark placed at once; the last one's placed too, and it never landed.
+      {"plain launches, the last one unfinished, are exact", plain(4), view(7, 4, 3, 4), nullptr, Verdict::Exact, {4},
        [](const AttributionResult& a) {
          EXPECT_FALSE(a.marks_shared);
          EXPECT_EQ(a.launches_seen, 4u);
-         EXPECT_EQ(a.launches_own_mark, 3u);  // the tail's mark was not placed yet
+         EXPECT_EQ(a.launches_own_mark, 4u);
+       }},
+      // The last one's mark never placed (a cuLaunchKernelEx launch's, deferred): a candidate, not proof.
+      {"a plain tail whose mark was never placed is listed, not named", plain(4), view(7, 4, 3, 3), nullptr,
+       Verdict::Ambiguous, {4},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.launches_own_mark, 3u);  // the tail's mark was not placed
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonMarkNotPlaced));
        }},
       {"plain launches, the fault in the middle: launch 2, exactly", plain(4), view(7, 4, 1, 3), nullptr,
        Verdict::Exact, {2}},
-      // Launch 2's mark failed to enqueue (not PDL): 3 shares with 2; mark 3 landed proves 1..3, 4 is the tail.
-      {"a lost mark proves the launches before the next one", plain(4, {3}), view(7, 4, 3, 3), nullptr,
+      // Launch 2's mark failed to enqueue (not PDL): 3 shares with 2; mark 3 landed proves 1..3, 4's never did.
+      {"a lost mark proves the launches before the next one", plain(4, {3}), view(7, 4, 3, 4), nullptr,
        Verdict::Exact, {4}},
-      {"a lost mark joins the next group", plain(4, {3}), view(7, 4, 1, 3), nullptr, Verdict::Ambiguous, {2, 3}},
+      {"a lost mark joins the next group", plain(4, {3}), view(7, 4, 1, 3), nullptr, Verdict::Ambiguous, {2, 3},
+       [](const AttributionResult& a) { EXPECT_FALSE(a.candidates[0].pdl_group); }},
+      // cuCtxSynchronize returned CUDA_SUCCESS after launch 4: the tail finished, whatever its mark says.
+      {"a successful sync proves the tail finished", plain(4), synced(view(7, 4, 3, 3), 4), nullptr, Verdict::Unknown,
+       {4, 3, 2},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonRecentUnproven));
+         EXPECT_TRUE(a.no_unfinished_evidence);
+       }},
+      // ... and, inside a group, the launches before it: pair 3's primary (5) finished, its secondary (6) is left.
+      {"a sync inside a group leaves its later members", pdl_pairs(3), synced(view(7, 6, 4, 6), 5), nullptr,
+       Verdict::Exact, {6}},
   };
   for (const GroupCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -182,21 +175,42 @@ TEST(AttributionGroups, OnlyTheFaultingContextsStreamsAreCandidates) {
   EXPECT_EQ(one.other_context_streams, 1u);
 }
 
-TEST(AttributionGroups, ALongChainIsListedByItsFirstLaunches) {
+// Issue 26 item 1: a plain nll with good targets (1, its mark folded into the chain's), 100 PDL fill launches and a
+// PDL nll with bad ones (102), all sharing one mark. Every member is examined: two launches run nll, so neither is
+// certain (the group used to be cut at 64 members, leaving launch 1 as the only nll: a wrong certainty).
+TEST(AttributionGroups, ALongChainIsExaminedWhole) {
   FaultSnapshot s;
   s.breadcrumbs_active = true;
-  for (uint64_t i = 1; i <= 200; ++i) {
+  for (uint64_t i = 1; i <= 102; ++i) {
     LaunchRecord r;
     r.seq = r.stream_seq = i;
     r.stream_id = 7;
+    r.kernel_name = i == 1 || i == 102 ? kPrimary : kSecondary;
     if (i > 1) r.flags = kFlagProgrammatic | kFlagSharesMark;
     s.ring.push_back(r);
   }
-  s.streams = {view(7, 200, 0, 0)};  // nothing enqueued: the whole stream is one tail
+  s.kernel_names = {{kPrimary, "nll_loss_forward_reduce_cuda_kernel_2d"}, {kSecondary, "fill_f32"}};
+  s.streams = {view(7, 102, 0, 102)};  // the chain's one mark was placed, and never landed
+  AttributionResult all = attribute(s);
+  EXPECT_EQ(all.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(all.candidates.size(), 102u);
+  EXPECT_EQ(all.candidates[0].group, 102u);
+  EXPECT_EQ(all.launches_own_mark, 1u);
+
+  s.asserts = {names("nll_loss_forward_reduce_cuda_kernel_2d")};
   AttributionResult a = attribute(s);
-  EXPECT_EQ(a.candidates.size(), 64u);
-  EXPECT_EQ(a.candidates[0].group, 200u);
-  EXPECT_EQ(a.launches_own_mark, 0u);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(seqs(a), (std::vector<uint64_t>{1, 102}));
+  EXPECT_EQ(a.left_out_by_device_assert, 100u);
+  EXPECT_FALSE(a.named_by_device_assert);
+
+  // No mark placed at all (the whole stream is its tail): all 102, none certain.
+  s.asserts.clear();
+  s.streams = {view(7, 102, 0, 0)};
+  AttributionResult tail = attribute(s);
+  EXPECT_EQ(tail.candidates.size(), 102u);
+  EXPECT_EQ(tail.launches_own_mark, 0u);
+  EXPECT_TRUE(tail.no_unfinished_evidence);
 }
 
 }  // namespace

@@ -122,8 +122,137 @@ TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
            {"elementwise_add2", "elementwise_add", false},
            {"elementwise_add", "", false},
            {"", "elementwise_add", false},
+           // Qualified where the assert qualifies (issue 26): the assert's scopes must be the kernel's, in order.
+           {"_ZN1a3fooEPi", "b::foo", false},
+           {"_ZN1a3fooEPi", "void b::foo(int*)", false},
+           {"_ZN1a3fooEPi", "foo", true},
+           {"_ZN1a3fooEPi", "a::foo", true},
+           {"_ZN1a3fooEPi", "void a::foo(int*)", true},
+           {"_ZN1x1a3fooEPi", "a::foo", true},  // lenient: no compiler prints x::a::foo so, but "yes" only keeps it
+           {"_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
+            "void at::native::<unnamed>::index_kernel<float, 4>(float*, long)", true},  // EDG's anonymous namespace
+           {"_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
+            "void at::cuda::index_kernel<float, 4>(float*, long)", false},
        })
     EXPECT_EQ(kernel_matches_assert_function(c.kernel, c.function), c.matches) << c.kernel << " / " << c.function;
+}
+
+// Issue 26 item 8: the assert's qualification counts. Two streams pending, a::foo and b::foo: the assert in b::foo
+// names the second (by bare identifier both matched, so it stayed ambiguous); with a::foo alone pending, b::foo's
+// assert rules it out, and nothing is named.
+TEST(Attribution, TheAssertsQualificationTellsNamespacesApart) {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  s.ring = {launch(1, 7, 1, 10), launch(2, 9, 1, 11)};
+  s.kernel_names = {{10, "_ZN1a3fooEPi"}, {11, "_ZN1b3fooEPi"}};
+  s.streams = {stream(0, 7, 1, 0), stream(1, 9, 1, 0)};
+  s.asserts = {device_assert("void b::foo(int*)")};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Exact);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].stream_id, 9u);
+
+  s.streams = {stream(0, 7, 1, 0), stream(1, 9, 1, 1)};  // only a::foo unfinished
+  AttributionResult none = attribute(s);
+  EXPECT_NE(none.verdict, Verdict::Exact);
+  EXPECT_TRUE(none.assert_matches_no_candidate);
+  ASSERT_EQ(none.candidates.size(), 1u);
+  EXPECT_EQ(none.candidates[0].stream_id, 7u);
+}
+
+// Issue 26 item 7: the assert text exists and names a function no candidate is. One stream pending: it used to be
+// exact; the assert may be in a __device__ function the kernel calls, or in a launch cdsa did not record.
+TEST(Attribution, AnAssertNoCandidateMatchesIsNeverExact) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 2)};  // stream 7's launch 3 (gemm_kernel) alone unfinished
+  ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.asserts = {device_assert("softmax_kernel")};
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_TRUE(a.assert_matches_no_candidate);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].ring_index, 4);
+
+  // A function that cannot be a __global__ one says nothing, and costs nothing: operator() of a device lambda
+  // (PyTorch's index kernels assert there), a lambda, a class template's member, a non-void return type.
+  for (const char* f :
+       {"operator()", "void Reducer<float>::apply(float*)", "int check_bounds(int, int)", "void S::f(int) const",
+        "void at::native::index_put_kernel_impl<OpaqueType<1>>(TensorIterator&)::<lambda(char*)>::operator()(char*) "
+        "const"}) {
+    SCOPED_TRACE(f);
+    s.asserts = {device_assert(f)};
+    AttributionResult b = attribute(s);
+    EXPECT_EQ(b.verdict, Verdict::Exact);
+    EXPECT_FALSE(b.assert_matches_no_candidate);
+    EXPECT_TRUE(b.assert_names_no_kernel);
+  }
+  // With several streams pending it tells none apart either: both stay.
+  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.asserts = {device_assert("operator()")};
+  AttributionResult c = attribute(s);
+  EXPECT_EQ(c.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(c.candidates.size(), 2u);
+}
+
+// A candidate whose kernel is not known (its record left the ring) cannot be ruled out by the assert text.
+TEST(Attribution, AnUnknownKernelIsNotRuledOutByTheAssert) {
+  FaultSnapshot s = two_streams();
+  s.ring.erase(s.ring.begin());                          // launch 1 (stream 7's first) is gone
+  s.streams = {stream(0, 7, 3, 0), stream(1, 9, 2, 1)};  // 7: its launch 1 (lost); 9: its launch 2 (nll_loss)
+  s.asserts = {device_assert("gemm_kernel")};            // not nll_loss: stream 9 is ruled out, the lost one is not
+  AttributionResult a = attribute(s);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].stream_id, 7u);
+  EXPECT_TRUE(a.candidates[0].reasons & kReasonAssertCannotRuleOut);
+  EXPECT_FALSE(a.named_by_device_assert);
+  EXPECT_EQ(a.verdict, Verdict::Exact);  // the only launch left whose mark was placed and never landed
+
+  // The assert names stream 9's kernel: the lost record may run it too, so neither is certain (it used to be left
+  // out, as matching nothing, and stream 9 named).
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
+  AttributionResult b = attribute(s);
+  EXPECT_EQ(b.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(b.candidates.size(), 2u);
+}
+
+// Issue 26 item 8 of its list (the attribution half): a replay has no kernel name of its own. Stream 7 replays a
+// graph whose one kernel node is nll (its mark placed, never landed); stream 9's plain nll finished, but its mark was
+// never placed. Both can be what the assert names: neither is certain (the replay used to be dropped, and 9 named).
+TEST(Attribution, AReplayMatchesTheAssertThroughItsKernelNodes) {
+  FaultSnapshot s;
+  s.breadcrumbs_active = true;
+  LaunchRecord node = launch(1, 7, 0, 12);
+  node.flags = kFlagCaptured;
+  node.graph_id = 4;
+  LaunchRecord replay = launch(2, 7, 1);
+  replay.kind = LaunchKind::Graph;
+  replay.graph_id = 4;
+  s.ring = {node, replay, launch(3, 9, 1, 12)};
+  s.graph_nodes = {node};
+  s.kernel_names = {{12, "void nll_loss_forward_kernel<float>(float*, long*)"}, {13, "fill_f32"}};
+  StreamView a = stream(0, 7, 1, 0), b = stream(1, 9, 1, 0);
+  b.marked = 0;  // its mark still deferred
+  s.streams = {a, b};
+  s.asserts = {device_assert("nll_loss_forward_kernel")};
+  AttributionResult r = attribute(s);
+  EXPECT_EQ(r.verdict, Verdict::Ambiguous);
+  ASSERT_EQ(r.candidates.size(), 2u);
+  EXPECT_EQ(r.candidates[0].ring_index, 1);  // the replay (placed, missed) first
+  EXPECT_EQ(r.candidates[1].ring_index, 2);
+
+  // The replay's only node is another kernel: it is ruled out, and the assert names stream 9's launch.
+  s.graph_nodes[0].kernel_name = 13;
+  r = attribute(s);
+  EXPECT_EQ(r.verdict, Verdict::Exact);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  EXPECT_EQ(r.candidates[0].ring_index, 2);
+
+  // A replay whose node table is not known whole (an exec cdsa holds no table for) cannot be ruled out.
+  s.ring[1].graph_id = 0;
+  r = attribute(s);
+  EXPECT_EQ(r.verdict, Verdict::Ambiguous);
+  ASSERT_EQ(r.candidates.size(), 2u);
+  EXPECT_TRUE(r.candidates[0].reasons & kReasonAssertCannotRuleOut);
 }
 
 TEST(Attribution, OverwrittenRecordIsNamedByStreamAndNumber) {

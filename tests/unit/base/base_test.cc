@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/device_assert.h"
 #include "base/identifier.h"
@@ -177,6 +178,32 @@ TEST(Identifier, TheBareNameOfAFunctionAsTheDeviceOrADemanglerPrintsIt) {
            {"<>", ""},
        })
     EXPECT_EQ(function_identifier(c.function), c.identifier) << c.function;
+}
+
+TEST(Identifier, TheQualifiedNameAsScopes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(qualified_name("nll_loss_forward_reduce_cuda_kernel_2d"), (V{"nll_loss_forward_reduce_cuda_kernel_2d"}));
+  EXPECT_EQ(qualified_name("void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)"),
+            (V{"at", "native", "", "index_kernel"}));
+  EXPECT_EQ(qualified_name("void <unnamed>::k<int>(int*)"), (V{"", "k"}));
+  EXPECT_EQ(qualified_name("{anonymous}::k"), (V{"", "k"}));
+  EXPECT_EQ(qualified_name("ns::baz<Op<int>>"), (V{"ns", "baz"}));
+  EXPECT_EQ(qualified_name("b::foo"), (V{"b", "foo"}));
+  EXPECT_EQ(qualified_name(""), V{});
+}
+
+// Whether a function the device's assert names can be a __global__ one: void, no class member, no operator.
+TEST(Identifier, WhichFunctionsCanBeKernels) {
+  for (const char* f : {"nll_loss_forward_reduce_cuda_kernel_2d", "b::foo", "void foo(T*) [with T = float]",
+                        "void at::native::(anonymous namespace)::index_kernel<float, 4>(float*, long)",
+                        "void cub::CUB_200_SM_800::DeviceReduceKernel<Policy, float*>(float*)", "{anonymous}::k"})
+    EXPECT_TRUE(may_be_kernel(f)) << f;
+  for (const char* f :
+       {"operator()", "void Op<float>::apply(int)", "int helper(int)", "void S::f() const", "void f(int) &&",
+        "Foo::Foo", "Foo::~Foo", "",
+        "void at::native::index_put_kernel_impl<OpaqueType<1>>(TensorIterator&)::<lambda(char*)>::operator()(char*) "
+        "const"})
+    EXPECT_FALSE(may_be_kernel(f)) << f;
 }
 
 }  // namespace

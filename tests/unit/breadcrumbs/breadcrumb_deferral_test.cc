@@ -20,6 +20,11 @@ class Deferral : public ::testing::Test {
     ASSERT_GE(slot_, 0);
     st_ = stream_state(slot_);
   }
+  // Launch `seq` was recorded (its number handed out) and its mark deferred.
+  void defer(uint64_t seq, bool programmatic = false) {
+    if (st_->launched.load() < seq) st_->launched.store(seq);
+    defer_breadcrumb(st_, seq, programmatic);
+  }
   static inline uint64_t next_id_ = 500;
   int slot_ = -1;
   StreamState* st_ = nullptr;
@@ -27,7 +32,7 @@ class Deferral : public ::testing::Test {
 
 TEST_F(Deferral, TheNextOperationEnqueuesTheDeferredMark) {
   InCdsa guard;
-  defer_breadcrumb(st_, 1);
+  defer(1);
   EXPECT_EQ(st_->deferred.load(), 1u);
   EXPECT_EQ(st_->breadcrumb_launched.load(), 0u);  // nothing enqueued yet: the mark waits
   EXPECT_EQ(settle_breadcrumb(guard, nullptr, slot_, /*fold*/ false), CUDA_SUCCESS);
@@ -40,20 +45,20 @@ TEST_F(Deferral, TheNextOperationEnqueuesTheDeferredMark) {
 
 TEST_F(Deferral, APdlLaunchFoldsTheMarkBeforeIt) {
   InCdsa guard;
-  defer_breadcrumb(st_, 1);
+  defer(1);
   settle_breadcrumb(guard, nullptr, slot_, /*fold*/ true);  // launch 2 is a PDL launch
   EXPECT_EQ(st_->deferred.load(), 0u);
   EXPECT_EQ(st_->breadcrumb_launched.load(), 0u);  // launch 1 has no mark of its own: launch 2's covers it
-  defer_breadcrumb(st_, 2);
+  defer(2);
   settle_breadcrumb(guard, nullptr, slot_, false);  // launch 3 is plain
   EXPECT_EQ(st_->breadcrumb_launched.load(), 2u);
 }
 
 TEST_F(Deferral, TheEnqueuedNumberNeverGoesBack) {
   InCdsa guard;
-  defer_breadcrumb(st_, 5);
+  defer(5);
   settle_breadcrumb(guard, nullptr, slot_, false);
-  defer_breadcrumb(st_, 4);  // a racing thread's older launch, settled late
+  defer(4);  // a racing thread's older launch, settled late
   settle_breadcrumb(guard, nullptr, slot_, false);
   EXPECT_EQ(st_->breadcrumb_launched.load(), 5u);
 }

@@ -1,9 +1,11 @@
 // The breadcrumb state machine (shim/record/breadcrumbs.h) over a registered slot array and a driver table this file
 // defines (record and common stages only): a launch's mark deferred, then enqueued by the stream's next operation
 // (it lands), folded by a PDL launch (the next mark covers both), lost by a failed write (joins the next mark's
-// group), kept by a sticky one (the stream's marks stay exact), and flushed at exit by flush_all_breadcrumbs: created
-// streams, the NULL stream in its own context, a per-thread default stream only from its own thread. A PDL group's
-// mark goes behind an event recorded on the stream and waited on, or says it proves nothing about the group.
+// group), placed at once in its own launch's call (a sticky answer then counts as placed), not placed by a late
+// settle that meets the dead context, and flushed at exit by flush_all_breadcrumbs: created streams, the NULL stream
+// in its own context, a per-thread default stream only from its own thread. A mark whose group holds a PDL launch goes
+// behind an event recorded on the stream and waited on, or is not placed at all; the streams' events are destroyed
+// before a teardown, and a successful sync is proof (note_stream_synced).
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,6 +43,7 @@ struct FakeDriver {
   std::vector<Write> writes;
   std::vector<Op> ops;
   CUresult record_result = CUDA_SUCCESS;  // what cuEventRecord answers
+  void (*on_record)() = nullptr;          // runs inside cuEventRecord (another thread's teardown, say)
   uintptr_t next_event = 0xe0;
   CUresult write_result = CUDA_SUCCESS;  // what cuStreamWriteValue64 answers (the mark lands only on success)
   uintptr_t current = 0xc1;              // the calling thread's context (one for the whole test)
@@ -92,6 +95,11 @@ const Driver& driver() noexcept {
     t.EventRecord = [](CUevent e, CUstream s) {
       std::lock_guard<std::mutex> lock(g_fake.mu);
       g_fake.ops.push_back({'R', reinterpret_cast<uintptr_t>(s), reinterpret_cast<uintptr_t>(e)});
+      if (g_fake.on_record) {
+        g_fake.mu.unlock();
+        g_fake.on_record();
+        g_fake.mu.lock();
+      }
       return g_fake.record_result;
     };
     t.StreamWaitEvent = [](CUstream s, CUevent e, unsigned) {
@@ -128,6 +136,7 @@ class BreadcrumbStates : public ::testing::Test {
     g_fake.ops.clear();
     g_fake.write_result = CUDA_SUCCESS;
     g_fake.record_result = CUDA_SUCCESS;
+    g_fake.on_record = nullptr;
     g_fake.current = 0xc1;
   }
   // A stream of its own for each test (the table keeps its entries): slot and state, its handle and context as
@@ -222,16 +231,57 @@ TEST_F(BreadcrumbStates, AFailedWriteLosesOnlyItsOwnMark) {
   EXPECT_LT(lost, next);
 }
 
-TEST_F(BreadcrumbStates, AStickyWriteCountsAsEnqueuedSoTheLaunchStaysUnfinished) {
+// A mark placed in its own launch's call that meets the dead context counts as placed: the context died the instant
+// after the launch was submitted, so the launch stays the stream's unfinished one.
+TEST_F(BreadcrumbStates, AStickyWriteInTheLaunchsOwnCallCountsAsPlaced) {
   InCdsa guard;
   int s = new_stream(0x54);
-  uint64_t done = launch(s);
-  settle_breadcrumb(guard, handle(0x54), s, false);
+  uint64_t done = stream_state(s)->launched.fetch_add(1) + 1;
+  EXPECT_EQ(place_breadcrumb_now(guard, handle(0x54), stream_state(s), s, done), CUDA_SUCCESS);
   g_fake.write_result = CUDA_ERROR_ASSERT;
-  uint64_t faulted = launch(s);
-  EXPECT_EQ(settle_breadcrumb(guard, handle(0x54), s, false), CUDA_ERROR_ASSERT);
+  uint64_t faulted = stream_state(s)->launched.fetch_add(1) + 1;
+  EXPECT_EQ(place_breadcrumb_now(guard, handle(0x54), stream_state(s), s, faulted), CUDA_ERROR_ASSERT);
   EXPECT_EQ(marked(s), faulted);  // its mark can never land: landed < marked names it
   EXPECT_EQ(landed(s), done);
+}
+
+// Issue 26 item 3: a deferred mark settled later, when the context is already dead, was never placed: the launch may
+// have finished long before (it used to count as placed, and the long-finished launch as the unfinished one).
+TEST_F(BreadcrumbStates, ALateSettleThatMeetsTheDeadContextPlacesNothing) {
+  InCdsa guard;
+  int s = new_stream(0x5d);
+  uint64_t done = launch(s);
+  settle_breadcrumb(guard, handle(0x5d), s, false);
+  launch(s);
+  g_fake.write_result = CUDA_ERROR_ASSERT;
+  EXPECT_EQ(settle_breadcrumb(guard, handle(0x5d), s, false), CUDA_ERROR_ASSERT);
+  EXPECT_EQ(marked(s), done) << "the tail stays a tail: its mark was never placed";
+  EXPECT_EQ(stream_state(s)->deferred.load(), 0u);
+}
+
+// A mark placed now drops one still deferred on the stream (an older launch's): it covers it, and no older number
+// is written after a newer one.
+TEST_F(BreadcrumbStates, AMarkPlacedNowCoversOneStillDeferred) {
+  InCdsa guard;
+  int s = new_stream(0x5e);
+  launch(s);  // deferred (a cuLaunchKernelEx launch, say), never settled
+  uint64_t now = stream_state(s)->launched.fetch_add(1) + 1;
+  place_breadcrumb_now(guard, handle(0x5e), stream_state(s), s, now);
+  EXPECT_EQ(stream_state(s)->deferred.load(), 0u);
+  ASSERT_EQ(writes().size(), 1u);
+  EXPECT_EQ(writes()[0].value, now);
+  EXPECT_EQ(landed(s), now);
+}
+
+TEST_F(BreadcrumbStates, ASuccessfulSyncIsProofUpToWhatItSaw) {
+  int s = new_stream(0x5f);
+  launch(s);
+  uint64_t seen = launch(s);
+  note_stream_synced(stream_state(s), seen);
+  launch(s);  // after the call began: not proven
+  EXPECT_EQ(stream_state(s)->synced.load(), seen);
+  note_stream_synced(stream_state(s), seen - 1);  // an older proof never lowers it
+  EXPECT_EQ(stream_state(s)->synced.load(), seen);
 }
 
 TEST_F(BreadcrumbStates, FlushPlacesEveryDeferredMarkThisThreadCan) {
@@ -297,7 +347,7 @@ TEST_F(BreadcrumbStates, APdlGroupsMarkWaitsForTheWholeGroup) {
   InCdsa guard;
   int s = new_stream(0x59);
   uint64_t secondary = pair(guard, handle(0x59), s);
-  EXPECT_EQ(stream_state(s)->deferred.load() & ~kDeferredPdl, secondary);
+  EXPECT_EQ(stream_state(s)->deferred.load(), secondary);
   EXPECT_TRUE(ops().empty()) << "nothing between the primary and its secondary";
   settle_breadcrumb(guard, handle(0x59), s, false);  // the stream's next, plain operation
   // The event records the stream's contents, the stream waits for it, then the mark: it lands after the primary too.
@@ -308,7 +358,6 @@ TEST_F(BreadcrumbStates, APdlGroupsMarkWaitsForTheWholeGroup) {
   EXPECT_EQ(op(2).stream, 0x59u) << "the wait is on the user's stream, before the mark";
   EXPECT_EQ(op(2).event, ev);
   EXPECT_EQ(landed(s), secondary);
-  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), 0u);
   // The next group reuses the stream's event.
   uint64_t next = pair(guard, handle(0x59), s);
   settle_breadcrumb(guard, handle(0x59), s, false);
@@ -317,36 +366,63 @@ TEST_F(BreadcrumbStates, APdlGroupsMarkWaitsForTheWholeGroup) {
   EXPECT_EQ(landed(s), next);
 }
 
-TEST_F(BreadcrumbStates, AGroupWhoseWaitCannotBePlacedSaysItsMarkProvesNothing) {
+// Issue 26 item 7: a mark whose PDL group's wait cannot be placed is not placed at all, and the next mark, even a
+// plain launch's, goes behind the wait: every landed mark proves every launch before it. (It used to go out plain,
+// and any later landed mark counted as proof of that group's primaries.)
+TEST_F(BreadcrumbStates, AGroupWhoseWaitCannotBePlacedGetsNoMarkAndTheNextMarkWaits) {
   InCdsa guard;
   int s = new_stream(0x5a);
   g_fake.record_result = CUDA_ERROR_INVALID_HANDLE;  // an event of another context than the stream's
-  uint64_t unproven = pair(guard, handle(0x5a), s);
+  pair(guard, handle(0x5a), s);
   settle_breadcrumb(guard, handle(0x5a), s, false);
-  EXPECT_EQ(ops(), "CRDM") << "the mark still goes out; the event it made is destroyed";
-  EXPECT_EQ(landed(s), unproven);
-  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), unproven);
+  EXPECT_EQ(ops(), "CRD") << "no mark; the refused event is destroyed";
+  EXPECT_EQ(marked(s), 0u);
   EXPECT_EQ(stream_state(s)->pdl_event.load(), 0u);
-  // The next group makes a new event, and its mark is proven: the stream's last unproven group stays where it was.
+  // The stream's next launch is a plain one: its mark covers the pair too, so it waits for the whole group.
   g_fake.record_result = CUDA_SUCCESS;
-  uint64_t proven = pair(guard, handle(0x5a), s);
+  uint64_t plain = launch(s);
   settle_breadcrumb(guard, handle(0x5a), s, false);
-  EXPECT_EQ(ops(), "CRDMCRWM");
-  EXPECT_EQ(landed(s), proven);
-  EXPECT_EQ(stream_state(s)->pdl_unproven.load(), unproven);
+  EXPECT_EQ(ops(), "CRDCRWM");
+  EXPECT_EQ(landed(s), plain);
+  // Proven: the next plain launch's mark goes out plain again.
+  launch(s);
+  settle_breadcrumb(guard, handle(0x5a), s, false);
+  EXPECT_EQ(ops(), "CRDCRWMM");
 }
 
-TEST_F(BreadcrumbStates, ATornDownContextsEventsAreDroppedNotDestroyed) {
+// Issue 26 item 9: a teardown destroys the streams' PDL events (they used to be dropped: one leaked per PDL stream
+// at every primary-context release); the next group makes a new one.
+TEST_F(BreadcrumbStates, ATeardownDestroysTheStreamsEvents) {
   InCdsa guard;
   int s = new_stream(0x5b);
   pair(guard, handle(0x5b), s);
   settle_breadcrumb(guard, handle(0x5b), s, false);
   ASSERT_EQ(ops(), "CRWM");
-  forget_pdl_events();
+  destroy_pdl_events();
+  EXPECT_EQ(ops(), "CRWMD");
+  EXPECT_EQ(op(4).event, op(0).event);
+  EXPECT_EQ(stream_state(s)->pdl_event.load(), 0u);
   pair(guard, handle(0x5b), s);
   settle_breadcrumb(guard, handle(0x5b), s, false);
-  EXPECT_EQ(ops(), "CRWMCRWM") << "a new event, the old one never passed to the driver again";
-  EXPECT_NE(op(4).event, op(0).event);
+  EXPECT_EQ(ops(), "CRWMDCRWM") << "a new event, the old one never passed to the driver again";
+  EXPECT_NE(op(5).event, op(0).event);
+  destroy_stream_pdl_event(s);  // cuStreamDestroy's
+  EXPECT_EQ(ops(), "CRWMDCRWMD");
+}
+
+// A teardown while another thread holds the event (between its record and its wait): that thread destroys it when
+// it is done, never gives it back.
+TEST_F(BreadcrumbStates, AnEventHeldDuringATeardownIsDestroyedByItsHolder) {
+  InCdsa guard;
+  int s = new_stream(0x60);
+  static int slot;
+  slot = s;
+  g_fake.on_record = [] { destroy_stream_pdl_event(slot); };
+  pair(guard, handle(0x60), s);
+  settle_breadcrumb(guard, handle(0x60), s, false);
+  EXPECT_EQ(ops(), "CRWDM");
+  EXPECT_EQ(op(3).event, op(0).event);
+  EXPECT_EQ(stream_state(s)->pdl_event.load(), 0u);
 }
 
 TEST_F(BreadcrumbStates, AFoldedPdlMarkMakesNoEventCall) {

@@ -133,6 +133,67 @@ TEST(EntryPoints, TheTableIsTheToolkitsTypedefs) {
   EXPECT_EQ(static_cast<size_t>(entry_point_count()), expected.size());
 }
 
+#if CUDA_VERSION >= 13050
+// CUDA 13.1-13.5's shapes: new prototypes of old names get their own typedef and the symbol cuda.h declares for it
+// (the stub of the 13.0 toolkit has none of them: tools/cuda_api.py takes them from the headers' declarations).
+TEST(EntryPoints, The13_5ShapesHaveTheirOwnTypedefsAndSymbols) {
+  expect_selections({
+      {"cuLaunchHostFunc", 13000, false, "PFN_cuLaunchHostFunc_v10000", "cuLaunchHostFunc"},
+      {"cuLaunchHostFunc", 13010, false, "PFN_cuLaunchHostFunc_v13010", "cuLaunchHostFunc_v2"},
+      {"cuLaunchHostFunc", 13020, false, "PFN_cuLaunchHostFunc_v13010", "cuLaunchHostFunc_v2"},
+      {"cuLaunchHostFunc", 13010, true, "PFN_cuLaunchHostFunc_v13010_ptsz", "cuLaunchHostFunc_v2_ptsz"},
+      {"cuMulticastBindMem", 13000, false, "PFN_cuMulticastBindMem_v12010", "cuMulticastBindMem"},
+      {"cuMulticastBindMem", 13010, false, "PFN_cuMulticastBindMem_v13010", "cuMulticastBindMem_v2"},
+      {"cuMulticastBindAddr", 13010, false, "PFN_cuMulticastBindAddr_v13010", "cuMulticastBindAddr_v2"},
+      // 13.4's cuGraphAddNode_v3 has cuGraphAddNode_v2's prototype; cuda.h's macro still names _v2.
+      {"cuGraphAddNode", 13030, false, "PFN_cuGraphAddNode_v12030", "cuGraphAddNode_v2"},
+      {"cuGraphAddNode", 13041, false, "PFN_cuGraphAddNode_v13040", "cuGraphAddNode_v3"},
+      {"cuGraphNodeSetParams", 13040, false, "PFN_cuGraphNodeSetParams_v13040", "cuGraphNodeSetParams_v2"},
+      {"cuStreamBeginRecaptureToGraph", 13030, true, "PFN_cuStreamBeginRecaptureToGraph_v13030_ptsz",
+       "cuStreamBeginRecaptureToGraph_ptsz"},
+      {"cuGraphNodeGetParams", 13020, false, "PFN_cuGraphNodeGetParams_v13020", "cuGraphNodeGetParams"},
+  });
+  EXPECT_EQ(header_version(), 13050);
+  EXPECT_FALSE(is_unknown_driver_symbol("cuLaunchHostFunc_v2"));
+}
+#endif
+
+// Every exported symbol is a function cuda.h (or cudaProfiler.h) declares: `cuX(`, or the target of a
+// `#define cuX cuX_v2` (possibly inside __CUDA_API_PTSZ/PTDS(...), whose _ptsz/_ptds form the driver exports too);
+// read here line by line, independently of tools/cuda_api.py's preprocessor.
+TEST(EntryPoints, EveryExportedSymbolIsDeclaredByTheHeaders) {
+  std::set<std::string> declared;
+  const std::regex call(R"(\b(cu\w+)\s*\()");
+  const std::regex define(R"(^\s*#\s*define\s+cu\w+\s+(__CUDA_API_PT(SZ|DS)\(\s*)?(cu\w+))");
+  for (const char* h : {"/cuda.h", "/cudaProfiler.h"}) {
+    std::ifstream in(std::string(CDSA_CUDA_INCLUDE_DIR) + h);
+    ASSERT_TRUE(in) << h;
+    std::string previous;  // a declaration may put CUresult CUDAAPI on the line before the name
+    for (std::string line; std::getline(in, line); previous = line) {
+      if (line.find("cu") == std::string::npos) continue;
+      std::smatch m;
+      if (std::regex_search(line, m, define)) {
+        declared.insert(m[3]);
+        if (m[1].matched) declared.insert(m[3].str() + "_pt" + (m[2] == "SZ" ? "sz" : "ds"));
+      } else if ((line.find("CUDAAPI") != std::string::npos || previous.find("CUDAAPI") != std::string::npos) &&
+                 std::regex_search(line, m, call)) {
+        declared.insert(m[1]);
+      }
+    }
+  }
+  int exported = 0;
+  for (int i = 0; i < entry_point_count(); ++i) {
+    std::string sym = entry_point(i).symbol;
+    if (sym.empty()) continue;
+    ++exported;
+    // A per-thread name of an old signature (cuMemcpyHtoD_v2_ptds): the driver's build declares it as the plain one.
+    std::string plain = std::regex_replace(sym, std::regex("_(ptsz|ptds)$"), "");
+    EXPECT_TRUE(declared.count(sym) || (plain != sym && declared.count(plain)))
+        << sym << " (" << entry_point(i).pfn << ") is declared by no header";
+  }
+  EXPECT_GT(exported, 600);
+}
+
 // The ceiling (shim/intercept/interpose.cc: wrap_proc_address) asks again at the headers' version; these are its
 // inputs: the version, and which exported names dlsym hands back through a thunk.
 TEST(EntryPoints, TheHeaderVersionAndTheDriverNamesTheTableDoesNotKnow) {

@@ -79,6 +79,14 @@ const Driver& driver() noexcept {
       *d = 0;
       return CUDA_SUCCESS;
     };
+    // A PDL group's mark goes behind an event recorded on the stream and waited on (shim/record/breadcrumbs.h).
+    t.EventCreate = [](CUevent* e, unsigned) {
+      *e = reinterpret_cast<CUevent>(0xe1);
+      return CUDA_SUCCESS;
+    };
+    t.EventRecord = [](CUevent, CUstream) { return CUDA_SUCCESS; };
+    t.StreamWaitEvent = [](CUstream, CUevent, unsigned) { return CUDA_SUCCESS; };
+    t.EventDestroy = [](CUevent) { return CUDA_SUCCESS; };
     t.StreamWriteValue64 = [](CUstream, CUdeviceptr at, cuuint64_t v, unsigned) {
       ++g_fake.writes;
       if (g_fake.print_assert) fputs(kAssertLine, stderr);
@@ -162,11 +170,20 @@ TEST_F(Launch, ASuccessfulLaunchIsRecordedWithItsStreamNumbersAndBreadcrumb) {
   StreamState* st = state_of(1);
   ASSERT_NE(st, nullptr);
   EXPECT_EQ(st->launched.load(), b.stream_seq);
-  // The second launch placed the first one's mark before itself; its own waits for the stream's next operation
-  // (shim/record/breadcrumbs.h: deferred marks).
-  EXPECT_EQ(st->breadcrumb_launched.load(), a.stream_seq);
-  EXPECT_EQ(st->deferred.load(), b.stream_seq);
+  // A stream that carries no PDL launch: each launch's mark is placed at once, in its own call.
+  EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);
+  EXPECT_EQ(st->deferred.load(), 0u);
   EXPECT_FALSE(b.flags & kFlagSharesMark);
+  // A cuLaunchKernelEx launch's waits for the stream's next operation (it may be a PDL primary), which places it.
+  LaunchInfo ex = kernel_on(1);
+  ex.kind = LaunchKind::KernelEx;
+  ex.via_launch_ex = true;
+  launch(ex);
+  EXPECT_EQ(st->deferred.load(), st->launched.load());
+  EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);
+  launch(kernel_on(1));
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());
+  EXPECT_EQ(st->deferred.load(), 0u);
   // The exit probe's handle and context for the stream.
   EXPECT_EQ(st->last_handle.load(), 1u);
   EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(fake_ctx()));
@@ -201,14 +218,17 @@ TEST_F(Launch, AMarkThatMeetsTheFaultKeepsTheDevicesTextAndTheStreamsMarksExact)
   fputc('\n', stderr);
   StreamState* st = state_of(3);
   ASSERT_NE(st, nullptr);
-  // The second launch placed the first one's mark, which met the fault: no later mark can land either, so the first
-  // launch counts as marked (pending) and the second one's mark waits, deferred.
-  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load() - 1);
-  EXPECT_EQ(st->deferred.load(), st->launched.load());
+  // The second launch's own mark, placed in its call, met the fault: no later mark can land either, and the launch
+  // was submitted the instant before, so it counts as marked (pending).
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());
+  EXPECT_EQ(st->deferred.load(), 0u);
 }
 
 TEST_F(Launch, APdlLaunchFoldsTheMarkBeforeItAndSaysSo) {
-  launch(kernel_on(6));
+  LaunchInfo primary = kernel_on(6);  // through cuLaunchKernelEx: its mark waits for the stream's next operation
+  primary.kind = LaunchKind::KernelEx;
+  primary.via_launch_ex = true;
+  launch(primary);
   const int writes = g_fake.writes;
   LaunchInfo li = kernel_on(6);
   li.kind = LaunchKind::KernelEx;
@@ -226,6 +246,28 @@ TEST_F(Launch, APdlLaunchFoldsTheMarkBeforeItAndSaysSo) {
   StreamState* st = state_of(6);
   EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load() - 1);
   EXPECT_FALSE(ring().back().flags & kFlagSharesMark);
+  // The stream has carried a PDL launch: from now on even a plain launch's mark is deferred.
+  EXPECT_EQ(st->deferred.load(), st->launched.load());
+}
+
+// A successful synchronizing call proves what its stream (or every stream of its context) had recorded before it
+// began (SyncProof), and places the stream's deferred mark first.
+TEST_F(Launch, ASuccessfulSyncProvesWhatItsStreamHadRecorded) {
+  launch(kernel_on(8));
+  LaunchInfo ex = kernel_on(8);
+  ex.kind = LaunchKind::KernelEx;
+  ex.via_launch_ex = true;
+  launch(ex);  // deferred
+  StreamState* st = state_of(8);
+  const uint64_t seen = st->launched.load();
+  SyncProof p = SyncProof::stream(stream(8), false);  // places the deferred mark too
+  EXPECT_EQ(st->breadcrumb_launched.load(), seen);
+  launch(ex);  // after the call began: not covered
+  p.succeeded();
+  EXPECT_EQ(st->synced.load(), seen);
+  SyncProof c = SyncProof::context(nullptr);  // the current context: every stream first met in it
+  c.succeeded();
+  EXPECT_EQ(st->synced.load(), st->launched.load());
 }
 
 TEST_F(Launch, TheFilterDropsOnlyTheInterposersLaunches) {

@@ -130,13 +130,32 @@ TEST(TracebackNote, NamesTheUsersLaunchLineAndTheTrace) {
                                "above)");
 }
 
+TEST(TracebackNote, TheLineForAnUnrelatedErrorClaimsNoCause) {
+  FaultReport r = sample_report();
+  EXPECT_EQ(prior_fault_note(r),
+            "cdsa: a CUDA fault was reported before this error: kernel nll_loss_forward_reduce_cuda_kernel_2d launched "
+            "at simcuda.py:85: code = lib.cuLaunchKernel(f) (cdsa's report above; trace cdsa-node7-1234.json)");
+  r.origin.rank = 2;
+  r.attribution = Attribution::Ambiguous;
+  r.candidates.push_back(r.candidates[0]);
+  EXPECT_NE(prior_fault_note(r).find("cdsa: a CUDA fault on rank 2 was reported before this error: one of 2 launches, "
+                                     "most likely kernel nll_loss"),
+            std::string::npos)
+      << prior_fault_note(r);
+  r.attribution = Attribution::Unknown;
+  r.trace_path.clear();
+  EXPECT_EQ(prior_fault_note(r), "cdsa: a CUDA fault on rank 2 was reported before this error; cdsa could not name its "
+                                 "launch (cdsa's report above)");
+}
+
 TEST(TracebackNote, OneLineEvenForLongOrMultiLineText) {
   FaultReport r = sample_report();
   r.candidates[0].launch.kernel = std::string(500, 'k');
   r.candidates[0].stack.python[0].source = "a\nb";
-  std::string note = traceback_note(r);
-  EXPECT_EQ(note.find('\n'), std::string::npos);
-  EXPECT_LT(note.size(), 400u);
+  for (const std::string& note : {traceback_note(r), prior_fault_note(r)}) {
+    EXPECT_EQ(note.find('\n'), std::string::npos);
+    EXPECT_LT(note.size(), 400u);
+  }
 }
 
 TEST(TracebackNote, NativeOnlyLaunchNamesItsInnermostFunction) {

@@ -28,9 +28,20 @@ TEST(VerdictWords, ASharedMarkAPdlLaunchAndARecentOneSayWhatTheyAre) {
   CandidateFacts c = on_stream(4, 2);
   c.group = 3;
   EXPECT_EQ(why_text(c).rfind("one of 3 launches on stream 4 sharing the first completion mark that never landed", 0), 0u);
-  EXPECT_NE(why_text(c).find("; 2 launches on it had not completed"), std::string::npos);
-  c.pdl_unproven = true;
-  EXPECT_EQ(why_text(c).rfind("launched on stream 4 just before a programmatic dependent (PDL) launch", 0), 0u);
+  EXPECT_NE(why_text(c).find("(the marks between them could not be placed); 2 launches on it had not completed"),
+            std::string::npos);
+  c.pdl_group = true;
+  EXPECT_NE(why_text(c).find("(programmatic dependent launch: no mark may sit between them); "), std::string::npos);
+  c.mark_not_placed = true;
+  EXPECT_EQ(why_text(c),
+            "one of the last 3 launches on stream 4, after its last completion mark that landed; not proven finished: "
+            "no mark was placed after them (it waits for the stream's next operation, which may be a programmatic "
+            "dependent launch), so nothing shows whether they finished");
+  c.group = 1;
+  c.pdl_group = false;
+  EXPECT_EQ(why_text(c),
+            "the last launch on stream 4, after its last completion mark that landed; not proven finished: no mark "
+            "was placed after it (it waits for the stream's next operation), so nothing shows whether it finished");
   c.recent_unproven = true;
   EXPECT_EQ(why_text(c), "recent launch (not proven)");
 }
@@ -41,6 +52,11 @@ TEST(VerdictWords, TheDevicesAssertAndALostRecordAreNamed) {
   EXPECT_EQ(why_text(c),
             "first unfinished launch on stream 9; 1 launch on it had not completed; other launches could not be ruled "
             "out by their marks, but only this kernel matches the device's assert in nll_loss_forward_kernel");
+  CandidateFacts unknown = on_stream(9, 1);
+  unknown.assert_cannot_rule_out = true;
+  EXPECT_EQ(why_text(unknown),
+            "first unfinished launch on stream 9; 1 launch on it had not completed; its kernel is not known, so the "
+            "device's assert cannot rule it out");
   CandidateFacts lost = on_stream(7, 1);
   lost.stream_seq = 12;
   lost.record_lost = true;
@@ -61,20 +77,32 @@ TEST(VerdictWords, EachLimitIsOneNoteInTheReportsOrder) {
   e.in_flight_kept_inexact = true;
   e.breadcrumbs_active = false;
   e.left_out_by_device_assert = 1;
-  e.pdl_unproven = 1;
-  e.candidates = 1;  // only the unproven one: no note for it
+  e.candidates = 40;
+  e.candidates_not_shown = 8;
+  e.assert_matches_no_candidate = "helper";
+  e.assert_names_no_kernel = "operator()";
+  e.unproven = EvidenceFacts::Unproven::MarksNotPlaced;
   e.other_context_streams = 3;
   e.recorder_overflow = "the stack table is full";
   std::vector<std::string> n = evidence_notes(e);
-  ASSERT_EQ(n.size(), 7u);
+  ASSERT_EQ(n.size(), 11u);
   EXPECT_EQ(n[0], "some streams had launches without breadcrumbs; they cannot be ruled out");
   EXPECT_EQ(n[1].rfind("the graph node tables were full (65,536 nodes)", 0), 0u);
   EXPECT_EQ(n[2].rfind("2 launch(es) on other threads", 0), 0u);
   EXPECT_NE(n[2].find(", so the verdict above is not exact"), std::string::npos);
   EXPECT_EQ(n[3], "breadcrumbs were off: candidates are not proven");
   EXPECT_EQ(n[4].rfind("1 other candidate(s) were left out", 0), 0u);
-  EXPECT_EQ(n[5].rfind("3 stream(s) of other CUDA contexts", 0), 0u);
-  EXPECT_EQ(n[6], "the stack table is full");
+  EXPECT_EQ(n[5], "8 more candidate(s) are not shown; the verdict rests on all 40");
+  EXPECT_EQ(n[6].rfind("the device's assert names helper, which no candidate's kernel is", 0), 0u);
+  EXPECT_EQ(n[7].rfind("the device's assert is in operator(), which cannot be a __global__ function", 0), 0u);
+  EXPECT_EQ(n[8].rfind("no candidate's completion mark was placed", 0), 0u);
+  EXPECT_EQ(n[9].rfind("3 stream(s) of other CUDA contexts", 0), 0u);
+  EXPECT_EQ(n[10], "the stack table is full");
+  e.unproven = EvidenceFacts::Unproven::AllFinished;
+  EXPECT_EQ(evidence_notes(e)[8].rfind("the completion marks and successful synchronizing calls show every recorded "
+                                       "launch finished",
+                                       0),
+            0u);
 }
 
 TEST(VerdictWords, PassedThroughCallsAreListedUpToEight) {
