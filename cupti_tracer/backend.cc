@@ -76,6 +76,23 @@ void* open_cupti(std::string* path, std::vector<std::string>* searched) {
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cbdata || InCdsa::active()) return;
   const auto& data = *static_cast<const CUpti_CallbackData*>(cbdata);
+  // Stream capture: where no wrapper of cdsa's sees the call (CUPTI alone, by injection), the capture is noted
+  // here, so that no breadcrumb of cdsa's goes into the program's graph (the launch path places marks only outside
+  // a capture it knows of). Inside a wrapper (in_wrapped_driver_call) the wrapper notes it, once.
+  bool per_thread = false;
+  if (cupti::CaptureCall c = cupti::capture_call(cbid, &per_thread);
+      c != cupti::CaptureCall::None && !in_wrapped_driver_call()) {
+    CUstream s = cupti::capture_stream(data);
+    if (c == cupti::CaptureCall::Begin && data.callbackSite == CUPTI_API_ENTER)
+      before_stream_operation(s, per_thread);  // its deferred mark goes out before the capture, not into it
+    else if (c == cupti::CaptureCall::Begin && data.callbackSite == CUPTI_API_EXIT &&
+             cupti::exit_result(data) == CUDA_SUCCESS)
+      capture_begun(s, per_thread);
+    else if (c == cupti::CaptureCall::End && data.callbackSite == CUPTI_API_EXIT)
+      capture_ended(s, per_thread,
+                    cupti::exit_result(data) == CUDA_SUCCESS ? cupti::ended_capture_graph(cbid, data) : nullptr);
+    return;
+  }
   bool launch = cupti::is_launch_cbid(cbid);
   if (data.callbackSite == CUPTI_API_ENTER) {
     if (!launch) return;

@@ -3,6 +3,7 @@
 // cupti.h brings generated_cuda_meta.h (the parameter structs of every driver
 // call) together with the obsolete "_v1" typedefs it needs.
 #include <cupti.h>
+#include <cstddef>
 #include <cstring>
 
 namespace cdsa::cupti {
@@ -139,6 +140,45 @@ CUfunction launch_function(uint32_t cbid, const CUpti_CallbackData& data) noexce
     return nullptr;
   LaunchInfo li[1];
   return decode_launches(cbid, data, li, 1) == 1 ? li[0].func : nullptr;
+}
+
+CaptureCall capture_call(uint32_t cbid, bool* per_thread) noexcept {
+  *per_thread = false;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+      *per_thread = true;
+      [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+      return CaptureCall::Begin;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
+      *per_thread = true;
+      [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+      return CaptureCall::End;
+    default:
+      return CaptureCall::None;
+  }
+}
+
+// Each capture call's parameter struct starts with its stream (generated_cuda_meta.h).
+static_assert(offsetof(cuStreamBeginCapture_params, hStream) == 0 &&
+              offsetof(cuStreamBeginCapture_v2_params, hStream) == 0 &&
+              offsetof(cuStreamBeginCaptureToGraph_params, hStream) == 0 &&
+              offsetof(cuStreamEndCapture_params, hStream) == 0 && offsetof(cuStreamEndCapture_ptsz_params, hStream) == 0);
+
+CUstream capture_stream(const CUpti_CallbackData& data) noexcept {
+  return data.functionParams ? *static_cast<const CUstream*>(data.functionParams) : nullptr;
+}
+
+CUgraph ended_capture_graph(uint32_t cbid, const CUpti_CallbackData& data) noexcept {
+  bool per_thread = false;
+  if (!data.functionParams || capture_call(cbid, &per_thread) != CaptureCall::End) return nullptr;
+  auto* a = static_cast<const cuStreamEndCapture_params*>(data.functionParams);  // the _ptsz struct is the same
+  return a->phGraph ? *a->phGraph : nullptr;
 }
 
 CUresult exit_result(const CUpti_CallbackData& data) noexcept {

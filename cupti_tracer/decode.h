@@ -43,6 +43,14 @@ inline constexpr uint32_t kLaunchCbids[] = {
     kCbGraphLaunch,      kCbGraphLaunchPtsz,   kCbLaunchKernelEx,        kCbLaunchKernelExPtsz};
 
 bool is_launch_cbid(uint32_t cbid) noexcept;
+// Stream capture, as CUPTI's driver-API callbacks name it (cupti_driver_cbid.h; decode.cc checks each id): a
+// capture begun or ended on `stream`, and whether the call is the per-thread-default-stream (_ptsz) variant.
+enum class CaptureCall { None, Begin, End };
+CaptureCall capture_call(uint32_t cbid, bool* per_thread) noexcept;
+// The stream of a capture call's parameters (every one of them has it first), and the graph an ended capture
+// made (null for a CIG capture, or when the call failed).
+CUstream capture_stream(const CUpti_CallbackData& data) noexcept;
+CUgraph ended_capture_graph(uint32_t cbid, const CUpti_CallbackData& data) noexcept;
 
 // Fills up to `max` LaunchInfo from a launch callback's parameters (the
 // multi-device cooperative launch gives one per device; every other launch

@@ -4,6 +4,8 @@
 
 #include "shim/common/driver.h"
 #include "shim/fault/fault.h"
+#include "shim/record/assert_capture.h"
+#include "shim/record/graph_capture.h"
 #include "shim/stacks/native_stack.h"
 
 namespace cdsa {
@@ -15,5 +17,13 @@ void surface_driver_result(CUresult r, const char* call) noexcept {
 void* front_end_dlsym(void* handle, const char* name) noexcept { return real_dlsym()(handle, name); }
 
 bool in_cdsa_code(const void* addr) noexcept { return pc_in_cdsa(reinterpret_cast<uintptr_t>(addr)); }
+
+bool in_wrapped_driver_call() noexcept { return in_driver_call(); }
+
+void capture_begun(CUstream stream, bool per_thread) noexcept { note_capture_begin(stream, per_thread); }
+
+void capture_ended(CUstream stream, bool per_thread, CUgraph graph) noexcept {
+  note_capture_end(stream, per_thread, graph);
+}
 
 }  // namespace cdsa

@@ -29,5 +29,11 @@ void surface_driver_result(CUresult r, const char* call) noexcept;
 void* front_end_dlsym(void* handle, const char* name) noexcept;
 // Whether `addr` lies inside libcdsa.so itself.
 bool in_cdsa_code(const void* addr) noexcept;
+// Whether this thread is inside a driver call one of cdsa's wrappers made (the wrapper records what it does).
+bool in_wrapped_driver_call() noexcept;
+// A stream capture the front end saw, which no wrapper did: begun on `stream` (after the driver accepted it), and
+// ended (`graph`: what it made, null when it failed). As the wrappers note them (shim/record/graph_capture.h).
+void capture_begun(CUstream stream, bool per_thread) noexcept;
+void capture_ended(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 
 }  // namespace cdsa

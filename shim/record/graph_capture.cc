@@ -290,7 +290,11 @@ void note_capture_begin(CUstream stream, bool per_thread) noexcept {
   InCdsa guard;
   uint64_t id = stream_id_of(guard, effective_stream(stream, per_thread));
   std::lock_guard<std::mutex> lock(g_mutex);
-  (*g_capture_by_stream)[id] = new_entry(false);
+  // Noted once: the driver accepts no second capture on a capturing stream, so an entry already there is this very
+  // capture, seen by a wrapper and by the CUPTI backend both.
+  auto [at, fresh] = g_capture_by_stream->try_emplace(id, 0);
+  if (!fresh) return;
+  at->second = new_entry(false);
   g_captures_active.fetch_add(1, std::memory_order_acq_rel);
 }
 

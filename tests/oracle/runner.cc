@@ -118,6 +118,7 @@ struct GraphLaunchParams {
 };
 constexpr unsigned kCbLaunch[2] = {307, 442}, kCbLaunchEx[2] = {652, 653}, kCbCoop[2] = {477, 478},
                    kCbGraph[2] = {514, 515};
+constexpr unsigned kCbBeginCapture = 539, kCbBeginCaptureToGraph = 720, kCbEndCapture = 497;  // _v2, ToGraph, End
 
 struct StickyError {
   int code;
@@ -213,6 +214,36 @@ class Runner {
     CUresult r = f();
     if (emit_) emit_(params ? cbid : 0, 1, name, params ? sym_name_ : nullptr, params, static_cast<int>(r));
     return check(i, name, r);
+  }
+  // Stream capture, with the CUPTI callbacks a real driver makes for it (the runner calls the non-_ptsz names).
+  struct CaptureParams {
+    CUstream h;
+    CUstreamCaptureMode mode;
+  };
+  struct CaptureToGraphParams {
+    CUstream h;
+    CUgraph g;
+    const CUgraphNode* deps;
+    const CUgraphEdgeData* data;
+    size_t n;
+    CUstreamCaptureMode mode;
+  };
+  struct EndCaptureParams {
+    CUstream h;
+    CUgraph* out;
+  };
+  void begin_capture(int i, CUstream h, CUstreamCaptureMode mode) {
+    CaptureParams p{h, mode};
+    call(i, "cuStreamBeginCapture_v2", [&] { return cuStreamBeginCapture(h, mode); }, kCbBeginCapture, &p);
+  }
+  // Not checked: the caller checks, or is already unwinding.
+  std::pair<CUresult, CUgraph> end_capture(CUstream h) {
+    CUgraph out = nullptr;
+    EndCaptureParams p{h, &out};
+    if (emit_) emit_(kCbEndCapture, 0, "cuStreamEndCapture", nullptr, &p, 0);
+    CUresult r = cuStreamEndCapture(h, &out);
+    if (emit_) emit_(kCbEndCapture, 1, "cuStreamEndCapture", nullptr, &p, static_cast<int>(r));
+    return {r, out};
   }
   void log(int t, int i, unsigned grid, const char* kind) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -720,17 +751,13 @@ void Runner::op_capture(int t, int i, const json& op) {
   CUgraph g = nullptr;
   if (op.value("to_graph", false)) {
     call(i, "cuGraphCreate", [&] { return cuGraphCreate(&g, 0); });
+    CaptureToGraphParams p{h, g, nullptr, nullptr, 0, mode};
     call(i, "cuStreamBeginCaptureToGraph",
-         [&] { return cuStreamBeginCaptureToGraph(h, g, nullptr, nullptr, 0, mode); });
+         [&] { return cuStreamBeginCaptureToGraph(h, g, nullptr, nullptr, 0, mode); }, kCbBeginCaptureToGraph, &p);
   } else {
-    call(i, "cuStreamBeginCapture_v2", [&] { return cuStreamBeginCapture(h, mode); });
+    begin_capture(i, h, mode);
   }
-  auto end = [&] {
-    CUgraph out = nullptr;
-    CUresult r = cuStreamEndCapture(h, &out);
-    if (emit_) emit_(0, 1, "cuStreamEndCapture", nullptr, nullptr, static_cast<int>(r));
-    return std::make_pair(r, out);
-  };
+  auto end = [&] { return end_capture(h); };
   try {
     for (const auto& item : op["body"]) {
       if (item.contains("k"))
@@ -796,14 +823,16 @@ void Runner::op_cycles(int t, int i, const json& op) {
     CUgraph g = nullptr;
     CUgraphExec e = nullptr;
     if (capture) {
-      call(i, "cuStreamBeginCapture_v2", [&] { return cuStreamBeginCapture(h, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); });
+      begin_capture(i, h, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
       try {
         launch(t, i, spec, op["s"], "lk");
       } catch (...) {
-        cuStreamEndCapture(h, &g);
+        end_capture(h);
         throw;
       }
-      call(i, "cuStreamEndCapture", [&] { return cuStreamEndCapture(h, &g); });
+      auto [r, out] = end_capture(h);
+      g = out;
+      check(i, "cuStreamEndCapture", r);
     } else {
       call(i, "cuGraphCreate", [&] { return cuGraphCreate(&g, 0); });
       add_kernel_node(i, g, nullptr, spec);

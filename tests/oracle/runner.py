@@ -25,6 +25,23 @@ NOT_READY = 600
 STREAM_LEGACY, STREAM_PER_THREAD = 1, 2
 PDL_ATTR = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 CB = {"lk": (307, 442), "lkx": (652, 653), "coop": (477, 478), "graph": (514, 515)}  # CUPTI driver cbids
+# Stream capture's CUPTI driver cbids (the runner calls the non-_ptsz names) and their parameter structs.
+CB_CAPTURE = {"begin": 539, "to_graph": 720, "end": 497}
+
+
+class CaptureParams(c.Structure):
+    _fields_ = [("h", c.c_void_p), ("mode", c.c_int)]
+
+
+class CaptureToGraphParams(c.Structure):
+    _fields_ = [("h", c.c_void_p), ("g", c.c_void_p), ("deps", c.c_void_p), ("data", c.c_void_p),
+                ("n", c.c_size_t), ("mode", c.c_int)]
+
+
+class EndCaptureParams(c.Structure):
+    _fields_ = [("h", c.c_void_p), ("out", c.c_void_p)]
+
+
 NODE_KERNEL, NODE_GRAPH = 0, 4  # CUgraphNodeType
 
 
@@ -608,9 +625,11 @@ class Runner:
         g = ptr()
         if op.get("to_graph"):
             self.call(i, "cuGraphCreate", c.byref(g), 0)
-            self.call(i, "cuStreamBeginCaptureToGraph", h, g, None, None, c.c_size_t(0), op.get("mode", 0))
+            p = CaptureToGraphParams(h, g, None, None, 0, op.get("mode", 0))
+            self.call(i, "cuStreamBeginCaptureToGraph", h, g, None, None, c.c_size_t(0), op.get("mode", 0),
+                      cbid=CB_CAPTURE["to_graph"], params=p)
         else:
-            self.call(i, "cuStreamBeginCapture_v2", h, op.get("mode", 0))
+            self.begin_capture(i, h, op.get("mode", 0))
         try:
             for item in op["body"]:
                 if "k" in item:
@@ -622,11 +641,22 @@ class Runner:
                               c.c_uint64(self.scratch + 2048), c.c_size_t(64), h)
         finally:
             out = ptr()
-            r = self.lib.cuStreamEndCapture(h, c.byref(out))
-            if self.emit:
-                self.emit(0, 1, b"cuStreamEndCapture", None, None, r)
+            r = self.end_capture(h, out)
         self.check(i, "cuStreamEndCapture", r)
         self.new_graph(op["graph"], out)
+
+    def begin_capture(self, i, h, mode):
+        self.call(i, "cuStreamBeginCapture_v2", h, mode, cbid=CB_CAPTURE["begin"], params=CaptureParams(h, mode))
+
+    def end_capture(self, h, out):
+        """cuStreamEndCapture with its CUPTI callbacks; the caller checks the result."""
+        p = EndCaptureParams(h, c.addressof(out))
+        if self.emit:
+            self.emit(CB_CAPTURE["end"], 0, b"cuStreamEndCapture", None, c.byref(p), 0)
+        r = self.lib.cuStreamEndCapture(h, c.byref(out))
+        if self.emit:
+            self.emit(CB_CAPTURE["end"], 1, b"cuStreamEndCapture", None, c.byref(p), r)
+        return r
 
     def add_kernel_node(self, i, g, dep, spec):
         n = ptr()
@@ -776,13 +806,11 @@ class Runner:
         for _ in range(op["n"]):
             g, e = ptr(), ptr()
             if op.get("how") == "capture":
-                self.call(i, "cuStreamBeginCapture_v2", h, 1)
+                self.begin_capture(i, h, 1)
                 try:
                     self.launch(t, i, spec, op["s"], "lk")
                 finally:
-                    r = self.lib.cuStreamEndCapture(h, c.byref(g))
-                    if self.emit:
-                        self.emit(0, 1, b"cuStreamEndCapture", None, None, r)
+                    r = self.end_capture(h, g)
                 self.check(i, "cuStreamEndCapture", r)
             else:
                 self.call(i, "cuGraphCreate", c.byref(g), 0)
