@@ -346,10 +346,12 @@ def contexts_program(backend="driver"):
            {"op": "record", "s": "s0", "e": 0}, {"op": "device", "d": 1},
            {"op": "sync", "how": "event_query", "e": 0, "rec": False},
            {"op": "launch", "s": "x0", "api": "pdl", "k": "nll", "grid": 6},
+           {"op": "gate", "s": "x1", "id": 5},  # the fault waits until the event is recorded (no race)
            {"op": "launch", "s": "x1", "api": "lk", "k": "nll_bad", "grid": 7, "fault": True},
            {"op": "record", "s": "x1", "e": 1},
            {"op": "device", "d": 0},
            {"op": "launch", "s": "s0", "api": "lk", "k": "nll", "grid": 8},
+           {"op": "open", "id": 5},
            {"op": "sync", "how": "event", "e": 1, "rec": False}]
     return prog(ops, backend=backend, dll="cdll", streams=1, stream_flags=[0], events=2, event_devs=[0, 1],
                 devices=2, dev1_streams=2, env={"SIM_CUDA_DEVICES": "2"}, requires=["ctx_sticky", "devices"])
