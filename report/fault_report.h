@@ -118,7 +118,7 @@ struct FaultReport {
   // record may be it: a stream without marks, a launch in flight on another thread, work submitted through an entry
   // point cdsa could only pass through (the notes say which).
   bool candidates_complete = true;
-  std::vector<Candidate> candidates;  // exact: one; ambiguous: several, most likely first
+  std::vector<Candidate> candidates;  // exact: one; ambiguous: several, listed in order (not a likelihood)
   size_t candidates_not_shown = 0;    // candidates the verdict rests on beyond those in `candidates` (a long group)
   // The device's assert lines, parsed once (base/device_assert.h); .message is each line as the driver printed it,
   // and all the trace file stores (its reader parses them again).

@@ -43,15 +43,30 @@ std::string trace_part(const FaultReport& r) {
   return r.trace_path.empty() ? std::string() : fmt::format("; trace {}", r.trace_path);
 }
 
-std::string what_launched(const FaultReport& r) {
-  if (r.candidates.empty()) return {};
-  const Candidate& c = r.candidates.front();
+std::string what_launched(const Candidate& c) {
   std::string kernel = c.launch.kind == trace_enum::LaunchKind::graph ? fmt::format("a graph launch (graph {})", c.launch.graph_id)
                                                 : "kernel " + one_line(c.launch.kernel.empty() ? "<unknown>"
                                                                                                : c.launch.kernel,
                                                                        120);
   std::string site = launch_site_text(c.stack);
   return site.empty() ? kernel : kernel + " launched at " + site;
+}
+
+std::string what_launched(const FaultReport& r) {
+  return r.candidates.empty() ? std::string() : what_launched(r.candidates.front());
+}
+
+// An AMBIGUOUS verdict in one line, with no word of likelihood: candidates come oldest first, an order and not
+// evidence. Two candidates named, then how many more; "or from work cdsa did not see" where the list may not hold
+// the failing launch (candidates_complete false). One candidate alone is named as not proven.
+std::string ambiguous_text(const FaultReport& r) {
+  const size_t total = r.candidates.size() + r.candidates_not_shown;
+  const char* unseen = r.candidates_complete ? "" : ", or from work cdsa did not see";
+  if (total == 1) return fmt::format("{}, not proven{}", what_launched(r.candidates.front()), unseen);
+  std::string named = what_launched(r.candidates[0]);
+  if (r.candidates.size() > 1) named += "; " + what_launched(r.candidates[1]);
+  if (total > 2) named += fmt::format("; and {} more", total - 2);
+  return fmt::format("one of {} launches cdsa could not tell apart{}: {}", total, unseen, named);
 }
 
 }  // namespace
@@ -80,8 +95,8 @@ std::string traceback_note(const FaultReport& r) {
       break;
     case Attribution::Ambiguous:
       if (!launched.empty())
-        return fmt::format("cdsa: the CUDA fault{} came from one of {} launches, most likely {} (cdsa's report above{})",
-                           rank, r.candidates.size(), launched, trace_part(r));
+        return fmt::format("cdsa: the CUDA fault{} came from {} (cdsa's report above{})", rank, ambiguous_text(r),
+                           trace_part(r));
       break;
     case Attribution::Unknown:
       break;
@@ -97,7 +112,7 @@ std::string prior_fault_note(const FaultReport& r) {
   if (launched.empty() || r.attribution == Attribution::Unknown)
     what = "; cdsa could not name its launch";
   else if (r.attribution == Attribution::Ambiguous)
-    what = fmt::format(": one of {} launches, most likely {}", r.candidates.size(), launched);
+    what = ": " + ambiguous_text(r);
   else
     what = ": " + launched;
   return fmt::format("cdsa: a CUDA fault{} was reported before this error{} (cdsa's report above{})", rank, what,

@@ -81,7 +81,7 @@ class Report:
     kernel          the kernel of the launch named (the first candidate), "" when none was named
     frames          that launch's Python frames, innermost first (a tuple of Frame)
     native_frames   its native frames, innermost first (a tuple of NativeFrame)
-    attribution     "exact" (proven by breadcrumbs), "ambiguous" (several candidates, most likely first), "unknown"
+    attribution     "exact" (proven by breadcrumbs), "ambiguous" (several candidates, in order, not by likelihood), "unknown"
     candidates      every candidate launch (a tuple of Candidate); candidates[0] is the one named
     error_name, error_string, code   the CUDA error (e.g. "CUDA_ERROR_ASSERT", "device-side assert triggered", 710)
     surfaced_call   the driver call that returned it; surfaced_frames: where that call was made (Python frames)

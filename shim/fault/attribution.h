@@ -78,7 +78,7 @@ struct AttributedLaunch {
 
 struct AttributionResult {
   Verdict verdict = Verdict::Unknown;
-  std::vector<AttributedLaunch> candidates;  // most likely first
+  std::vector<AttributedLaunch> candidates;  // in the order above (an order, not a likelihood)
   bool unmarked_streams_pending = false;     // a stream had launches without marks: it cannot be ruled out
   bool named_by_device_assert = false;       // the assert text picked the one candidate among several
   bool launches_in_flight = false;           // launches in flight kept the verdict from being exact

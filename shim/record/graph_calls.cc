@@ -147,20 +147,47 @@ void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
   }
 }
 
+namespace {
+// The driver's view of the node a kernel-node change is about, read before the driver applies it
+// (note_kernel_node_before_set), for this thread's next note_kernel_node_set of the same node.
+struct NodeBefore {
+  uintptr_t node = 0;
+  LaunchRecord seen;
+  bool known = false;
+};
+thread_local NodeBefore tl_node_before;
+}  // namespace
+
+void note_kernel_node_before_set(CUgraphNode node) noexcept {
+  tl_node_before = NodeBefore{};
+  if (!ready() || !node) return;
+  tl_node_before.node = reinterpret_cast<uintptr_t>(node);
+  tl_node_before.known = driver_kernel_node(node, &tl_node_before.seen);
+}
+
 void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
+  NodeBefore before = tl_node_before;
+  tl_node_before = NodeBefore{};
   if (!ready() || !node) return;
   NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
-  std::lock_guard<std::mutex> lock(g_mutex);
   auto h = reinterpret_cast<uintptr_t>(node);
+  // A node cdsa holds no handle for (a captured one) is found by what it was: the driver's view before the change
+  // (after it, the view is the change itself, and matches the old record no more).
+  LaunchRecord seen;
+  bool known = false;
+  if (before.node == h) {
+    seen = before.seen;
+    known = before.known;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
   size_t i = 0;
   if (Entry* e = entry_holding(h, &i)) {
     apply_change(e->nodes, h, std::move(fresh), nullptr, nullptr);
     return;
   }
-  // A node cdsa holds no handle for (a captured one): the graph is not known either. Each graph with a node the
-  // driver's view matches takes the change, certain only where exactly one node of one graph matches.
-  LaunchRecord seen;
-  bool known = driver_kernel_node(node, &seen);
+  // The graph is not known either. Each graph with a node the driver's earlier view matches takes the change,
+  // certain only where exactly one node of one graph matches; where none does, every graph cdsa holds unnamed
+  // kernel nodes of may be the one that changed, and none of them is certain any more.
   std::vector<std::pair<Entry*, size_t>> matches;
   for (auto& [id, e] : *g_entries)
     for (size_t j = 0; j < e.nodes.size(); ++j)
@@ -176,6 +203,13 @@ void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char*
     e->nodes[j].rec.uncertain = true;
     e->unpaired_change = true;
   }
+  if (matches.empty())
+    for (auto& [id, e] : *g_entries)
+      for (const NodeRec& n : e.nodes)
+        if (n.type == CU_GRAPH_NODE_TYPE_KERNEL && n.handles.empty()) {
+          e.unpaired_change = true;
+          break;
+        }
 }
 
 void note_device_updatable(CUgraphNode node) noexcept {

@@ -245,7 +245,10 @@ Table* table_for_change(CUgraphExec exec) {
   if (t == g_tables->end()) return nullptr;
   using graph_capture_internal::g_launched;
   using graph_capture_internal::kLaunchedSlots;
-  if (g_launched[cur % kLaunchedSlots].load(std::memory_order_acquire) != cur) return &t->second;
+  // Edited in place only when it is known never to have been launched: its slot below its id (note_table_launched:
+  // a launch of `cur` leaves the slot at cur or above for good). A later table of the same slot that launched makes
+  // this one a copy too, which costs a copy and never a wrong table.
+  if (g_launched[cur % kLaunchedSlots].load(std::memory_order_acquire) < cur) return &t->second;
   bool fits = room_for(t->second.nodes.size());
   t = g_tables->find(cur);  // room_for erases retired tables only; this one is live
   uint32_t id = ++g_next_id;

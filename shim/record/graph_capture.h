@@ -24,9 +24,9 @@
 //
 // Contract: setup-time work under one mutex (graph calls, capture begin/end, a launch made while capturing, the
 // report's `graph_nodes`), never on the path of an ordinary launch: that path reads only `captures_active()`, one
-// atomic load, and a graph launch adds `note_table_launched`, one relaxed store. Everything is a no-op before
-// `graph_capture_init` (warm-up). The driver queries it makes (node type, kernel node parameters, clone lookup)
-// go straight to libcuda (shim/common/driver.h).
+// atomic load, and a graph launch adds `note_table_launched`, one load (and a compare-exchange when its slot is
+// behind). Everything is a no-op before `graph_capture_init` (warm-up). The driver queries it makes (node type,
+// kernel node parameters, clone lookup) go straight to libcuda (shim/common/driver.h).
 // Every kept kernel node pins its stack, kernel name and call string in the recorder (IdPins, shim/record/
 // recorder.h "Holding ids") for as long as cdsa keeps the node: a graph captured at the start and replayed hours
 // later still names its capture-time stacks however many stacks were reclaimed meanwhile.
@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/check.h"
 #include "shim/common/reentrancy.h"
 #include "shim/record/recorder.h"
 
@@ -85,6 +86,9 @@ void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph*
 void note_child_graph_of(CUgraphNode node, CUgraph embedded) noexcept;
 void note_node_destroy(CUgraphNode node) noexcept;
 void note_graph_clone(CUgraph clone, CUgraph original) noexcept;
+// cuGraphKernelNodeSetParams[_v2], cuGraphNodeSetParams: `before_set` just before the driver sees the call (the
+// driver's view of the node as it was), `set` after it accepted the change, on the same thread.
+void note_kernel_node_before_set(CUgraphNode node) noexcept;
 void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
 void note_device_updatable(CUgraphNode node) noexcept;
 // The exec calls (later launches run the change).
@@ -105,9 +109,16 @@ inline bool captures_active() noexcept {
   return graph_capture_internal::g_captures_active.load(std::memory_order_acquire) > 0;
 }
 // A graph launch ran node table `table` (the launch path, lock-free): a later change of its exec must not alter it.
+// Each slot keeps the highest table id launched among the ids it holds (id % kLaunchedSlots), so a launched table
+// leaves its slot at or above its own id for good: a slot below an id proves that table never launched, and a slot
+// at or above it (this table, or a later one of the same slot) keeps it from being edited in place
+// (graph_capture.cc, table_for_change). Tables and entries share one id counter, so ids 4,096 apart meet often.
 inline void note_table_launched(uint32_t table) noexcept {
-  graph_capture_internal::g_launched[table % graph_capture_internal::kLaunchedSlots].store(table,
-                                                                                          std::memory_order_release);
+  std::atomic<uint32_t>& slot = graph_capture_internal::g_launched[table % graph_capture_internal::kLaunchedSlots];
+  uint32_t seen = slot.load(std::memory_order_acquire);
+  while (seen < table && !slot.compare_exchange_weak(seen, table, std::memory_order_acq_rel)) {
+  }
+  CDSA_DCHECK(slot.load(std::memory_order_relaxed) >= table);  // what table_for_change's proof reads
 }
 
 // A launch made while its stream captures: sets r->graph_id to the capture's graph entry and keeps the record as a
