@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/demangle.h"
+
 namespace cdsa::base {
 
 inline bool identifier_char(char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }
@@ -197,6 +199,31 @@ inline bool may_be_kernel(std::string_view f) {
     size_t word = ret.size();
     while (word > 0 && ret[word - 1] != ' ') --word;
     if (ret.substr(word) != "void") return false;
+  }
+  return true;
+}
+
+// Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
+// identifier (above), compared demangled, never a part of a longer one ("kernel" does not name
+// "_Z13kernel_helperPi"); where the assert qualifies it, its scopes must be the kernel's, in order ("b::foo" does
+// not name a::foo; "foo" names a::foo; an anonymous namespace matches any, however it is printed). Lenient on
+// purpose: a wrong "no" could leave an innocent launch alone, a wrong "yes" only keeps a candidate.
+inline bool kernel_matches_assert_function(std::string_view kernel, std::string_view function) {
+  const std::string_view id = function_identifier(function);
+  if (id.empty()) return false;
+  // A mangled name is compared demangled: "_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l" names
+  // index_kernel, "_Z13kernel_helperPi" does not name "kernel".
+  const std::string name = demangle(std::string(kernel).c_str());
+  if (function_identifier(name) != id) return false;
+  // The assert's scopes, where it prints any, in order among the kernel's (anonymous namespaces skipped on both
+  // sides: "(anonymous namespace)", "{anonymous}" and "<unnamed>" are one thing printed three ways).
+  const std::vector<std::string> want = qualified_name(function), have = qualified_name(name);
+  size_t at = 0;
+  for (size_t i = 0; i + 1 < want.size(); ++i) {
+    if (want[i].empty()) continue;
+    while (at + 1 < have.size() && have[at] != want[i]) ++at;
+    if (at + 1 >= have.size()) return false;
+    ++at;
   }
   return true;
 }

@@ -119,7 +119,6 @@ struct FaultReport {
   // point cdsa could only pass through (the notes say which).
   bool candidates_complete = true;
   std::vector<Candidate> candidates;  // exact: one; ambiguous: several, listed in order (not a likelihood)
-  size_t candidates_not_shown = 0;    // candidates the verdict rests on beyond those in `candidates` (a long group)
   // The device's assert lines, parsed once (base/device_assert.h); .message is each line as the driver printed it,
   // and all the trace file stores (its reader parses them again).
   std::vector<base::DeviceAssert> device_asserts;

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "base/identifier.h"
 #include "base/path.h"
 #include "report/fault_report.h"
 #include "report/hybrid_stack.h"
@@ -195,12 +196,24 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
       out += fmt::format("cdsa:   (and {} more assert line{})\n", r.device_asserts.size() - 1,
                          r.device_asserts.size() == 2 ? "" : "s");
   }
+  // A long list (an all-PDL decode step shares one mark across hundreds of launches) is shown by its first
+  // kCandidatesShown, and by every later one whose kernel is the function the device's assert names (a fact that
+  // favours it); a line after them says how many are not shown. The trace holds them all.
+  constexpr size_t kCandidatesShown = 32;
+  const std::string assert_function = r.device_asserts.empty() ? std::string() : r.device_asserts.front().function;
+  const auto named_by_assert = [&](const Candidate& c) {
+    return !assert_function.empty() && !c.launch.kernel.empty() &&
+           base::kernel_matches_assert_function(c.launch.kernel, assert_function);
+  };
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (i < kCandidatesShown || named_by_assert(r.candidates[i])) shown.push_back(i);
   switch (r.attribution) {
     case Attribution::Exact:
       out += "cdsa: the failing launch (the first launch on its stream whose completion never landed):\n";
       break;
     case Attribution::Ambiguous: {
-      const size_t total = r.candidates.size() + r.candidates_not_shown;
+      const size_t total = r.candidates.size();
       if (!r.candidates_complete)
         out += fmt::format(
             "cdsa: AMBIGUOUS: {} unfinished when the fault surfaced; the failing launch may be {}, or work cdsa did "
@@ -214,7 +227,7 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
         out += fmt::format(
             "cdsa: AMBIGUOUS: {} launches were unfinished when the fault surfaced (on different streams, or sharing "
             "one completion mark); the failing launch is one of these{}:\n",
-            total, r.candidates_not_shown ? fmt::format(" (the first {} shown)", r.candidates.size()) : "");
+            total, shown.size() < total ? fmt::format(" ({} shown)", shown.size()) : "");
       break;
     }
     case Attribution::Unknown:
@@ -222,16 +235,18 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
       out += r.candidates.empty() ? ".\n" : "; the most recent launches were:\n";
       break;
   }
-  int n = 0;
-  for (const auto& c : r.candidates) {
-    ++n;
-    std::string number = r.candidates.size() > 1 ? fmt::format("[{}] ", n) : std::string();
+  for (size_t i : shown) {
+    const Candidate& c = r.candidates[i];
+    std::string number = r.candidates.size() > 1 ? fmt::format("[{}] ", i + 1) : std::string();
     if (c.launch.kind.empty()) {  // the record is lost: only `why` is known (one line, no placeholders)
       out += fmt::format("  {}{}\n", number, c.why);
       continue;
     }
     out += fmt::format("  {}{}\n", number, describe_launch(c.launch));
     if (!c.why.empty()) out += fmt::format("    ({})\n", c.why);
+    if (i >= kCandidatesShown)
+      out += fmt::format("    (shown past the first {}: its kernel is the function the device's assert names)\n",
+                         kCandidatesShown);
     out += "  Launched from (most recent call last):\n";
     append_stack(out, c.stack, "    ", opt);
     if (!c.autograd_node.empty()) {
@@ -251,9 +266,11 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
     }
     if (!c.graph_nodes.empty()) append_graph_nodes(out, c, opt);
   }
-  if (r.candidates_not_shown)
-    out += fmt::format("  ... and {} more candidate{}, not shown\n", r.candidates_not_shown,
-                       r.candidates_not_shown == 1 ? "" : "s");
+  if (shown.size() < r.candidates.size()) {
+    const size_t hidden = r.candidates.size() - shown.size();
+    out += fmt::format("  ... and {} more candidate{}, not shown (the verdict rests on all {}; the trace holds them)\n",
+                       hidden, hidden == 1 ? "" : "s", r.candidates.size());
+  }
   for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
   if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);

@@ -60,7 +60,7 @@ std::string what_launched(const FaultReport& r) {
 // evidence. Two candidates named, then how many more; "or from work cdsa did not see" where the list may not hold
 // the failing launch (candidates_complete false). One candidate alone is named as not proven.
 std::string ambiguous_text(const FaultReport& r) {
-  const size_t total = r.candidates.size() + r.candidates_not_shown;
+  const size_t total = r.candidates.size();
   const char* unseen = r.candidates_complete ? "" : ", or from work cdsa did not see";
   if (total == 1) return fmt::format("{}, not proven{}", what_launched(r.candidates.front()), unseen);
   std::string named = what_launched(r.candidates[0]);

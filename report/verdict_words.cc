@@ -102,9 +102,6 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
                     "their stream's last, whose mark was not yet placed");
   counted(e.left_out_by_device_assert,
           " other candidate(s) were left out: their kernels are not the function the device's assert names");
-  if (e.candidates_not_shown > 0)
-    notes.push_back(std::to_string(e.candidates_not_shown) + " more candidate(s) are not shown; the verdict rests on all " +
-                    std::to_string(e.candidates));
   if (!e.assert_matches_no_candidate.empty())
     notes.push_back("the device's assert names " + e.assert_matches_no_candidate +
                     ", which no candidate's kernel is: it may be a __device__ function one of them calls, or a launch "

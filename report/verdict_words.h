@@ -61,7 +61,6 @@ struct EvidenceFacts {
   uint64_t launches_seen = 0, launches_own_mark = 0;
   uint32_t left_out_by_device_assert = 0;  // candidates whose kernels are not the function the assert names
   size_t candidates = 0;
-  size_t candidates_not_shown = 0;  // candidates past the ones the report lists
   // The function the device's assert names, where no candidate's kernel is it (empty: not so).
   std::string assert_matches_no_candidate;
   // The function the device's assert names, where it cannot be a __global__ function (empty: not so).

@@ -13,26 +13,6 @@
 
 namespace cdsa {
 
-bool kernel_matches_assert_function(std::string_view kernel, std::string_view function) {
-  const std::string_view id = base::function_identifier(function);
-  if (id.empty()) return false;
-  // A mangled name is compared demangled: "_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l" names
-  // index_kernel, "_Z13kernel_helperPi" does not name "kernel".
-  const std::string name = base::demangle(std::string(kernel).c_str());
-  if (base::function_identifier(name) != id) return false;
-  // The assert's scopes, where it prints any, in order among the kernel's (anonymous namespaces skipped on both
-  // sides: "(anonymous namespace)", "{anonymous}" and "<unnamed>" are one thing printed three ways).
-  const std::vector<std::string> want = base::qualified_name(function), have = base::qualified_name(name);
-  size_t at = 0;
-  for (size_t i = 0; i + 1 < want.size(); ++i) {
-    if (want[i].empty()) continue;
-    while (at + 1 < have.size() && have[at] != want[i]) ++at;
-    if (at + 1 >= have.size()) return false;
-    ++at;
-  }
-  return true;
-}
-
 namespace {
 
 constexpr size_t kRecentShown = 3;
@@ -65,7 +45,7 @@ bool name_matches(const FaultSnapshot& s, uint32_t kernel_name, const std::vecto
   auto it = s.kernel_names.find(kernel_name);
   if (it == s.kernel_names.end()) return false;
   for (const DeviceAssert* a : asserts)
-    if (kernel_matches_assert_function(it->second, a->function)) return true;
+    if (base::kernel_matches_assert_function(it->second, a->function)) return true;
   return false;
 }
 

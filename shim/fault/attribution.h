@@ -111,11 +111,6 @@ bool has_untracked_work(const FaultSnapshot& snapshot);
 
 AttributionResult attribute(const FaultSnapshot& snapshot);
 
-// Whether the kernel named `kernel` (mangled "_Z...", or plain) is the function an assert line names: the same whole
-// identifier (base/identifier.h), compared demangled, never a part of a longer one ("kernel" does not name
-// "_Z13kernel_helperPi"); where the assert qualifies it, its scopes must be the kernel's, in order ("b::foo" does
-// not name a::foo; "foo" names a::foo; an anonymous namespace matches any, however it is printed). Lenient on
-// purpose: a wrong "no" could leave an innocent launch alone, a wrong "yes" only keeps a candidate.
-bool kernel_matches_assert_function(std::string_view kernel, std::string_view function);
+// Whether a kernel is the function the device's assert names: base::kernel_matches_assert_function (base/identifier.h).
 
 }  // namespace cdsa

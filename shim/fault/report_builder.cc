@@ -201,15 +201,9 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
                              !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
   report::EvidenceFacts evidence;
   evidence.unmarked_streams_pending = a.unmarked_streams_pending;
-  // The verdict rests on every candidate; a long group (an all-PDL decode step shares one mark across hundreds of
-  // launches) is shown by its first ones, and the report says how many more there are.
-  constexpr size_t kCandidatesShown = 32;
-  size_t shown = 0;
+  // Every candidate the verdict rests on is kept (the trace and cdsa.last_report() hold them all); the text folds
+  // a long list (report/format_text.cc).
   for (const auto& c : a.candidates) {
-    if (shown++ == kCandidatesShown) {
-      rep->candidates_not_shown = a.candidates.size() - kCandidatesShown;
-      break;
-    }
     report::Candidate out;
     out.pending = c.pending;
     report::CandidateFacts why;
@@ -272,7 +266,6 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   evidence.launches_own_mark = a.launches_own_mark;
   evidence.left_out_by_device_assert = a.left_out_by_device_assert;
   evidence.candidates = a.candidates.size();
-  evidence.candidates_not_shown = rep->candidates_not_shown;
   if (a.assert_matches_no_candidate) evidence.assert_matches_no_candidate = s.asserts.front().function;
   if (a.assert_names_no_kernel) evidence.assert_names_no_kernel = s.asserts.front().function;
   if (a.no_unfinished_evidence && a.verdict != Verdict::Exact && s.breadcrumbs_active && !a.unmarked_streams_pending)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/identifier.h"
 #include "tests/unit/fixtures/snapshot_fixtures.h"
 
 namespace cdsa {
@@ -134,7 +135,7 @@ TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
            {"_ZN2at6native12_GLOBAL__N_112index_kernelIfLi4EEEvPT_l",
             "void at::cuda::index_kernel<float, 4>(float*, long)", false},
        })
-    EXPECT_EQ(kernel_matches_assert_function(c.kernel, c.function), c.matches) << c.kernel << " / " << c.function;
+    EXPECT_EQ(base::kernel_matches_assert_function(c.kernel, c.function), c.matches) << c.kernel << " / " << c.function;
 }
 
 // Issue 26 item 8: the assert's qualification counts. Two streams pending, a::foo and b::foo: the assert in b::foo

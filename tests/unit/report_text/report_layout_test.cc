@@ -98,6 +98,34 @@ TEST(ReportLayout, AnAmbiguousReportNumbersItsCandidatesAndALostRecordIsOneLine)
                 kRule);
 }
 
+// Issue 26 item 1: a long candidate list (an all-PDL step sharing one mark) is folded in the text after its first
+// 32, except the candidates whose kernel is the function the device's assert names; every one stays in the report.
+TEST(ReportLayout, ALongListShowsItsFirst32AndEveryOneTheAssertNames) {
+  FaultReport r = fixtures::assert_report("cuStreamSynchronize");
+  r.attribution = Attribution::Ambiguous;
+  for (uint64_t i = 1; i <= 40; ++i) {
+    Candidate c;
+    c.launch = fixtures::kernel_launch(i, i == 38 ? "void nll_loss_forward_kernel<float>(float*)" : "fill_f32");
+    r.candidates.push_back(c);
+  }
+  base::DeviceAssert a;
+  a.function = "void nll_loss_forward_kernel<float>(float*)";
+  r.device_asserts.push_back(a);
+  const std::string text = format_report_text(r);
+  EXPECT_NE(text.find("the failing launch is one of these (33 shown):"), std::string::npos) << text;
+  EXPECT_NE(text.find("  [32] "), std::string::npos);
+  EXPECT_EQ(text.find("  [33] "), std::string::npos);
+  EXPECT_NE(text.find("  [38] "), std::string::npos);
+  EXPECT_NE(text.find("(shown past the first 32: its kernel is the function the device's assert names)"),
+            std::string::npos);
+  EXPECT_NE(text.find("  ... and 7 more candidates, not shown (the verdict rests on all 40; the trace holds them)\n"),
+            std::string::npos);
+  EXPECT_EQ(r.candidates.size(), 40u);
+  r.device_asserts.clear();  // no assert: the first 32 alone
+  EXPECT_EQ(format_report_text(r).find("  [38] "), std::string::npos);
+  EXPECT_NE(format_report_text(r).find("  ... and 8 more candidates, not shown"), std::string::npos);
+}
+
 TEST(ReportLayout, AnUnknownVerdictListsTheRecentLaunchesOrSaysItHasNone) {
   FaultReport r = base_report();
   r.attribution = Attribution::Unknown;

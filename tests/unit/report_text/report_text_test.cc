@@ -133,8 +133,7 @@ TEST(TracebackNote, NamesTheUsersLaunchLineAndTheTrace) {
   EXPECT_EQ(traceback_note(r),
             "cdsa: the CUDA fault on rank 2 came from one of 2 launches cdsa could not tell apart: " + one + "; " +
                 one + " (cdsa's report above; trace cdsa-node7-1234.json)");
-  r.candidates.push_back(r.candidates[0]);
-  r.candidates_not_shown = 4;
+  r.candidates.resize(7, r.candidates[0]);
   r.candidates_complete = false;
   EXPECT_NE(traceback_note(r).find("came from one of 7 launches cdsa could not tell apart, or from work cdsa did not "
                                    "see: " +
@@ -143,7 +142,6 @@ TEST(TracebackNote, NamesTheUsersLaunchLineAndTheTrace) {
       << traceback_note(r);
   EXPECT_EQ(traceback_note(r).find("likely"), std::string::npos);
   r.candidates.resize(1);
-  r.candidates_not_shown = 0;
   r.attribution = Attribution::Unknown;
   r.trace_path.clear();
   EXPECT_EQ(traceback_note(r), "cdsa: cdsa could not name the launch behind this CUDA fault on rank 2 (cdsa's report "
