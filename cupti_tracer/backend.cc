@@ -221,6 +221,7 @@ extern "C" CDSA_EXPORT int InitializeInjection(void) {
   using namespace cdsa;
   if (!config().enabled) return 1;
   g_injected.store(true, std::memory_order_release);
+  note_stream_work_unseen();  // loaded by the driver, not preloaded: no wrapper of cdsa's sees a copy or memop
   void* hint = nullptr;
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) hint = front_end_dlsym(h, "cuInit");
   if (ensure_started(hint)) cupti_backend_start();

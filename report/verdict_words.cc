@@ -118,6 +118,10 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
     notes.push_back("no candidate's completion mark was placed (each is its stream's last launch, whose mark waits "
                     "for the stream's next operation), so none is proven unfinished: the fault may also come from "
                     "work cdsa did not record (a memory operation or copy, or a launch it could not see)");
+  counted(e.stream_work_unproven,
+          " stream(s) had a copy, memset or memory operation where the completion marks cannot show it ran without "
+          "fault (after the last launch proven finished, before any mark that never landed): the fault may be its, "
+          "so no launch is named as certain");
   counted(e.other_context_streams,
           " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the context of the "
           "call that surfaced it, so they are not candidates");

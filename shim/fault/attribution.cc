@@ -153,6 +153,24 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
   }
 }
 
+// Whether a copy, memset or memory operation on stream `st` may be what faulted. Such work at position p sits after
+// launch p and its mark (a deferred mark goes out before any other operation on the stream) and before launch p + 1.
+// Let proven be the last launch proven finished: work at p < proven ran before it, so it did not fault. Work at
+// p > proven comes after the placed mark of launch proven + 1 (when that launch's mark was placed), which never landed:
+// the stream stopped at or before that mark, so work after it never ran. What is left: work at p == proven, and
+// work at p > proven when no mark after proven was placed.
+bool stream_work_may_have_faulted(const StreamView& st) {
+  const uint64_t n = st.launched;
+  const uint64_t m = std::min(st.marked, n);
+  const uint64_t proven = std::max(std::min(st.landed, m), std::min(st.synced, n));
+  const bool mark_after_proven = m > proven;
+  const auto may = [&](uint64_t p) { return p == proven || (p > proven && !mark_after_proven); };
+  for (uint64_t at : st.op_at)
+    if (at && may(at - 1)) return true;
+  // The older work's positions are each at most ops_forgotten - 1.
+  return st.ops_forgotten && (st.ops_forgotten - 1 >= proven);
+}
+
 // How many launches in the ring had a completion mark of their own.
 void count_own_marks(const FaultSnapshot& s, const RecordIndex& idx, AttributionResult* out) {
   std::map<uint64_t, uint64_t> marked;  // marked stream id -> its last placed mark
@@ -193,6 +211,8 @@ AttributionResult attribute(const FaultSnapshot& s) {
       out.unmarked_streams_pending = true;
       continue;
     }
+    // A device-side assert is a kernel's (a copy or memory operation prints none): only other faults may be theirs.
+    if (s.fault.code != CUDA_ERROR_ASSERT && stream_work_may_have_faulted(st)) ++out.stream_work_unproven;
     stream_candidates(s, idx, st, &picks);
   }
   count_own_marks(s, idx, &out);
@@ -233,7 +253,9 @@ AttributionResult attribute(const FaultSnapshot& s) {
       }
       const auto dropped = static_cast<uint32_t>(picks.size() - left.size());
       picks = std::move(left);
-      if (picks.size() == 1 && matched == 1) {
+      // "Only this kernel matches" speaks of every launch that could have failed: not where work went through an
+      // entry point cdsa could only pass through (an unrecorded launch of the same kernel may be the one).
+      if (picks.size() == 1 && matched == 1 && !has_untracked_work(s)) {
         picks.front().reasons |= kReasonMatchesDeviceAssert;  // "only this kernel matches the device's assert"
         out.named_by_device_assert = true;
       } else {
@@ -241,7 +263,7 @@ AttributionResult attribute(const FaultSnapshot& s) {
       }
     }
     // The one candidate left is the function the assert names: evidence of its own, whatever its mark says.
-    named = picks.size() == 1 && matched == 1 && !out.assert_matches_no_candidate;
+    named = picks.size() == 1 && matched == 1 && !out.assert_matches_no_candidate && !has_untracked_work(s);
   }
 
   bool evidence = false;  // a candidate whose own placed mark never landed: it was unfinished when the context died
@@ -266,6 +288,9 @@ AttributionResult attribute(const FaultSnapshot& s) {
     out.untracked_calls = true;
   }
   for (auto& c : picks) add_graph_nodes(s, asserts, &c);
+  // A copy, memset or memory operation may be what faulted (stream_work_may_have_faulted): no launch is certain.
+  if (out.verdict == Verdict::Exact && out.stream_work_unproven > 0) out.verdict = Verdict::Ambiguous;
+  CDSA_DCHECK(out.verdict != Verdict::Exact || out.stream_work_unproven == 0);
   // The replay is known but not which of its kernel nodes failed: not exact either.
   if (out.verdict == Verdict::Exact && picks.front().graph_nodes_ambiguous) {
     out.verdict = Verdict::Ambiguous;

@@ -100,6 +100,9 @@ struct AttributionResult {
   // work cdsa did not record (a memory operation or copy, a launch it could not see); not exact unless the assert
   // text names the one candidate's kernel.
   bool no_unfinished_evidence = false;
+  // Streams whose copy, memset or memory operation may be what faulted (not a device-side assert: those are a
+  // kernel's): then no launch is exact, and the list may not hold the cause.
+  uint32_t stream_work_unproven = 0;
   // The program called an entry point cdsa passed through unwrapped that can submit work or change a stream or
   // graph (FaultSnapshot::passthrough_calls): what it did is not in the records, so the verdict is not exact.
   bool untracked_calls = false;

@@ -16,6 +16,7 @@
 #include "shim/fault/python_bridge.h"
 #include "shim/fault/report_builder.h"
 #include "shim/record/breadcrumbs.h"
+#include "shim/record/launch.h"
 #include "shim/record/recorder.h"
 
 namespace cdsa::fault_internal {
@@ -49,7 +50,7 @@ void exit_probe() {
           clock_gettime(CLOCK_MONOTONIC, &now);
           return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
         },
-        [] { usleep(200); }, c.exit_probe_ms);
+        [] { usleep(200); }, c.exit_probe_ms, stream_work_unseen());
     if (probe.verdict == ExitProbeVerdict::StickyFault) {
       on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
       return;

@@ -27,19 +27,23 @@ struct ExitProbeResult {
 // views() -> the streams as their breadcrumbs see them now (stream_views()); query(view) -> what cuStreamQuery
 // answers for it (in its context); elapsed_ms() -> time since the probe began; pause() between polls.
 //
-// A stream whose every enqueued mark landed and whose tail is flushed (marked >= launched) is done and not queried.
+// A stream whose every enqueued mark landed and whose tail is flushed (marked >= launched) is done and not queried,
+// unless a copy or memory operation on it came after its last proven launch (StreamView::work_after_proof): no mark
+// shows that work ran, so the stream is queried (not waited for); with `query_every_stream` (such work goes unseen:
+// CUPTI alone) so is every stream with launches.
 // Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting:
 // a stream without marks, or whose tail could not be flushed (another thread's per-thread stream), is queried
 // but not waited for. A torn-down answer (driver.h's is_torn_down) counts only from a stream with marks, and only
 // in the last poll.
 template <class Views, class Query, class ElapsedMs, class Pause>
 ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& elapsed_ms, Pause&& pause,
-                                     long timeout_ms) {
+                                     long timeout_ms, bool query_every_stream = false) {
   for (;;) {
     bool pending = false;
     CUresult torn_down = CUDA_SUCCESS;  // what this poll heard from a stream with marks
     for (const StreamView& s : views()) {
-      if (s.marks && s.landed >= s.marked && s.marked >= s.launched) continue;
+      if (s.marks && s.landed >= s.marked && s.marked >= s.launched && !s.work_after_proof() && !query_every_stream)
+        continue;
       pending = pending || (s.marks && s.landed < s.marked);
       CUresult r = query(s);
       if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};

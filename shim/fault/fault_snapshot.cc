@@ -22,7 +22,8 @@ std::vector<StreamView> stream_views() {
     uint64_t synced = st->synced.load(std::memory_order_acquire);
     uint64_t marked = st->breadcrumb_launched.load(std::memory_order_acquire);
     uint64_t launched = st->launched.load(std::memory_order_acquire);
-    if (launched == 0) continue;
+    const bool ops = st->ops.load(std::memory_order_acquire) > 0;
+    if (launched == 0 && !ops) continue;  // a stream with only a copy or memory operation on it is kept: it may fault
     CDSA_DCHECK(marked <= launched && synced <= launched);
     uint64_t landed = breadcrumb_landed(static_cast<int>(i), marked);
     // A mark can land before its placement is counted (the raise follows the driver's return), and after `launched`
@@ -33,6 +34,9 @@ std::vector<StreamView> stream_views() {
     v.marked = marked;
     v.synced = synced;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
+    static_assert(sizeof(v.op_at) / sizeof(v.op_at[0]) == StreamState::kOpsKept);
+    for (uint32_t k = 0; k < StreamState::kOpsKept; ++k) v.op_at[k] = st->op_at[k].load(std::memory_order_acquire);
+    v.ops_forgotten = st->ops_forgotten.load(std::memory_order_acquire);
     CDSA_DCHECK(v.landed <= v.marked && v.marked <= v.launched);
     out.push_back(v);
   }

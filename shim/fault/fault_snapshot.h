@@ -51,6 +51,17 @@ struct StreamView {
   // The last stream_seq that a successful synchronizing call proved finished (StreamState::synced); 0: none.
   uint64_t synced = 0;
   uintptr_t ctx = 0;  // the CUcontext the stream belongs to, as the launch path first met it (0: unknown)
+  // Device work on it that is no launch and may fault (StreamState::op_at, ops_forgotten: a position is `launched`
+  // when it was submitted, plus one; 0: none): the last few, and the highest position among the older ones.
+  uint64_t op_at[4] = {};
+  uint64_t ops_forgotten = 0;
+  // Whether some of that work sits after every launch its marks or a sync prove finished (so nothing shows it ran).
+  bool work_after_proof() const {
+    const uint64_t proven = landed > synced ? landed : synced;
+    for (uint64_t at : op_at)
+      if (at && at - 1 >= proven) return true;
+    return ops_forgotten && ops_forgotten - 1 >= proven;
+  }
 };
 
 // An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report

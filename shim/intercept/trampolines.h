@@ -62,7 +62,8 @@ enum class Kind {
   StreamInfo,
   ModuleUnload,
   StreamSync,
-  CtxSync
+  CtxSync,
+  StreamWork
 };
 
 #define CDSA_EXEMPT_NAME(name)

@@ -323,6 +323,29 @@ void before_stream_operation(CUstream stream, bool per_thread) noexcept {
   prove_idle_tails(ThreadBlock<StreamCache>::peek());
 }
 
+namespace {
+std::atomic<bool> g_stream_work_unseen{false};
+}  // namespace
+
+void note_stream_work_unseen() noexcept { g_stream_work_unseen.store(true, std::memory_order_release); }
+bool stream_work_unseen() noexcept { return g_stream_work_unseen.load(std::memory_order_acquire); }
+
+void note_stream_work(CUstream stream, bool per_thread) noexcept {
+  if (!started() || InCdsa::active()) return;
+  InCdsa guard;
+  CUstream eff = effective_stream(stream, per_thread);
+  if (capturing(eff)) return;
+  const StreamCacheEntry* sc = resolve_stream(guard, eff);
+  if (!sc || !sc->state) return;
+  StreamState& st = *sc->state;
+  const uint64_t at = st.launched.load(std::memory_order_acquire) + 1;
+  const uint64_t n = st.ops.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t old = st.op_at[n % StreamState::kOpsKept].exchange(at, std::memory_order_acq_rel);
+  uint64_t seen = st.ops_forgotten.load(std::memory_order_relaxed);
+  while (old > seen && !st.ops_forgotten.compare_exchange_weak(seen, old, std::memory_order_acq_rel)) {
+  }
+}
+
 void before_context_teardown() noexcept {
   if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
   InCdsa guard;

@@ -51,6 +51,14 @@ struct LaunchInfo {
 
 // Before any other call that puts work on, waits for, queries or captures `stream`: its deferred mark is enqueued.
 void before_stream_operation(CUstream stream, bool per_thread) noexcept;
+// Device work on `stream` that is no launch and may fault (a copy, a memset, a memory operation), just before the
+// driver sees it (after before_stream_operation): its place among the stream's launches is kept, so that the fault
+// path knows a fault may be its (shim/fault/attribution.cc). Nothing while the stream captures (it runs at replay).
+void note_stream_work(CUstream stream, bool per_thread) noexcept;
+// A front end through which such work goes unseen (CUPTI alone, by injection: no wrapper sees a copy or a memory
+// operation), said once at its start; the exit probe then queries every stream (shim/fault/exit_probe.cc).
+void note_stream_work_unseen() noexcept;
+bool stream_work_unseen() noexcept;
 // Before a context (or every context) is destroyed or reset: every deferred mark this thread can place, and the
 // streams' PDL events destroyed while their contexts live (shim/record/breadcrumbs.h).
 void before_context_teardown() noexcept;

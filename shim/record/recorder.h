@@ -235,6 +235,14 @@ struct StreamState {
   std::atomic<uintptr_t> last_handle{0};
   std::atomic<uintptr_t> last_ctx{0};
   std::atomic<uint32_t> last_tid{0};  // the thread that first met it (a per-thread default stream's own)
+  // Device work on the stream that is no launch and may fault (a copy, a memset, a memory operation: Kind::StreamWork,
+  // note_stream_work): where each of the last kOpsKept sat, as `launched` read when it was submitted, plus one (0: an
+  // empty slot), and in ops_forgotten the highest such value among the older ones (0: none). A value leaves a slot
+  // only for ops_forgotten, so every op's position is in a slot or at most ops_forgotten - 1.
+  static constexpr uint32_t kOpsKept = 4;
+  std::atomic<uint64_t> ops{0};
+  std::atomic<uint64_t> op_at[kOpsKept]{};
+  std::atomic<uint64_t> ops_forgotten{0};
 };
 // Finds or creates the state for a stream id; returns its index or -1 when full.
 int stream_slot(uint64_t stream_id) noexcept;

@@ -74,6 +74,15 @@ TEST(Attribution, DeviceAssertTextPicksTheOneMatchingKernel) {
   ASSERT_EQ(a.candidates.size(), 1u);
   EXPECT_EQ(a.candidates[0].ring_index, 3);
   EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonFirstUnfinished | kReasonMatchesDeviceAssert));
+
+  // A launch went through an entry point cdsa could only pass through (unrecorded): "only this kernel matches" is
+  // no longer a fact, and the one left is listed without it (oracle regression wrong-certainty-608524b675).
+  s.passthrough_calls.push_back({"cuLaunchKernel", 13990, true});
+  AttributionResult unseen = attribute(s);
+  EXPECT_EQ(unseen.verdict, Verdict::Ambiguous);
+  EXPECT_FALSE(unseen.named_by_device_assert);
+  ASSERT_EQ(unseen.candidates.size(), 1u);
+  EXPECT_EQ(unseen.candidates[0].reasons & kReasonMatchesDeviceAssert, 0u);
 }
 
 TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
@@ -136,6 +145,44 @@ TEST(Attribution, KernelMatchesTheWholeIdentifierOnly) {
             "void at::cuda::index_kernel<float, 4>(float*, long)", false},
        })
     EXPECT_EQ(base::kernel_matches_assert_function(c.kernel, c.function), c.matches) << c.kernel << " / " << c.function;
+}
+
+// Issue 26 item 3: a copy or memory operation submitted after a stream's last launch proven finished may be what
+// faulted (a memop on a freed block): the first unfinished launch after it is no longer certain. Work after a placed
+// mark that never landed never ran; a device-side assert is a kernel's, whatever work there is.
+TEST(Attribution, WorkThatIsNoLaunchMayBeWhatFaulted) {
+  FaultSnapshot s = two_streams();
+  s.fault.code = 700;
+  s.streams = {stream_view(0, 7, 3, 1), stream_view(1, 9, 2, 2)};  // stream 7: launch 1 landed, 2 and 3 did not
+  ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.streams[0].op_at[0] = 1 + 1;  // a memop after launch 1, before launch 2
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(a.stream_work_unproven, 1u);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].stream_seq, 2u);  // still listed
+
+  s.streams[0].op_at[0] = 2 + 1;  // after launch 2, whose placed mark never landed: it never ran
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.streams[0].op_at[0] = 0 + 1;  // before any launch on it: it ran before launch 1 finished
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.streams[1].op_at[3] = 2 + 1;  // after stream 9's last launch, proven finished: it may have faulted
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  s.streams[1].op_at[3] = 0;
+  s.streams[1].ops_forgotten = 2 + 1;  // one of the older ones may sit there
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  s.streams[1].ops_forgotten = 1 + 1;  // every older one sat at or before launch 1
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+
+  // Stream 7's tail has no mark placed after launch 1 (marked 1): work after launch 2 may have run and faulted.
+  s.streams[0].marked = 1;
+  s.streams[0].op_at[0] = 2 + 1;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+
+  s.fault.code = 710;  // an assert: a kernel's
+  s.streams[0] = stream_view(0, 7, 3, 1);
+  s.streams[0].op_at[0] = 1 + 1;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
 }
 
 // Issue 26 item 8: the assert's qualification counts. Two streams pending, a::foo and b::foo: the assert in b::foo

@@ -26,6 +26,7 @@ struct Probe {
   std::function<CUresult(int slot, int poll)> answer = [](int, int) { return CUDA_SUCCESS; };
   std::function<void(int poll, std::vector<StreamView>&)> land = [](int, std::vector<StreamView>&) {};
   long timeout_ms = 2000;
+  bool every = false;  // query_every_stream
 
   int polls = 0;
   long now_ms = 0;
@@ -43,7 +44,7 @@ struct Probe {
           queried.push_back(s.slot);
           return answer(s.slot, polls - 1);
         },
-        [this] { return now_ms++; }, [this] { ++pauses; }, timeout_ms);
+        [this] { return now_ms++; }, [this] { ++pauses; }, timeout_ms, every);
   }
 };
 
@@ -61,6 +62,29 @@ TEST(ExitProbe, AStreamWhoseMarksAllLandedIsNotQueried) {
   EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
   EXPECT_TRUE(p.queried.empty());
   EXPECT_EQ(p.pauses, 0);
+}
+
+// Issue 26 item 3: a memory operation after a stream's last landed mark (or on a stream with no launch at all) may
+// have faulted with nothing to wait for: the stream is queried, and its sticky answer reported.
+TEST(ExitProbe, AStreamWithWorkAfterItsLastProofIsQueried) {
+  Probe p;
+  p.streams = {stream(0, 5, 5, 5), stream(1, 0, 0, 0)};
+  p.streams[0].op_at[0] = 4 + 1;  // before launch 5, which finished: it ran
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_TRUE(p.queried.empty());
+  p.streams[1].op_at[0] = 0 + 1;  // a stream with a memop alone
+  p.answer = [](int slot, int) { return slot == 1 ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS; };
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::StickyFault);
+  EXPECT_EQ(r.result, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(p.queried, std::vector<int>{1});
+  // Such work unseen (CUPTI alone): every stream is queried, a finished one too.
+  p.streams[1].op_at[0] = 0;
+  p.queried.clear();
+  p.every = true;
+  p.answer = [](int slot, int) { return slot == 0 ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS; };
+  EXPECT_EQ(p.run().verdict, ExitProbeVerdict::StickyFault);
+  EXPECT_EQ(p.queried, std::vector<int>{0});
 }
 
 TEST(ExitProbe, WaitsForAMissingMarkUntilItLands) {
