@@ -273,7 +273,9 @@ std::string format_report_text(const FaultReport& r, const TextOptions& opt) {
   }
   for (const auto& hint : r.hints) out += fmt::format("cdsa: hint: {}\n", hint);
   for (const auto& note : r.notes) out += fmt::format("cdsa: note: {}\n", note);
-  if (!r.trace_path.empty()) out += fmt::format("cdsa: trace written to {}\n", r.trace_path);
+  // Printed before the file is written (a stalled file system cannot hold the report back): a line after the report
+  // says so if the write fails.
+  if (!r.trace_path.empty()) out += fmt::format("cdsa: trace file {}\n", r.trace_path);
   if (opt.closing_rule) out += kReportClosingRule;
   return with_rank_prefix(out, r.origin.rank);
 }

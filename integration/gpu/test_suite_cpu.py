@@ -101,7 +101,7 @@ cdsa: the failing launch (the first launch on its stream whose completion never 
     File "{suite.CASES / script}", line {n}, in <module>
       {text}
     at::native::nll_loss_forward (libtorch_cuda.so+0x1234)
-cdsa: trace written to cdsa-h-1.json
+cdsa: trace file cdsa-h-1.json
 =======================================================================
 Traceback (most recent call last):
   File "{suite.CASES / script}", line {n + 2}, in <module>

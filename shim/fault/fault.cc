@@ -158,15 +158,26 @@ uintptr_t last_launch_context(const FaultSnapshot& s, uint32_t tid) {
 
 // The trace file with the report (trace_path stays empty in the file: `cdsa report FILE` knows where it is); its
 // path goes into the report.
-void write_fault_trace(ReportBuilder& build, report::FaultReport* rep) {
-  if (config().trace == TraceMode::Off) return;
+// The trace file the report names, before it is written (trace_path_for_process; the writer takes path-N where
+// that name is taken): "" when no trace is written.
+std::string planned_trace_path() {
+  if (config().trace == TraceMode::Off || g_trace_dir_unusable) return {};
+  return trace_path_for_process(g_start_unix_ns);
+}
+
+// After the report is out: the trace file it named (`planned`). A write that fails, or a name that was taken, is said
+// in a line of its own (the report said only "trace file X", never "written").
+void write_fault_trace(ReportBuilder& build, const report::FaultReport& rep, const std::string& planned) {
+  if (planned.empty()) return;
   report::TraceData t = build.trace(g_start_unix_ns);
   t.reason = std::string(report::trace_enum::Reason::fault);
   t.has_fault = true;
-  t.report = *rep;
+  t.report = rep;
+  t.report.trace_path.clear();  // the file does not name itself: `cdsa report FILE` knows where it is
   std::string written;
-  write_trace(t, &written);
-  rep->trace_path = written;
+  write_trace(t, &written);  // says why, where it fails
+  if (!written.empty() && written != planned)
+    log_line("trace file %s was taken: the trace is %s", planned.c_str(), written.c_str());
 }
 
 // The report on stderr; in a Jupyter kernel the program's Python prints it (through the kernel's sys.stderr: the
@@ -203,7 +214,7 @@ void write_trace(report::TraceData& t, std::string* written) {
     if (xfsz.pending_now()) xfsz.take_back();
   }
   if (!ok) {
-    log_line("trace file not written: %s", error.c_str());
+    log_line("trace file %s not written: %s", path.c_str(), error.c_str());
     written->clear();
   }
 }
@@ -251,8 +262,11 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   prepare_verdict(ReportBuilder(guard, snapshot, ReportBuilder::Native::Unsymbolized).report(attribution));
   ReportBuilder build(guard, snapshot);
   report::FaultReport rep = build.report(attribution);
-  write_fault_trace(build, &rep);
+  // The report before the trace: a file system that stalls (a hung network mount) cannot hold the report back.
+  const std::string trace = planned_trace_path();
+  rep.trace_path = trace;
   print_report(rep);
+  write_fault_trace(build, rep, trace);
   fault_report_finished();
   g_report_out.store(true, std::memory_order_release);
 }

@@ -37,7 +37,7 @@ def test_report_from_file_equals_live_report(tmp_path, script, args):
     rep = cdsa("report", trace.name, cwd=tmp_path)
     assert rep.returncode == 0 and rep.stderr == "", rep.stderr
     assert rep.stdout == live_block(run.err)
-    assert f"cdsa: trace written to {trace.name}\n" in rep.stdout
+    assert f"cdsa: trace file {trace.name}\n" in rep.stdout
 
 
 def test_report_of_a_native_program_equals_live_report(tmp_path):

@@ -192,7 +192,7 @@ def test_trace_file_is_private_and_matches_the_report(tmp_path):
     assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_ISREG(st.st_mode)
     t = run.trace()
     assert t["format"] == "cdsa-trace" and t["version"] == 2
-    assert f"trace written to {files[0].name}" in run.report or f"trace written to {files[0]}" in run.report
+    assert f"trace file {files[0].name}" in run.report or f"trace file {files[0]}" in run.report
     rep = t["report"]
     assert rep["code"] == 710 and rep["attribution"] == "exact"
     n, _ = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from cdsa_report import raw_report, report_span
-from conftest import BANNER, PROGRAMS, SANITIZED, SCRIPTS, clean_env, marker_line, run_program, run_python
+from conftest import BANNER, LIBCDSA, PROGRAMS, SANITIZED, SCRIPTS, clean_env, marker_line, run_program, run_python
 
 PROGRAM = PROGRAMS / "e2e_report_first"
 WATCHDOG = SCRIPTS / "watchdog_abort.py"
@@ -208,9 +208,11 @@ def test_trace_directory_full(tmp_path):
     p, _ = run_hostile(tmp_path, subprocess.PIPE, preexec=limit)
     assert p.returncode == 3, p.stderr
     assert p.stderr.count(BANNER) == 1, p.stderr
-    lines = [l for l in p.stderr.splitlines() if l.startswith("cdsa: trace file not written")]
+    # The report named the file before writing it ("trace file X", never "written"); then one line says it failed.
+    lines = [l for l in p.stderr.splitlines() if l.startswith("cdsa: trace file ") and " not written: " in l]
     assert len(lines) == 1, p.stderr
-    assert "cdsa: trace written" not in p.stderr
+    assert p.stderr.index(lines[0]) > p.stderr.index(BANNER), p.stderr
+    assert "written to" not in p.stderr
     assert not list(tmp_path.glob("cdsa-*")), list(tmp_path.iterdir())
 
 
@@ -232,3 +234,30 @@ def test_a_lost_record_is_one_plain_line(tmp_path):
     assert "launch #2 on stream" in lost[0] and "raise CDSA_RING_SIZE (now 1024)" in lost[0], lost[0]
     for placeholder in ("<unknown>", "grid (0,0,0)", "launch #0", "(no stack recorded)", "<handle"):
         assert placeholder not in part, part
+
+
+def test_a_stalled_trace_write_does_not_hold_the_report_back(tmp_path):
+    """Issue 26: the report comes out before the trace is written, so a file system that stalls in the write (here an
+    fsync that sleeps a minute) cannot swallow it; the report names the file ("trace file X"), never "written"."""
+    stall = PROGRAMS / "libe2e_stall_fsync.so"
+    env = clean_env({"LD_PRELOAD": f"{stall}:{LIBCDSA}"})
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "nll_loss.py"), "10"], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    err, deadline = "", time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:  # read until the report's closing rule, while the write is stalled
+            line = proc.stderr.readline()
+            if not line:
+                break
+            err += line
+            span = report_span(err)
+            if span and span.closed:
+                break
+        assert proc.poll() is None, "the program ended: the write did not stall (" + err + ")"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert err.count(BANNER) == 1, err
+    assert report_span(err) and report_span(err).closed, err
+    assert "cdsa: trace file cdsa-" in err and "written to" not in err, err
+    assert not list(tmp_path.glob("cdsa-*.json")), list(tmp_path.iterdir())  # not written yet when it was killed

@@ -14,7 +14,7 @@ The report as report/format_text.cc prints it: a blank line, the banner line, th
         File "...", line N, in F
       ...
     cdsa: hint: ...
-    cdsa: trace written to cdsa-HOST-PID.json
+    cdsa: trace file cdsa-HOST-PID.json
     =======================================================================
 
 Functions taking REPORT expect report_block's text (the first report, lines stripped); ERR is raw output."""
@@ -149,8 +149,8 @@ def py_frames(text):
 
 
 def trace_written(report):
-    """The trace path the report names ("cdsa: trace written to PATH"), "" when it names none."""
-    m = re.search(r"^cdsa: trace written to (.+)$", report, re.M)
+    """The trace path the report names ("cdsa: trace file PATH"), "" when it names none."""
+    m = re.search(r"^cdsa: trace file (.+)$", report, re.M)
     return m.group(1) if m else ""
 
 

@@ -20,7 +20,7 @@ cdsa: the failing launch (the first launch on its stream whose completion never 
       loss = F.cross_entropy(logits, labels)  # LOSS-LINE
     at::native::nll_loss_forward (libtorch_cuda.so+0x1234)
 cdsa: hint: cross_entropy / nll_loss: a label is outside [0, num_classes)
-cdsa: trace written to cdsa-h-1.json
+cdsa: trace file cdsa-h-1.json
 =======================================================================
 """
 BEFORE = "Loss.cu:250: nll_loss_kernel: block: [0,0,0], thread: [2,0,0] Assertion failed.\n"
@@ -31,7 +31,7 @@ ERR = BEFORE + REPORT + AFTER
 def test_the_block_is_the_first_report_without_its_rule_and_dedented():
     block = cr.report_block(ERR)
     assert block.startswith(cr.BANNER + " ====")
-    assert block.endswith("cdsa: trace written to cdsa-h-1.json")
+    assert block.endswith("cdsa: trace file cdsa-h-1.json")
     assert "Traceback" not in block and "Loss.cu" not in block and "=" * 71 not in block
     assert 'File "/x/train.py", line 10, in step\nloss = F.cross_entropy' in block
     assert cr.report_block(BEFORE + AFTER) == ""
@@ -41,7 +41,7 @@ def test_the_block_is_the_first_report_without_its_rule_and_dedented():
 def test_live_block_is_byte_for_byte_what_was_printed():
     assert cr.live_block(ERR) == REPORT
     assert cr.raw_report(ERR) == REPORT[REPORT.index(cr.BANNER):len(REPORT) - len(cr.RULE) - 2]
-    assert cr.raw_report(ERR).endswith("cdsa: trace written to cdsa-h-1.json")
+    assert cr.raw_report(ERR).endswith("cdsa: trace file cdsa-h-1.json")
 
 
 def test_an_unfinished_report_is_seen_as_such():

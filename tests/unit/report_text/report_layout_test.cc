@@ -69,7 +69,7 @@ TEST(ReportLayout, AnExactReportLineByLine) {
                 "      out = nll(x)\n"
                 "cdsa: hint: cross_entropy / nll_loss: a label is out of range\n"
                 "cdsa: note: the ring overwrote 5 launches\n"
-                "cdsa: trace written to cdsa-h-1.json\n" +
+                "cdsa: trace file cdsa-h-1.json\n" +
                 kRule);
 }
 
