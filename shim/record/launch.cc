@@ -103,6 +103,17 @@ CUcontext current_context() {
   return ctx;
 }
 
+// The context a created stream belongs to, as the driver says (cuStreamGetCtx): a program may launch on a stream of
+// another context than the current one (the driver runs the work in the stream's), so the current context is no
+// answer. 0 when the driver will not say: an unknown context is never taken for another one (the fault path's probes
+// and the sync proofs key on it, shim/fault/fault.cc, SyncProof::context).
+CUcontext stream_own_context(CUstream s) {
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.StreamGetCtx && d.StreamGetCtx(s, &ctx) == CUDA_SUCCESS) return ctx;
+  return nullptr;
+}
+
 // What the exit probe needs to query a stream (shim/fault/exit_probe.cc): a handle and context that name it. Written
 // when a thread first meets the stream (a cache miss), not on every launch: a cached entry holds the same values.
 void note_probe_target(const StreamCacheEntry& e) {
@@ -129,7 +140,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
     for (auto& e : cache->e[set])
       if (same(e)) return cache->last = &e;
   if (!by_ctx) {
-    ctx = current_context();
+    ctx = stream_own_context(s);
     c = reinterpret_cast<uintptr_t>(ctx);
   }
   const Driver& d = driver();
@@ -143,7 +154,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
   int slot = create ? stream_slot(id) : find_stream_slot(id);
   if (!create && slot < 0) return nullptr;
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
-  note_context_device(guard, static_cast<uint32_t>(cid));  // the GPU's name and bus id, while the context lives
+  note_context_device(guard, static_cast<uint32_t>(cid), ctx);  // the GPU's name and bus id, while the context lives
   StreamCacheEntry fresh{h, c, gen, id, slot, static_cast<uint32_t>(cid), stream_state(slot)};
   note_probe_target(fresh);
   if (!cache) {
@@ -373,6 +384,11 @@ SyncProof SyncProof::context(CUcontext ctx) noexcept {
 
 void SyncProof::succeeded() const noexcept {
   for (const Seen& s : seen_) note_stream_synced(stream_state(s.slot), s.launched);
+}
+
+uintptr_t synchronized_context(CUcontext ctx) noexcept {
+  if (!ctx && (!driver().CtxGetCurrent || driver().CtxGetCurrent(&ctx) != CUDA_SUCCESS)) return 0;
+  return reinterpret_cast<uintptr_t>(ctx);
 }
 
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {

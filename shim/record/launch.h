@@ -78,6 +78,9 @@ class SyncProof {
   };
   std::vector<Seen> seen_;
 };
+// The context a cuCtxSynchronize[_v2] was about: `ctx`, or (NULL, or cuCtxSynchronize) the current one as
+// cuCtxGetCurrent names it; 0 when it will not (a dead current context may refuse).
+uintptr_t synchronized_context(CUcontext ctx) noexcept;
 // The context cdsa knows for the stream (0 when cdsa has not seen a launch on it).
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.

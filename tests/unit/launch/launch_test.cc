@@ -38,6 +38,9 @@ struct FakeDriver {
 FakeDriver g_fake;
 
 CUcontext fake_ctx() { return reinterpret_cast<CUcontext>(0xc0); }
+// A stream of another context than the current one (cuStreamGetCtx says so).
+constexpr uintptr_t kOtherCtxStream = 10;
+CUcontext other_ctx() { return reinterpret_cast<CUcontext>(0xc1); }
 
 }  // namespace
 
@@ -59,6 +62,10 @@ const Driver& driver() noexcept {
     t.FuncGetName = [](const char** name, CUfunction f) {
       if (!g_fake.func_names) return CUDA_ERROR_INVALID_HANDLE;
       *name = reinterpret_cast<uintptr_t>(f) == 0xf1 ? "_Z7kernel1v" : "_Z7kernel2v";
+      return CUDA_SUCCESS;
+    };
+    t.StreamGetCtx = [](CUstream s, CUcontext* c) {
+      *c = reinterpret_cast<uintptr_t>(s) == kOtherCtxStream ? other_ctx() : fake_ctx();
       return CUDA_SUCCESS;
     };
     t.StreamIsCapturing = [](CUstream, CUstreamCaptureStatus* st) {
@@ -315,6 +322,28 @@ TEST_F(Launch, AFrontEndsKernelNameServesAHandleTheDriverCannotName) {
   EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z9from_cuptiv");
   launch(kernel_on(6, 0xf8));  // neither knows it: no name
   EXPECT_EQ(ring().back().kernel_name, kNoString);
+}
+
+// Issue 26 item 5: a created stream's context is the driver's answer (cuStreamGetCtx), not the context current at
+// its first launch; a context's synchronization proves only its own streams' work.
+TEST_F(Launch, AStreamsContextIsTheDriversAnswerAndItsSyncProvesOnlyItsStreams) {
+  launch(kernel_on(kOtherCtxStream));
+  StreamState* st = state_of(kOtherCtxStream);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(other_ctx()));
+  LaunchInfo ex = kernel_on(kOtherCtxStream);
+  ex.kind = LaunchKind::KernelEx;
+  ex.via_launch_ex = true;
+  launch(ex);
+  const uint64_t synced = st->synced.load();
+  SyncProof here = SyncProof::context(nullptr);  // the current context: not this stream's
+  here.succeeded();
+  EXPECT_EQ(st->synced.load(), synced);
+  SyncProof its = SyncProof::context(other_ctx());
+  its.succeeded();
+  EXPECT_EQ(st->synced.load(), st->launched.load());
+  EXPECT_EQ(synchronized_context(other_ctx()), reinterpret_cast<uintptr_t>(other_ctx()));
+  EXPECT_EQ(synchronized_context(nullptr), reinterpret_cast<uintptr_t>(fake_ctx()));
 }
 
 // The thread's memo of the kernel-name map serves a handle only while no value was stored into the map since: a
