@@ -403,11 +403,34 @@ void note_module_unloaded() noexcept {
   if (started()) handle_map_forget_values(HandleMap::KernelName);
 }
 
+void note_context_torn_down() noexcept {
+  if (started()) handle_map_forget_values(HandleMap::KernelName);
+}
+
+void note_primary_context_released(CUdevice dev, CUresult r) noexcept {
+  if (!started()) return;
+  const Driver& d = driver();
+  unsigned int flags = 0;
+  int active = 1;
+  // Still active (a release that left references): its handles live on. Else (or unknown): forget.
+  if (r == CUDA_SUCCESS && d.DevicePrimaryCtxGetState && d.DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+      active)
+    return;
+  if (r != CUDA_SUCCESS && !is_sticky_fault(r)) return;  // refused: nothing was released
+  handle_map_forget_values(HandleMap::KernelName);
+}
+
 void note_kernel_name(CUfunction func, const char* name) noexcept {
   if (!func || !name || !*name || !started()) return;
   auto key = reinterpret_cast<uintptr_t>(func);
-  if (handle_map_get(HandleMap::KernelName, key) != kNoString) return;
-  uint32_t id = intern_string(name, strnlen(name, 511));
+  const size_t len = strnlen(name, 511);
+  const uint32_t known = handle_map_get(HandleMap::KernelName, key);
+  if (known != kNoString && known != kNameUnknown) {
+    // The same name (the common case: one compare per launch) keeps the entry; another replaces it.
+    const char* had = string_at(known);
+    if (strncmp(had, name, len) == 0 && had[len] == '\0') return;
+  }
+  uint32_t id = intern_string(name, len);
   if (id != kNoString) handle_map_put(HandleMap::KernelName, key, id);
 }
 

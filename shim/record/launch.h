@@ -140,9 +140,18 @@ class LaunchScope {
 // names cdsa cached by handle are dropped and asked again at the next launch of each (shim/record/recorder.h).
 void note_module_unloaded() noexcept;
 
+// A context was destroyed (cuCtxDestroy), or a primary one reset or released: the names cdsa cached by handle are
+// dropped as after an unload, since the context's CUfunction handles are freed with it and the driver hands their
+// addresses out again for other kernels (the sim does so on purpose). A primary release counts only when
+// cuDevicePrimaryCtxGetState says the context is no longer active (the last reference; a failed query counts too:
+// forgetting costs one lookup per handle, keeping a stale name a wrong one). `r`: the release's or reset's result.
+void note_context_torn_down() noexcept;
+void note_primary_context_released(CUdevice dev, CUresult r) noexcept;
+
 // A kernel's name as a front end was told it (CUPTI's symbolName, valid only during its callback): interned at
-// once (up to 511 bytes) for drivers without cuFuncGetName. Nothing happens when the handle has a name already,
-// or before warm-up.
+// once (up to 511 bytes) for drivers without cuFuncGetName, and in place of the one cached for the handle when it
+// differs (the handle's address was given to another kernel since: CUPTI alone sees no context teardown). Nothing
+// happens before warm-up.
 void note_kernel_name(CUfunction func, const char* name) noexcept;
 
 // Asked for each launch the interposition wrappers report; returning true drops it (another front end, the
