@@ -413,8 +413,8 @@ void note_primary_context_released(CUdevice dev, CUresult r) noexcept {
   unsigned int flags = 0;
   int active = 1;
   // Still active (a release that left references): its handles live on. Else (or unknown): forget.
-  if (r == CUDA_SUCCESS && d.DevicePrimaryCtxGetState && d.DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
-      active)
+  if (r == CUDA_SUCCESS && d.DevicePrimaryCtxGetState &&
+      d.DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
     return;
   if (r != CUDA_SUCCESS && !is_sticky_fault(r)) return;  // refused: nothing was released
   handle_map_forget_values(HandleMap::KernelName);

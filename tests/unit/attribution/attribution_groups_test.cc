@@ -190,10 +190,14 @@ TEST(AttributionGroups, ContextsAreJudgedByWhatTheDriverAnswersForThem) {
   auto ask = [&](const StreamView& v) {
     asked.push_back(v.id);
     switch (v.id) {
-      case 2: return ContextAnswer::Unknown;  // a destroyed handle: the next stream of 0xb is asked
-      case 3: return ContextAnswer::Healthy;
-      case 4: return ContextAnswer::Faulted;
-      default: return ContextAnswer::Unknown;
+      case 2:
+        return ContextAnswer::Unknown;  // a destroyed handle: the next stream of 0xb is asked
+      case 3:
+        return ContextAnswer::Healthy;
+      case 4:
+        return ContextAnswer::Faulted;
+      default:
+        return ContextAnswer::Unknown;
     }
   };
   ContextJudgement j = judge_contexts(streams, /*surfaced*/ 0xa, ask);

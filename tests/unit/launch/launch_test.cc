@@ -34,8 +34,8 @@ struct FakeDriver {
   std::atomic<bool> print_assert{false};          // ... after printing the device's assert line on stderr
   std::atomic<bool> func_names{true};             // cuFuncGetName knows the handles
   std::atomic<int> writes{0};
-  std::atomic<bool> rename{false};       // cuFuncGetName names 0xf1 "_Z7reusedv" (its address reused)
-  std::atomic<int> primary_active{1};    // what cuDevicePrimaryCtxGetState answers
+  std::atomic<bool> rename{false};     // cuFuncGetName names 0xf1 "_Z7reusedv" (its address reused)
+  std::atomic<int> primary_active{1};  // what cuDevicePrimaryCtxGetState answers
 };
 FakeDriver g_fake;
 
