@@ -420,11 +420,12 @@ void note_primary_context_released(CUdevice dev, CUresult r) noexcept {
   handle_map_forget_values(HandleMap::KernelName);
 }
 
-void note_kernel_name(CUfunction func, const char* name) noexcept {
+void note_kernel_name(CUfunction func, const char* name, bool replace) noexcept {
   if (!func || !name || !*name || !started()) return;
   auto key = reinterpret_cast<uintptr_t>(func);
   const size_t len = strnlen(name, 511);
   const uint32_t known = handle_map_get(HandleMap::KernelName, key);
+  if (known != kNoString && !replace) return;
   if (known != kNoString && known != kNameUnknown) {
     // The same name (the common case: one compare per launch) keeps the entry; another replaces it.
     const char* had = string_at(known);

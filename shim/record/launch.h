@@ -149,10 +149,12 @@ void note_context_torn_down() noexcept;
 void note_primary_context_released(CUdevice dev, CUresult r) noexcept;
 
 // A kernel's name as a front end was told it (CUPTI's symbolName, valid only during its callback): interned at
-// once (up to 511 bytes) for drivers without cuFuncGetName, and in place of the one cached for the handle when it
-// differs (the handle's address was given to another kernel since: CUPTI alone sees no context teardown). Nothing
-// happens before warm-up.
-void note_kernel_name(CUfunction func, const char* name) noexcept;
+// once (up to 511 bytes) for drivers without cuFuncGetName. Nothing happens when the handle has a name already,
+// unless `replace`: the front end is the only one that sees the program's calls (CUPTI alone, no interposition),
+// so no context teardown reaches cdsa, and a name that differs from the one kept replaces it (the handle's address
+// was given to another kernel since). With interposition the wrappers forget names at each teardown and ask the
+// driver before CUPTI's callback runs, so its name there only fills a gap. Nothing happens before warm-up.
+void note_kernel_name(CUfunction func, const char* name, bool replace = false) noexcept;
 
 // Asked for each launch the interposition wrappers report; returning true drops it (another front end, the
 // CUPTI backend, already recorded this very call), so each launch is recorded once. Runs on the launch path:

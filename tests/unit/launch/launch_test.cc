@@ -332,7 +332,10 @@ TEST_F(Launch, AFrontEndsKernelNameServesAHandleTheDriverCannotName) {
   EXPECT_EQ(ring().back().kernel_name, kNoString);
   // Issue 26 item 6 under CUPTI alone: the handle's address was given to another kernel (its context went, which
   // CUPTI alone does not show cdsa): the name CUPTI gives at the launch replaces the stale one.
-  note_kernel_name(func(0xf7), "_Z5laterv");
+  note_kernel_name(func(0xf7), "_Z5laterv");  // with interposition the kept name stays (its wrappers forget)
+  launch(kernel_on(6, 0xf7));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z9from_cuptiv");
+  note_kernel_name(func(0xf7), "_Z5laterv", /*replace: CUPTI alone*/ true);
   launch(kernel_on(6, 0xf7));
   EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z5laterv");
 }
