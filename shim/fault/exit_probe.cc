@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 #include <ctime>
-#include <optional>
 #include <string>
 
 #include "report/trace_enums.h"
@@ -16,7 +15,6 @@
 #include "shim/fault/fault_internal.h"
 #include "shim/fault/python_bridge.h"
 #include "shim/fault/report_builder.h"
-#include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/recorder.h"
 
@@ -34,10 +32,7 @@ void exit_probe() {
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
-    // finished stream reads as finished. The probe's own driver calls are the first to meet a fault no call
-    // surfaced, so the driver prints the device's assert text in one of them: captured as in a wrapped call (the
-    // stdio hooks copy it, the program's stderr still gets it) and kept for the report.
-    std::optional<DriverCallScope> printing(std::in_place);
+    // finished stream reads as finished.
     flush_all_breadcrumbs(guard);
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
@@ -57,7 +52,6 @@ void exit_probe() {
           return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
         },
         [] { usleep(200); }, c.exit_probe_ms);
-    printing.reset();  // what the calls printed is kept (keep_device_text) before the report reads it
     if (probe.verdict == ExitProbeVerdict::StickyFault) {
       on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
       return;
