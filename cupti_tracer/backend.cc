@@ -26,6 +26,7 @@ using ResultStringFn = CUptiResult(CUPTIAPI*)(CUptiResult, const char**);
 
 std::atomic<bool> g_active{false};
 std::atomic<bool> g_injected{false};
+std::atomic<bool> g_alone{false};  // no interposition: CUPTI's callbacks are all cdsa sees of the program
 std::once_flag g_once;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 
@@ -98,7 +99,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     if (!launch) return;
     CUfunction f = cupti::launch_function(cbid, data);
     // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
-    note_kernel_name(f, data.symbolName);
+    // Alone, it also replaces a stale name: a context torn down since freed the handle, and no wrapper saw it go.
+    note_kernel_name(f, data.symbolName, g_alone.load(std::memory_order_relaxed));
     // In flight until the exit (shim/record/launch.h): a report on another thread waits for it. The stream's
     // deferred mark is placed now, before the launch, or folded into a PDL launch's own: without interposition the
     // backend sees no other operation on the stream, so a stream's launches are where its deferred marks go out (a
@@ -126,6 +128,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 
 void start_once() {
   InCdsa guard;  // libcupti may call the driver: those calls must pass through cdsa untouched
+  g_alone.store(!interposition_present(), std::memory_order_relaxed);
   std::string path;
   std::vector<std::string> searched;
   void* h = open_cupti(&path, &searched);

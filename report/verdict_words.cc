@@ -123,8 +123,8 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
           "fault (after the last launch proven finished, before any mark that never landed): the fault may be its, "
           "so no launch is named as certain");
   counted(e.other_context_streams,
-          " stream(s) of other CUDA contexts had unfinished launches; the sticky error belongs to the context of the "
-          "call that surfaced it, so they are not candidates");
+          " stream(s) of other CUDA contexts had unfinished launches; those contexts answered the driver without the "
+          "sticky error after the fault, so it is not theirs and they are not candidates");
   if (!e.recorder_overflow.empty()) notes.push_back(e.recorder_overflow);
   if (e.untracked_work) notes.push_back(untracked_calls_text(e));
   return notes;

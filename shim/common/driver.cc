@@ -52,6 +52,9 @@ void init_driver(const void* hint) {
   get(g_driver.GetErrorString, "cuGetErrorString");
   get(g_driver.DriverGetVersion, "cuDriverGetVersion");
   get(g_driver.CtxGetDevice, "cuCtxGetDevice");
+  get(g_driver.StreamGetCtx, "cuStreamGetCtx");
+  get(g_driver.CtxGetDeviceOf, "cuCtxGetDevice_v2");
+  get(g_driver.DevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
   get(g_driver.DeviceGetName, "cuDeviceGetName");
   get(g_driver.DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   get(g_driver.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");

@@ -29,6 +29,12 @@ struct Driver {
   CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*DriverGetVersion)(int*) = nullptr;
   CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
+  // Which context a stream belongs to, and that context's device, as the driver says (never the current context's
+  // guess: a program may launch on another context's stream). cuCtxGetDevice_v2 is CUDA 13's (null before).
+  CUresult (*StreamGetCtx)(CUstream, CUcontext*) = nullptr;
+  CUresult (*CtxGetDeviceOf)(CUdevice*, CUcontext) = nullptr;  // cuCtxGetDevice_v2
+  // Whether a device's primary context is still active after a release (its functions' handles are freed with it).
+  CUresult (*DevicePrimaryCtxGetState)(CUdevice, unsigned int*, int*) = nullptr;
   CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;

@@ -189,6 +189,28 @@ void count_own_marks(const FaultSnapshot& s, const RecordIndex& idx, Attribution
 
 }  // namespace
 
+ContextJudgement judge_contexts(const std::vector<StreamView>& streams, uintptr_t surfaced_ctx,
+                                const std::function<ContextAnswer(const StreamView&)>& ask) {
+  ContextJudgement out;
+  std::vector<uintptr_t> contexts;
+  for (const auto& v : streams)
+    if (v.ctx && std::find(contexts.begin(), contexts.end(), v.ctx) == contexts.end()) contexts.push_back(v.ctx);
+  if (surfaced_ctx && std::find(contexts.begin(), contexts.end(), surfaced_ctx) == contexts.end())
+    contexts.push_back(surfaced_ctx);
+  for (uintptr_t ctx : contexts) {
+    // The surfacing call named this context and answered the sticky error: no question left.
+    ContextAnswer said = ctx == surfaced_ctx ? ContextAnswer::Faulted : ContextAnswer::Unknown;
+    for (size_t i = 0; i < streams.size() && said == ContextAnswer::Unknown; ++i)
+      if (streams[i].ctx == ctx) said = ask(streams[i]);
+    if (said == ContextAnswer::Faulted) out.faulted.push_back(ctx);
+    if (said == ContextAnswer::Healthy) out.healthy.push_back(ctx);
+  }
+  // One answer per context: none is both proven to hold the error and proven free of it.
+  for (uintptr_t ctx : out.faulted)
+    CDSA_DCHECK(std::find(out.healthy.begin(), out.healthy.end(), ctx) == out.healthy.end());
+  return out;
+}
+
 bool has_untracked_work(const FaultSnapshot& s) {
   if (s.passthrough_pool_exhausted) return true;
   for (const auto& c : s.passthrough_calls)
@@ -202,8 +224,10 @@ AttributionResult attribute(const FaultSnapshot& s) {
   const RecordIndex idx(s);
   for (const auto& st : s.streams) {
     const bool finished = st.marks && (std::max(st.landed, st.synced) >= st.launched) && st.marked >= st.launched;
-    // The sticky error is one context's: another context's unfinished work did not cause it.
-    if (s.fault_ctx && st.ctx && st.ctx != s.fault_ctx) {
+    // Proof: its context answered a call after the fault without the sticky error (judge_contexts), so the fault
+    // is not that context's, and its unfinished work did not cause it.
+    if (st.ctx && std::find(s.healthy_ctx.begin(), s.healthy_ctx.end(), st.ctx) != s.healthy_ctx.end()) {
+      CDSA_DCHECK(st.ctx != s.fault_ctx);
       if (!finished) ++out.other_context_streams;
       continue;
     }

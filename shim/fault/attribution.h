@@ -14,7 +14,8 @@
 // out (an unknown kernel, a replay whose nodes are not all known); when it rules out every candidate the verdict is
 // never exact. Exact means one candidate is left and either its own placed mark never landed or the assert text
 // names its kernel: a stream's tail whose mark was never placed, alone, is not proof (the fault may come from work
-// cdsa did not record). Only the faulting context's streams count (FaultSnapshot::fault_ctx).
+// cdsa did not record). Streams of a context proven free of the sticky error (FaultSnapshot::healthy_ctx,
+// judge_contexts below) do not count.
 // A stream without marks cannot be ruled out, so the verdict is then never
 // exact; nor while another thread has a launch in flight (submitted, not yet
 // recorded), since the failing launch may be that one; nor once the program called an entry point cdsa could only
@@ -34,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -113,6 +115,24 @@ struct AttributionResult {
 bool has_untracked_work(const FaultSnapshot& snapshot);
 
 AttributionResult attribute(const FaultSnapshot& snapshot);
+
+// Which contexts hold the sticky error. The error is one context's (cuda.h on CUDA_ERROR_ILLEGAL_ADDRESS: "The
+// context cannot be used, so it must be destroyed"), and every call naming that context or one of its streams
+// answers it from then on ("any further CUDA work will return the same error"). So, asked after the fault surfaced:
+//   Faulted  a call naming the context (or one of its streams) answered a sticky error: it may hold the fault;
+//   Healthy  a call that surfaces the context's sticky error (cuStreamQuery of a stream the driver still says is
+//            that context's) answered CUDA_SUCCESS or CUDA_ERROR_NOT_READY: it does not, so its work did not fail;
+//   Unknown  no such answer (a NULL/legacy stream of a context not current, a destroyed handle, a refusal).
+// `ask` asks one stream's context; `surfaced_ctx` is the context the surfacing call named (0: none), Faulted without
+// asking. Each context that owns a stream in `streams` is asked through its streams in order until one answers
+// Faulted or Healthy. A context never both: Faulted wins (a second fault elsewhere only widens the candidates).
+enum class ContextAnswer : uint8_t { Unknown, Faulted, Healthy };
+struct ContextJudgement {
+  std::vector<uintptr_t> healthy;  // proven free of the sticky error: their streams are not candidates
+  std::vector<uintptr_t> faulted;  // proven to hold it
+};
+ContextJudgement judge_contexts(const std::vector<StreamView>& streams, uintptr_t surfaced_ctx,
+                                const std::function<ContextAnswer(const StreamView&)>& ask);
 
 // Whether a kernel is the function the device's assert names: base::kernel_matches_assert_function (base/identifier.h).
 

@@ -43,7 +43,9 @@ void exit_probe() {
           // The query runs in the stream's context: a sticky error it finds is that context's.
           StreamState* st = stream_state(s.slot);
           if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
-          return d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+          CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+          if (is_sticky_fault(r)) set_fault_context_hint(s.ctx);  // that stream's context answered the error
+          return r;
         },
         [&start] {
           timespec now;

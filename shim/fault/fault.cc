@@ -135,25 +135,56 @@ uint32_t wait_for_evidence(CUresult code) {
 
 thread_local uintptr_t tl_fault_ctx_hint = 0;
 
-// The context whose sticky error this is: the stream's the surfacing call named, else the thread's current one.
-uintptr_t faulting_context() {
+// The context the surfacing call named (its stream's, or the context it synchronized) and that answered the sticky
+// error: 0 when the call named none (cuEventSynchronize, cuMemcpy...). Never the thread's current context: the
+// error may be another context's, surfacing through its event.
+uintptr_t surfaced_context() {
   uintptr_t hint = tl_fault_ctx_hint;
   tl_fault_ctx_hint = 0;
-  if (hint) return hint;
-  CUcontext ctx = nullptr;
-  const Driver& d = driver();
-  if (d.CtxGetCurrent && d.CtxGetCurrent(&ctx) == CUDA_SUCCESS) return reinterpret_cast<uintptr_t>(ctx);
-  return 0;
+  return hint;
 }
-// A dead context may refuse even cuCtxGetCurrent: then the context of this thread's latest launch.
-uintptr_t last_launch_context(const FaultSnapshot& s, uint32_t tid) {
-  for (size_t i = s.ring.size(); i-- > 0;) {
-    if (s.ring[i].tid != tid || (s.ring[i].flags & kFlagCaptured)) continue;
-    for (const auto& v : s.streams)
-      if (v.id == s.ring[i].stream_id) return v.ctx;
-    return 0;
+
+// What one stream's context says after the fault (judge_contexts, shim/fault/attribution.h): cuStreamQuery surfaces
+// the sticky error of the stream's context ("may also return error codes from previous, asynchronous launches",
+// cuda.h), so CUDA_SUCCESS or CUDA_ERROR_NOT_READY proves that context holds none, as long as the handle still names
+// a stream of that context: cuStreamGetCtx must say so (a destroyed stream's handle may be another's now). The NULL,
+// legacy and per-thread streams are the current context's, so they are asked only when it is the stream's.
+ContextAnswer ask_stream_context(const StreamView& v) {
+  const Driver& d = driver();
+  StreamState* st = stream_state(v.slot);
+  if (!st || !v.ctx || !d.StreamQuery) return ContextAnswer::Unknown;
+  auto h = reinterpret_cast<CUstream>(st->last_handle.load(std::memory_order_relaxed));
+  const bool by_ctx = h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+  if (by_ctx) {
+    CUcontext here = nullptr;
+    if (!d.CtxGetCurrent || d.CtxGetCurrent(&here) != CUDA_SUCCESS || reinterpret_cast<uintptr_t>(here) != v.ctx)
+      return ContextAnswer::Unknown;
   }
-  return 0;
+  const CUresult r = d.StreamQuery(h);
+  if (is_sticky_fault(r)) return ContextAnswer::Faulted;
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return ContextAnswer::Unknown;
+  if (!by_ctx) {
+    CUcontext owner = nullptr;
+    if (!d.StreamGetCtx || d.StreamGetCtx(h, &owner) != CUDA_SUCCESS || reinterpret_cast<uintptr_t>(owner) != v.ctx)
+      return ContextAnswer::Unknown;
+  }
+  return ContextAnswer::Healthy;
+}
+
+// The contexts proven free of the sticky error, and the one proven to hold it (with the id its records carry).
+void judge_fault_contexts(uintptr_t surfaced_ctx, FaultSnapshot* s) {
+  ContextJudgement j = judge_contexts(s->streams, surfaced_ctx, ask_stream_context);
+  s->healthy_ctx = std::move(j.healthy);
+  if (j.faulted.size() != 1) return;
+  s->fault_ctx = j.faulted.front();
+  for (const auto& v : s->streams) {
+    if (v.ctx != s->fault_ctx) continue;
+    for (const auto& r : s->ring)
+      if (r.stream_id == v.id && r.ctx_id != 0 && !(r.flags & kFlagCaptured)) {
+        s->fault_ctx_id = r.ctx_id;
+        return;
+      }
+  }
 }
 
 // The trace file with the report (trace_path stays empty in the file: `cdsa report FILE` knows where it is); its
@@ -246,7 +277,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   if (g_reported.exchange(true)) return wait_for_report();
   g_report_pid.store(getpid(), std::memory_order_release);
   InCdsa guard;
-  const uintptr_t fault_ctx = faulting_context();
+  const uintptr_t fault_ctx = surfaced_context();
   const FaultFacts facts = fault_facts(code, surfaced_call);
   const uint32_t here = capture_and_intern_stack();
   // From here on a signal that ends the process prints what is known (first: the error and where it surfaced).
@@ -255,7 +286,7 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   const uint32_t in_flight = wait_for_evidence(code);
   FaultSnapshot snapshot = take_fault_snapshot(guard, facts, here, in_flight);
   seal_ring();  // the snapshot is taken: later launches cannot change the report, so they are not recorded
-  snapshot.fault_ctx = fault_ctx ? fault_ctx : last_launch_context(snapshot, facts.surfaced_tid);
+  judge_fault_contexts(fault_ctx, &snapshot);  // asks the driver: after the seal, before the verdict
   const AttributionResult attribution = attribute(snapshot);
   // The verdict, rendered before the slow part (symbolizing native frames, the trace file): Python frames and
   // native frames as module+offset.

@@ -50,7 +50,9 @@ struct StreamView {
   uint64_t marked = kAllMarked;
   // The last stream_seq that a successful synchronizing call proved finished (StreamState::synced); 0: none.
   uint64_t synced = 0;
-  uintptr_t ctx = 0;  // the CUcontext the stream belongs to, as the launch path first met it (0: unknown)
+  // The CUcontext the stream belongs to, as the driver named it at the stream's first launch (cuStreamGetCtx; the
+  // NULL, legacy and per-thread streams: the current context); 0: unknown.
+  uintptr_t ctx = 0;
   // Device work on it that is no launch and may fault (StreamState::op_at, ops_forgotten: a position is `launched`
   // when it was submitted, plus one; 0: none): the last few, and the highest position among the older ones.
   uint64_t op_at[4] = {};
@@ -100,9 +102,15 @@ struct FaultSnapshot {
   // them, outside the ring (what the fault path counted before the snapshot).
   uint32_t launches_in_flight = 0;
   std::string recorder_overflow;  // what filled up in the recorder's tables, or empty
-  // The context whose sticky error this is (the surfacing call's): streams of other contexts are not candidates.
-  // 0: unknown (then no stream is left out).
+  // Contexts the fault path proved free of the sticky error (judge_contexts, shim/fault/attribution.h): after the
+  // fault surfaced, a call naming one of its streams answered without it. Their streams' launches are not candidates;
+  // every other context's are: the faulting one's, and those the driver would not answer for (never a guess).
+  std::vector<uintptr_t> healthy_ctx;
+  // The one context proven to hold the sticky error (the surfacing call named it, or a probe of it answered the
+  // error), and its cuCtxGetId as a record on one of its streams has it: the report's GPU is its device. 0: none
+  // proven, or several.
   uintptr_t fault_ctx = 0;
+  uint32_t fault_ctx_id = 0;
   uint32_t surfaced_stack = kUnknownStack;  // the stack of the call that surfaced the fault
   // Entry points cdsa handed back as pass-through thunks (shim/common/passthrough.h) that the program called, and
   // the CUDA version of the headers cdsa's wrappers come from (cuda.h's CUDA_VERSION). A called one that can

@@ -114,7 +114,11 @@ report::FaultReport ReportBuilder::report(const AttributionResult& attribution) 
   rep.surfaced_stack_id = s_.surfaced_stack;
   rep.surfaced_stack = stack(s_.surfaced_stack);
   add_attribution(attribution, &rep);
-  add_origin(rep.candidates.empty() ? 0 : rep.candidates.front().launch.ctx_id, &rep);
+  // The GPU of the context proven to hold the fault, else of the first candidate's.
+  add_origin(s_.fault_ctx_id          ? s_.fault_ctx_id
+             : rep.candidates.empty() ? 0
+                                      : rep.candidates.front().launch.ctx_id,
+             &rep);
   annotate(&rep);
   return rep;
 }

@@ -16,9 +16,21 @@ struct Entry {
 };
 Entry g_entries[kMaxDevices];
 
+// The device of `ctx`: cuCtxGetDevice_v2 names it; without it (drivers before CUDA 13) cuCtxGetDevice answers for
+// the current context only, so only when `ctx` is the current one (a stream of another context is left for later).
+bool device_of(CUcontext ctx, CUdevice* dev) {
+  const Driver& d = driver();
+  if (!ctx) return false;  // a context the driver would not name: no guess
+  if (d.CtxGetDeviceOf) return d.CtxGetDeviceOf(dev, ctx) == CUDA_SUCCESS;
+  CUcontext here = nullptr;
+  if (!d.CtxGetDevice || !d.CtxGetCurrent || d.CtxGetCurrent(&here) != CUDA_SUCCESS) return false;
+  if (here != ctx) return false;
+  return d.CtxGetDevice(dev) == CUDA_SUCCESS;
+}
+
 }  // namespace
 
-void note_context_device(const InCdsa&, uint32_t ctx_id) noexcept {
+void note_context_device(const InCdsa&, uint32_t ctx_id, CUcontext ctx) noexcept {
   for (auto& e : g_entries) {
     uint32_t s = e.state.load(std::memory_order_acquire);
     if (s == 2 && e.ctx_id == ctx_id) return;
@@ -28,7 +40,7 @@ void note_context_device(const InCdsa&, uint32_t ctx_id) noexcept {
       if (!e.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
       const Driver& d = driver();
       CUdevice dev = -1;
-      if (!d.CtxGetDevice || d.CtxGetDevice(&dev) != CUDA_SUCCESS) {
+      if (!device_of(ctx, &dev)) {
         e.state.store(0, std::memory_order_release);  // no context yet: try again at a later launch
         return;
       }

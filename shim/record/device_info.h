@@ -4,10 +4,12 @@
 //
 // Contract: `note_context_device` is called on the launch path's cache-miss branch (a stream seen for the first
 // time): a lookup in a fixed table of kMaxDevices entries; the first sighting of a context asks the driver three
-// calls (cuCtxGetDevice, cuDeviceGetName, cuDeviceGetPCIBusId) and publishes the entry. No lock, no allocation.
+// calls (cuCtxGetDevice_v2 of that context, else cuCtxGetDevice when it is the current one; cuDeviceGetName,
+// cuDeviceGetPCIBusId) and publishes the entry. No lock, no allocation.
 // `context_device` may be called from any thread.
 #pragma once
 
+#include <cuda.h>
 #include <cstdint>
 
 #include "shim/common/reentrancy.h"
@@ -20,7 +22,8 @@ struct DeviceInfo {
   char pci_bus_id[32] = {0};  // cuDeviceGetPCIBusId, e.g. "0000:3B:00.0"; "" when refused
 };
 
-void note_context_device(const InCdsa&, uint32_t ctx_id) noexcept;
+// `ctx`: the context whose id is `ctx_id` (the stream's, not necessarily the current one).
+void note_context_device(const InCdsa&, uint32_t ctx_id, CUcontext ctx) noexcept;
 // The device of context `ctx_id`; with ctx_id 0 (or unknown), the first device noted. False when none was noted.
 bool context_device(uint32_t ctx_id, DeviceInfo* out) noexcept;
 

@@ -103,6 +103,17 @@ CUcontext current_context() {
   return ctx;
 }
 
+// The context a created stream belongs to, as the driver says (cuStreamGetCtx): a program may launch on a stream of
+// another context than the current one (the driver runs the work in the stream's), so the current context is no
+// answer. 0 when the driver will not say: an unknown context is never taken for another one (the fault path's probes
+// and the sync proofs key on it, shim/fault/fault.cc, SyncProof::context).
+CUcontext stream_own_context(CUstream s) {
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (d.StreamGetCtx && d.StreamGetCtx(s, &ctx) == CUDA_SUCCESS) return ctx;
+  return nullptr;
+}
+
 // What the exit probe needs to query a stream (shim/fault/exit_probe.cc): a handle and context that name it. Written
 // when a thread first meets the stream (a cache miss), not on every launch: a cached entry holds the same values.
 void note_probe_target(const StreamCacheEntry& e) {
@@ -129,7 +140,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
     for (auto& e : cache->e[set])
       if (same(e)) return cache->last = &e;
   if (!by_ctx) {
-    ctx = current_context();
+    ctx = stream_own_context(s);
     c = reinterpret_cast<uintptr_t>(ctx);
   }
   const Driver& d = driver();
@@ -143,7 +154,7 @@ const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool cre
   int slot = create ? stream_slot(id) : find_stream_slot(id);
   if (!create && slot < 0) return nullptr;
   if (d.CtxGetId && ctx) d.CtxGetId(ctx, &cid);
-  note_context_device(guard, static_cast<uint32_t>(cid));  // the GPU's name and bus id, while the context lives
+  note_context_device(guard, static_cast<uint32_t>(cid), ctx);  // the GPU's name and bus id, while the context lives
   StreamCacheEntry fresh{h, c, gen, id, slot, static_cast<uint32_t>(cid), stream_state(slot)};
   note_probe_target(fresh);
   if (!cache) {
@@ -398,6 +409,11 @@ void SyncProof::succeeded() const noexcept {
   for (const Seen& s : seen_) note_stream_synced(stream_state(s.slot), s.launched);
 }
 
+uintptr_t synchronized_context(CUcontext ctx) noexcept {
+  if (!ctx && (!driver().CtxGetCurrent || driver().CtxGetCurrent(&ctx) != CUDA_SUCCESS)) return 0;
+  return reinterpret_cast<uintptr_t>(ctx);
+}
+
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept {
   if (!started() || InCdsa::active()) return 0;
   InCdsa guard;
@@ -410,11 +426,35 @@ void note_module_unloaded() noexcept {
   if (started()) handle_map_forget_values(HandleMap::KernelName);
 }
 
-void note_kernel_name(CUfunction func, const char* name) noexcept {
+void note_context_torn_down() noexcept {
+  if (started()) handle_map_forget_values(HandleMap::KernelName);
+}
+
+void note_primary_context_released(CUdevice dev, CUresult r) noexcept {
+  if (!started()) return;
+  const Driver& d = driver();
+  unsigned int flags = 0;
+  int active = 1;
+  // Still active (a release that left references): its handles live on. Else (or unknown): forget.
+  if (r == CUDA_SUCCESS && d.DevicePrimaryCtxGetState &&
+      d.DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
+    return;
+  if (r != CUDA_SUCCESS && !is_sticky_fault(r)) return;  // refused: nothing was released
+  handle_map_forget_values(HandleMap::KernelName);
+}
+
+void note_kernel_name(CUfunction func, const char* name, bool replace) noexcept {
   if (!func || !name || !*name || !started()) return;
   auto key = reinterpret_cast<uintptr_t>(func);
-  if (handle_map_get(HandleMap::KernelName, key) != kNoString) return;
-  uint32_t id = intern_string(name, strnlen(name, 511));
+  const size_t len = strnlen(name, 511);
+  const uint32_t known = handle_map_get(HandleMap::KernelName, key);
+  if (known != kNoString && !replace) return;
+  if (known != kNoString && known != kNameUnknown) {
+    // The same name (the common case: one compare per launch) keeps the entry; another replaces it.
+    const char* had = string_at(known);
+    if (strncmp(had, name, len) == 0 && had[len] == '\0') return;
+  }
+  uint32_t id = intern_string(name, len);
   if (id != kNoString) handle_map_put(HandleMap::KernelName, key, id);
 }
 

@@ -86,6 +86,9 @@ class SyncProof {
   };
   std::vector<Seen> seen_;
 };
+// The context a cuCtxSynchronize[_v2] was about: `ctx`, or (NULL, or cuCtxSynchronize) the current one as
+// cuCtxGetCurrent names it; 0 when it will not (a dead current context may refuse).
+uintptr_t synchronized_context(CUcontext ctx) noexcept;
 // The context cdsa knows for the stream (0 when cdsa has not seen a launch on it).
 uintptr_t stream_context(CUstream stream, bool per_thread) noexcept;
 // Who reports a launch: the interposition wrappers, or the CUPTI callback.
@@ -145,10 +148,21 @@ class LaunchScope {
 // names cdsa cached by handle are dropped and asked again at the next launch of each (shim/record/recorder.h).
 void note_module_unloaded() noexcept;
 
+// A context was destroyed (cuCtxDestroy), or a primary one reset or released: the names cdsa cached by handle are
+// dropped as after an unload, since the context's CUfunction handles are freed with it and the driver hands their
+// addresses out again for other kernels (the sim does so on purpose). A primary release counts only when
+// cuDevicePrimaryCtxGetState says the context is no longer active (the last reference; a failed query counts too:
+// forgetting costs one lookup per handle, keeping a stale name a wrong one). `r`: the release's or reset's result.
+void note_context_torn_down() noexcept;
+void note_primary_context_released(CUdevice dev, CUresult r) noexcept;
+
 // A kernel's name as a front end was told it (CUPTI's symbolName, valid only during its callback): interned at
 // once (up to 511 bytes) for drivers without cuFuncGetName. Nothing happens when the handle has a name already,
-// or before warm-up.
-void note_kernel_name(CUfunction func, const char* name) noexcept;
+// unless `replace`: the front end is the only one that sees the program's calls (CUPTI alone, no interposition),
+// so no context teardown reaches cdsa, and a name that differs from the one kept replaces it (the handle's address
+// was given to another kernel since). With interposition the wrappers forget names at each teardown and ask the
+// driver before CUPTI's callback runs, so its name there only fills a gap. Nothing happens before warm-up.
+void note_kernel_name(CUfunction func, const char* name, bool replace = false) noexcept;
 
 // Asked for each launch the interposition wrappers report; returning true drops it (another front end, the
 // CUPTI backend, already recorded this very call), so each launch is recorded once. Runs on the launch path:

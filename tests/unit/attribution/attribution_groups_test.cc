@@ -163,16 +163,52 @@ TEST(AttributionGroups, OnlyTheFaultingContextsStreamsAreCandidates) {
   s.ring = {a, b};
   s.kernel_names = {{kPrimary, "gemm_primary"}, {kOther, "other_kernel"}};
   s.streams = {view(7, 1, 0, 1, /*ctx*/ 0x100), view(9, 1, 0, 1, /*ctx*/ 0x200)};
-  AttributionResult both = attribute(s);  // fault context unknown: both
+  AttributionResult both = attribute(s);  // no context proven healthy: both
   EXPECT_EQ(both.verdict, Verdict::Ambiguous);
   EXPECT_EQ(both.candidates.size(), 2u);
 
+  // Issue 26 item 5: the context proven to hold the error is not enough; another context is left out only when it
+  // answered without the error (the surfacing call's context, or the current one, is no proof).
   s.fault_ctx = 0x200;
+  EXPECT_EQ(attribute(s).candidates.size(), 2u);
+
+  s.healthy_ctx = {0x100};
   AttributionResult one = attribute(s);
   EXPECT_EQ(one.verdict, Verdict::Exact);
   ASSERT_EQ(one.candidates.size(), 1u);
   EXPECT_EQ(one.candidates[0].stream_id, 9u);
   EXPECT_EQ(one.other_context_streams, 1u);
+}
+
+// judge_contexts: a context is Faulted when the surfacing call named it or a probe answered the sticky error,
+// Healthy only when a probe answered without it, Unknown otherwise; each is asked through its streams until one
+// answers, and the surfacing call's context is not asked at all.
+TEST(AttributionGroups, ContextsAreJudgedByWhatTheDriverAnswersForThem) {
+  std::vector<StreamView> streams = {view(1, 1, 0, 1, 0xa), view(2, 1, 0, 1, 0xb), view(3, 1, 0, 1, 0xb),
+                                     view(4, 1, 0, 1, 0xc), view(5, 1, 0, 1, 0xd), view(6, 1, 0, 1, 0)};
+  std::vector<uint64_t> asked;
+  auto ask = [&](const StreamView& v) {
+    asked.push_back(v.id);
+    switch (v.id) {
+      case 2:
+        return ContextAnswer::Unknown;  // a destroyed handle: the next stream of 0xb is asked
+      case 3:
+        return ContextAnswer::Healthy;
+      case 4:
+        return ContextAnswer::Faulted;
+      default:
+        return ContextAnswer::Unknown;
+    }
+  };
+  ContextJudgement j = judge_contexts(streams, /*surfaced*/ 0xa, ask);
+  EXPECT_EQ(j.healthy, (std::vector<uintptr_t>{0xb}));
+  EXPECT_EQ(j.faulted, (std::vector<uintptr_t>{0xa, 0xc}));
+  EXPECT_EQ(asked, (std::vector<uint64_t>{2, 3, 4, 5}));  // not 1 (named by the call), not 6 (no context known)
+
+  // A surfacing call's context that owns no recorded stream is still the one proven faulted.
+  j = judge_contexts({view(1, 1, 0, 1, 0xa)}, 0xe, [](const StreamView&) { return ContextAnswer::Healthy; });
+  EXPECT_EQ(j.healthy, (std::vector<uintptr_t>{0xa}));
+  EXPECT_EQ(j.faulted, (std::vector<uintptr_t>{0xe}));
 }
 
 // Issue 26 item 1: a plain nll with good targets (1, its mark folded into the chain's), 100 PDL fill launches and a

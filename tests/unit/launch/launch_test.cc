@@ -34,10 +34,15 @@ struct FakeDriver {
   std::atomic<bool> print_assert{false};          // ... after printing the device's assert line on stderr
   std::atomic<bool> func_names{true};             // cuFuncGetName knows the handles
   std::atomic<int> writes{0};
+  std::atomic<bool> rename{false};     // cuFuncGetName names 0xf1 "_Z7reusedv" (its address reused)
+  std::atomic<int> primary_active{1};  // what cuDevicePrimaryCtxGetState answers
 };
 FakeDriver g_fake;
 
 CUcontext fake_ctx() { return reinterpret_cast<CUcontext>(0xc0); }
+// A stream of another context than the current one (cuStreamGetCtx says so).
+constexpr uintptr_t kOtherCtxStream = 10;
+CUcontext other_ctx() { return reinterpret_cast<CUcontext>(0xc1); }
 
 }  // namespace
 
@@ -58,7 +63,16 @@ const Driver& driver() noexcept {
     };
     t.FuncGetName = [](const char** name, CUfunction f) {
       if (!g_fake.func_names) return CUDA_ERROR_INVALID_HANDLE;
-      *name = reinterpret_cast<uintptr_t>(f) == 0xf1 ? "_Z7kernel1v" : "_Z7kernel2v";
+      *name = reinterpret_cast<uintptr_t>(f) == 0xf1 ? (g_fake.rename ? "_Z7reusedv" : "_Z7kernel1v") : "_Z7kernel2v";
+      return CUDA_SUCCESS;
+    };
+    t.StreamGetCtx = [](CUstream s, CUcontext* c) {
+      *c = reinterpret_cast<uintptr_t>(s) == kOtherCtxStream ? other_ctx() : fake_ctx();
+      return CUDA_SUCCESS;
+    };
+    t.DevicePrimaryCtxGetState = [](CUdevice, unsigned* flags, int* active) {
+      *flags = 0;
+      *active = g_fake.primary_active;
       return CUDA_SUCCESS;
     };
     t.StreamIsCapturing = [](CUstream, CUstreamCaptureStatus* st) {
@@ -143,6 +157,7 @@ class Launch : public ::testing::Test {
     g_fake.write_result = CUDA_SUCCESS;
     g_fake.print_assert = false;
     g_fake.func_names = true;
+    g_fake.rename = false;
     set_launch_filter(nullptr);
   }
 };
@@ -310,11 +325,63 @@ TEST_F(Launch, ALaunchIsInFlightFromBeginUntilItEnds) {
 TEST_F(Launch, AFrontEndsKernelNameServesAHandleTheDriverCannotName) {
   g_fake.func_names = false;
   note_kernel_name(func(0xf7), "_Z9from_cuptiv");
-  note_kernel_name(func(0xf7), "_Z5laterv");  // the first name stays
+  note_kernel_name(func(0xf7), "_Z9from_cuptiv");  // the same name again: kept as it is
   launch(kernel_on(6, 0xf7));
   EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z9from_cuptiv");
   launch(kernel_on(6, 0xf8));  // neither knows it: no name
   EXPECT_EQ(ring().back().kernel_name, kNoString);
+  // Issue 26 item 6 under CUPTI alone: the handle's address was given to another kernel (its context went, which
+  // CUPTI alone does not show cdsa): the name CUPTI gives at the launch replaces the stale one.
+  note_kernel_name(func(0xf7), "_Z5laterv");  // with interposition the kept name stays (its wrappers forget)
+  launch(kernel_on(6, 0xf7));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z9from_cuptiv");
+  note_kernel_name(func(0xf7), "_Z5laterv", /*replace: CUPTI alone*/ true);
+  launch(kernel_on(6, 0xf7));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z5laterv");
+}
+
+// Issue 26 item 6: a context destroyed, or a primary one reset or released for the last time, frees its functions'
+// handles, and the driver hands their addresses out again for other kernels: the names kept by handle are asked
+// again. A release that leaves the primary context active keeps them.
+TEST_F(Launch, KernelNamesAreAskedAgainOnceTheirContextIsGone) {
+  g_fake.rename = false;
+  launch(kernel_on(9, 0xf1));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7kernel1v");
+  g_fake.rename = true;  // the driver now names another kernel at that address
+  g_fake.primary_active = 1;
+  note_primary_context_released(0, CUDA_SUCCESS);  // references left: the handles live on
+  launch(kernel_on(9, 0xf1));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7kernel1v");
+  g_fake.primary_active = 0;
+  note_primary_context_released(0, CUDA_SUCCESS);  // the last reference
+  launch(kernel_on(9, 0xf1));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7reusedv");
+  g_fake.rename = false;
+  note_context_torn_down();  // cuCtxDestroy
+  launch(kernel_on(9, 0xf1));
+  EXPECT_STREQ(string_at(ring().back().kernel_name), "_Z7kernel1v");
+}
+
+// Issue 26 item 5: a created stream's context is the driver's answer (cuStreamGetCtx), not the context current at
+// its first launch; a context's synchronization proves only its own streams' work.
+TEST_F(Launch, AStreamsContextIsTheDriversAnswerAndItsSyncProvesOnlyItsStreams) {
+  launch(kernel_on(kOtherCtxStream));
+  StreamState* st = state_of(kOtherCtxStream);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(other_ctx()));
+  LaunchInfo ex = kernel_on(kOtherCtxStream);
+  ex.kind = LaunchKind::KernelEx;
+  ex.via_launch_ex = true;
+  launch(ex);
+  const uint64_t synced = st->synced.load();
+  SyncProof here = SyncProof::context(nullptr);  // the current context: not this stream's
+  here.succeeded();
+  EXPECT_EQ(st->synced.load(), synced);
+  SyncProof its = SyncProof::context(other_ctx());
+  its.succeeded();
+  EXPECT_EQ(st->synced.load(), st->launched.load());
+  EXPECT_EQ(synchronized_context(other_ctx()), reinterpret_cast<uintptr_t>(other_ctx()));
+  EXPECT_EQ(synchronized_context(nullptr), reinterpret_cast<uintptr_t>(fake_ctx()));
 }
 
 // The thread's memo of the kernel-name map serves a handle only while no value was stored into the map since: a

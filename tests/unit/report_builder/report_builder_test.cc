@@ -3,6 +3,7 @@
 // snapshot (names, stacks, profile rows).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "shim/fault/attribution.h"
@@ -55,6 +56,27 @@ TEST(ReportWording, AnExactLaunchSaysWhyWithItsNameAndStackFromTheSnapshot) {
   EXPECT_EQ(c.stack.python[0].function, "loss");
   EXPECT_EQ(c.stack.python[0].line, 20);
   EXPECT_TRUE(rep.notes.empty());
+}
+
+// Issue 26 item 5: the report's GPU is the device of the context proven to hold the fault, not the first candidate's
+// (a context that could not be asked keeps its launches as candidates) nor device 0's.
+TEST(ReportWording, TheGpuIsTheFaultingContextsDevice) {
+  FaultSnapshot s = two_pending();
+  s.ring[0].ctx_id = 1;  // gemm, the older candidate, on device 0's context
+  s.ring[1].ctx_id = 2;  // nll_loss on device 1's
+  DeviceInfo gpu0, gpu1;
+  gpu0.ordinal = 0;
+  gpu1.ordinal = 1;
+  snprintf(gpu1.name, sizeof gpu1.name, "GPU one");
+  snprintf(gpu1.pci_bus_id, sizeof gpu1.pci_bus_id, "0000:4C:00.0");
+  s.devices = {{0, gpu0}, {1, gpu0}, {2, gpu1}};
+  EXPECT_EQ(build(s).origin.gpu_ordinal, 0);  // nothing proven: the first candidate's
+  s.fault_ctx_id = 2;
+  report::FaultReport rep = build(s);
+  EXPECT_EQ(rep.attribution, report::Attribution::Ambiguous);  // both contexts' launches stay candidates
+  EXPECT_EQ(rep.origin.gpu_ordinal, 1);
+  EXPECT_EQ(rep.origin.gpu_name, "GPU one");
+  EXPECT_EQ(rep.origin.gpu_pci_bus_id, "0000:4C:00.0");
 }
 
 TEST(ReportWording, TheDevicesAssertNamesTheOneKernelAmongPendingStreams) {
