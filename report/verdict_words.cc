@@ -122,6 +122,11 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
           " stream(s) had a copy, memset or memory operation where the completion marks cannot show it ran without "
           "fault (after the last launch proven finished, before any mark that never landed): the fault may be its, "
           "so no launch is named as certain");
+  if (e.stream_work_unseen)
+    notes.push_back(
+        "cdsa sees this process through CUPTI alone (loaded by the driver, not preloaded): copies, memsets "
+        "and memory operations go unseen, and the fault may be one's, so no launch is named as certain "
+        "(preload libcdsa.so, or use cdsa run, to see them)");
   counted(e.other_context_streams,
           " stream(s) of other CUDA contexts had unfinished launches; those contexts answered the driver without the "
           "sticky error after the fault, so it is not theirs and they are not candidates");

@@ -312,9 +312,12 @@ AttributionResult attribute(const FaultSnapshot& s) {
     out.untracked_calls = true;
   }
   for (auto& c : picks) add_graph_nodes(s, asserts, &c);
+  // Under CUPTI alone no copy, memset or memory operation is seen: any fault but a device-side assert may be one's.
+  out.stream_work_unseen = s.stream_work_unseen && s.fault.code != CUDA_ERROR_ASSERT;
+  if (out.verdict == Verdict::Exact && out.stream_work_unseen) out.verdict = Verdict::Ambiguous;
   // A copy, memset or memory operation may be what faulted (stream_work_may_have_faulted): no launch is certain.
   if (out.verdict == Verdict::Exact && out.stream_work_unproven > 0) out.verdict = Verdict::Ambiguous;
-  CDSA_DCHECK(out.verdict != Verdict::Exact || out.stream_work_unproven == 0);
+  CDSA_DCHECK(out.verdict != Verdict::Exact || (out.stream_work_unproven == 0 && !out.stream_work_unseen));
   // The replay is known but not which of its kernel nodes failed: not exact either.
   if (out.verdict == Verdict::Exact && picks.front().graph_nodes_ambiguous) {
     out.verdict = Verdict::Ambiguous;

@@ -105,6 +105,8 @@ struct AttributionResult {
   // Streams whose copy, memset or memory operation may be what faulted (not a device-side assert: those are a
   // kernel's): then no launch is exact, and the list may not hold the cause.
   uint32_t stream_work_unproven = 0;
+  // Such work goes unseen (CUPTI alone) and the fault is not a device-side assert: no launch is exact either.
+  bool stream_work_unseen = false;
   // The program called an entry point cdsa passed through unwrapped that can submit work or change a stream or
   // graph (FaultSnapshot::passthrough_calls): what it did is not in the records, so the verdict is not exact.
   bool untracked_calls = false;

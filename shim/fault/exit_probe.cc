@@ -5,10 +5,12 @@
 #include <unistd.h>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "report/trace_enums.h"
 #include "shim/common/config.h"
 #include "shim/common/driver.h"
+#include "shim/common/passthrough.h"
 #include "shim/common/reentrancy.h"
 #include "shim/fault/attribution.h"
 #include "shim/fault/fault.h"
@@ -20,6 +22,29 @@
 #include "shim/record/recorder.h"
 
 namespace cdsa::fault_internal {
+namespace {
+
+// Work no record and no mark covers (copies and memops under CUPTI alone; a launch through a pass-through entry
+// point): a stream that looks finished may still hold the fault, so every stream is queried.
+bool work_unseen() {
+  std::vector<PassthroughCall> passed;
+  passthrough_called(&passed);
+  bool unseen = stream_work_unseen() || passthrough_pool_exhausted();
+  for (const auto& p : passed) unseen = unseen || p.changes_work;
+  return unseen;
+}
+
+// cuStreamQuery of a stream in its own context (a sticky error it finds is that context's).
+CUresult query_stream(const StreamView& s) {
+  const Driver& d = driver();
+  StreamState* st = stream_state(s.slot);
+  if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+  CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+  if (is_sticky_fault(r)) set_fault_context_hint(s.ctx);  // that stream's context answered the error
+  return r;
+}
+
+}  // namespace
 
 // At exit: poll the streams whose marks have not all landed, for up to CDSA_EXIT_PROBE_MS, and report a sticky
 // fault that no call of the program surfaced. Then write the CDSA_TRACE=always (or profile) file.
@@ -29,7 +54,6 @@ void exit_probe() {
   python_bridge_at_exit();  // a report the kernel's Python was to print but never did
   const Config& c = config();
   if (!g_reported.load()) {
-    const Driver& d = driver();
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
@@ -37,22 +61,14 @@ void exit_probe() {
     flush_all_breadcrumbs(guard);
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
-    ExitProbeResult probe = poll_streams_at_exit(
-        [] { return stream_views(); },
-        [&d](const StreamView& s) {
-          // The query runs in the stream's context: a sticky error it finds is that context's.
-          StreamState* st = stream_state(s.slot);
-          if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
-          CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
-          if (is_sticky_fault(r)) set_fault_context_hint(s.ctx);  // that stream's context answered the error
-          return r;
-        },
-        [&start] {
-          timespec now;
-          clock_gettime(CLOCK_MONOTONIC, &now);
-          return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        },
-        [] { usleep(200); }, c.exit_probe_ms, stream_work_unseen());
+    ExitProbeResult probe =
+        poll_streams_at_exit([] { return stream_views(); }, query_stream,
+                             [&start] {
+                               timespec now;
+                               clock_gettime(CLOCK_MONOTONIC, &now);
+                               return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+                             },
+                             [] { usleep(200); }, c.exit_probe_ms, work_unseen());
     if (probe.verdict == ExitProbeVerdict::StickyFault) {
       on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
       return;
@@ -75,3 +91,31 @@ void exit_probe() {
 }
 
 }  // namespace cdsa::fault_internal
+
+namespace cdsa {
+
+void probe_before_teardown(const char* call) noexcept {
+  using namespace fault_internal;
+  if (getpid() != g_pid || !driver_ready() || g_reported.load()) return;
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  if (!d.CtxGetCurrent || !d.CtxSetCurrent || d.CtxGetCurrent(&current) != CUDA_SUCCESS) return;
+  ExitProbeResult probe;
+  {
+    InCdsa guard;
+    // Waited for as at exit (at most CDSA_EXIT_PROBE_MS): the teardown waits for the context's work anyway.
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    probe = poll_streams_at_exit([] { return stream_views(); }, query_stream,
+                                 [&start] {
+                                   timespec now;
+                                   clock_gettime(CLOCK_MONOTONIC, &now);
+                                   return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+                                 },
+                                 [] { usleep(200); }, config().exit_probe_ms, work_unseen());
+    d.CtxSetCurrent(current);  // the queries ran in each stream's context: the program's own is current again
+  }
+  if (probe.verdict == ExitProbeVerdict::StickyFault) on_sticky_fault(probe.result, call);
+}
+
+}  // namespace cdsa

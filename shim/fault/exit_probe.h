@@ -29,8 +29,9 @@ struct ExitProbeResult {
 //
 // A stream whose every enqueued mark landed and whose tail is flushed (marked >= launched) is done and not queried,
 // unless a copy or memory operation on it came after its last proven launch (StreamView::work_after_proof): no mark
-// shows that work ran, so the stream is queried (not waited for); with `query_every_stream` (such work goes unseen:
-// CUPTI alone) so is every stream with launches.
+// shows that work ran, so the stream is queried; with `query_every_stream` (work no record covers: copies under CUPTI
+// alone, a launch through a pass-through entry point) so is every stream with launches. Such a stream keeps the
+// probe waiting while it answers CUDA_ERROR_NOT_READY.
 // Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting:
 // a stream without marks, or whose tail could not be flushed (another thread's per-thread stream), is queried
 // but not waited for. A torn-down answer (driver.h's is_torn_down) counts only from a stream with marks, and only
@@ -47,6 +48,8 @@ ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& e
       pending = pending || (s.marks && s.landed < s.marked);
       CUresult r = query(s);
       if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};
+      // Work no mark covers, still running: waited for like a missing mark (it may be what faults).
+      if (r == CUDA_ERROR_NOT_READY && (query_every_stream || s.work_after_proof())) pending = true;
       if (s.marks && is_torn_down(r)) torn_down = r;
     }
     if (!pending) return {ExitProbeVerdict::Finished, CUDA_SUCCESS};

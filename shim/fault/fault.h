@@ -17,6 +17,11 @@ namespace cdsa {
 
 void fault_handling_init() noexcept;
 void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept;
+// Before a context's teardown (cuCtxDestroy, a primary context's release or reset): a fault no call surfaced would go
+// with the context unreported, so the streams whose work is not proven finished are queried, and waited for up to
+// CDSA_EXIT_PROBE_MS, as the exit probe does (shim/fault/exit_probe.cc; the teardown waits for that work anyway), and
+// a sticky answer is reported with `call`. The calling thread's current context is left as it was.
+void probe_before_teardown(const char* call) noexcept;
 // The context the call about to surface a fault on this thread ran on, when it named a stream of it (0: unknown, the
 // thread's current context is used). The sticky error is that context's: only its launches are candidates.
 void set_fault_context_hint(uintptr_t ctx) noexcept;

@@ -7,6 +7,7 @@
 #include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/graph_capture.h"
+#include "shim/record/launch.h"
 
 namespace cdsa {
 
@@ -102,6 +103,7 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, const FaultFacts& fault, uint32
   copy_stack(surfaced_stack, &s);
   passthrough_called(&s.passthrough_calls);
   s.passthrough_pool_exhausted = passthrough_pool_exhausted();
+  s.stream_work_unseen = stream_work_unseen();
   s.header_version = CUDA_VERSION;
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;

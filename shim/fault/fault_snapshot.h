@@ -118,6 +118,9 @@ struct FaultSnapshot {
   // never saw: no verdict is exact.
   std::vector<PassthroughCall> passthrough_calls;
   bool passthrough_pool_exhausted = false;
+  // Copies, memsets and memory operations go unseen (CUPTI alone, by injection: no wrapper sees them;
+  // shim/record/launch.h stream_work_unseen): any of them may be what faulted.
+  bool stream_work_unseen = false;
   int header_version = 0;
   bool has_profile = false;                 // CDSA_PROFILE was on: `profile` holds its rows
   ProfileRows profile;

@@ -183,6 +183,16 @@ TEST(Attribution, WorkThatIsNoLaunchMayBeWhatFaulted) {
   s.streams[0] = stream_view(0, 7, 3, 1);
   s.streams[0].op_at[0] = 1 + 1;
   EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+
+  // CUPTI alone: no such work is seen at all, so only an assert can be pinned on a launch.
+  s.streams[0].op_at[0] = 0;
+  s.stream_work_unseen = true;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.fault.code = 700;
+  AttributionResult unseen = attribute(s);
+  EXPECT_EQ(unseen.verdict, Verdict::Ambiguous);
+  EXPECT_TRUE(unseen.stream_work_unseen);
+  EXPECT_EQ(unseen.candidates.size(), 1u);
 }
 
 // Issue 26 item 8: the assert's qualification counts. Two streams pending, a::foo and b::foo: the assert in b::foo

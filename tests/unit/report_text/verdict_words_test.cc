@@ -82,10 +82,11 @@ TEST(VerdictWords, EachLimitIsOneNoteInTheReportsOrder) {
   e.assert_names_no_kernel = "operator()";
   e.unproven = EvidenceFacts::Unproven::MarksNotPlaced;
   e.stream_work_unproven = 2;
+  e.stream_work_unseen = true;
   e.other_context_streams = 3;
   e.recorder_overflow = "the stack table is full";
   std::vector<std::string> n = evidence_notes(e);
-  ASSERT_EQ(n.size(), 11u);
+  ASSERT_EQ(n.size(), 12u);
   EXPECT_EQ(n[0], "some streams had launches without breadcrumbs; they cannot be ruled out");
   EXPECT_EQ(n[1].rfind("the graph node tables were full (65,536 nodes)", 0), 0u);
   EXPECT_EQ(n[2].rfind("2 launch(es) on other threads", 0), 0u);
@@ -100,8 +101,9 @@ TEST(VerdictWords, EachLimitIsOneNoteInTheReportsOrder) {
                        0),
             0u);
   EXPECT_NE(n[8].find("so no launch is named as certain"), std::string::npos);
-  EXPECT_EQ(n[9].rfind("3 stream(s) of other CUDA contexts", 0), 0u);
-  EXPECT_EQ(n[10], "the stack table is full");
+  EXPECT_EQ(n[9].rfind("cdsa sees this process through CUPTI alone", 0), 0u);
+  EXPECT_EQ(n[10].rfind("3 stream(s) of other CUDA contexts", 0), 0u);
+  EXPECT_EQ(n[11], "the stack table is full");
   e.unproven = EvidenceFacts::Unproven::AllFinished;
   EXPECT_EQ(evidence_notes(e)[7].rfind("the completion marks and successful synchronizing calls show every recorded "
                                        "launch finished",
