@@ -196,15 +196,20 @@ std::string planned_trace_path() {
   return trace_path_for_process(g_start_unix_ns);
 }
 
-// After the report is out: the trace file it named (`planned`). A write that fails, or a name that was taken, is said
-// in a line of its own (the report said only "trace file X", never "written").
-void write_fault_trace(ReportBuilder& build, const report::FaultReport& rep, const std::string& planned) {
-  if (planned.empty()) return;
+// The trace's contents, built (in memory: no file system is touched) before the report is printed.
+report::TraceData fault_trace(ReportBuilder& build, const report::FaultReport& rep) {
   report::TraceData t = build.trace(g_start_unix_ns);
   t.reason = std::string(report::trace_enum::Reason::fault);
   t.has_fault = true;
   t.report = rep;
   t.report.trace_path.clear();  // the file does not name itself: `cdsa report FILE` knows where it is
+  return t;
+}
+
+// After the report is out: the trace file it named (`planned`). A write that fails, or a name that was taken, is said
+// in a line of its own (the report said only "trace file X", never "written").
+void write_fault_trace(report::TraceData& t, const std::string& planned) {
+  if (planned.empty()) return;
   std::string written;
   write_trace(t, &written);  // says why, where it fails
   if (!written.empty() && written != planned)
@@ -293,11 +298,14 @@ void on_sticky_fault(CUresult code, const char* surfaced_call) noexcept {
   prepare_verdict(ReportBuilder(guard, snapshot, ReportBuilder::Native::Unsymbolized).report(attribution));
   ReportBuilder build(guard, snapshot);
   report::FaultReport rep = build.report(attribution);
-  // The report before the trace: a file system that stalls (a hung network mount) cannot hold the report back.
+  // The report before the trace file: a file system that stalls (a hung network mount) cannot hold the report back.
+  // The trace's contents are built first (memory only), the file written after the report.
   const std::string trace = planned_trace_path();
   rep.trace_path = trace;
+  report::TraceData t;
+  if (!trace.empty()) t = fault_trace(build, rep);
   print_report(rep);
-  write_fault_trace(build, rep, trace);
+  write_fault_trace(t, trace);
   fault_report_finished();
   g_report_out.store(true, std::memory_order_release);
 }

@@ -135,7 +135,7 @@ def test_trace_never_through_a_symlink_or_existing_file(tmp_path):
     assert (tmp_path / "trace-1.json").read_text() == "someone else's"
     written = tmp_path / "trace-2.json"
     # The report names the file before it is written; the line after it says the name was taken and where it went.
-    assert "cdsa: trace file trace.json\n" in run.report
+    assert "cdsa: trace file trace.json" in run.report.splitlines()
     assert "cdsa: trace file trace.json was taken: the trace is trace-2.json" in run.err
     st = os.lstat(written)
     assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600

@@ -53,7 +53,7 @@ int case_illegal_address() {
 
 // ---- case: a signal arrives while the report is being built ----
 // The report asks a shared cudart for its version (cudaRuntimeGetVersion, looked up with dlsym(RTLD_DEFAULT))
-// while it builds the trace file, after the verdict is known and before the report is printed: this program's
+// while it builds the trace (in memory, before the report is printed and the file written): this program's
 // own definition sends SIGTERM from there, to the reporting thread itself ("self") or to another thread
 // ("other"), as a launcher's SIGTERM arriving mid-report would.
 std::string g_term_mode;
