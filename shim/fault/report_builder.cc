@@ -49,16 +49,10 @@ std::string nth_line(const std::string& text, int n) {
 
 std::vector<std::pair<std::string, std::string>> config_text() { return config_fields(config()); }
 
-  rep->attribution = same_value<report::Attribution>(a.verdict);
-  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s) &&
-                             !a.assert_matches_no_candidate &&
-                             !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
-  report::EvidenceFacts evidence;
-  evidence.unmarked_streams_pending = a.unmarked_streams_pending;
-  // The verdict rests on every candidate; a long group (an all-PDL decode step shares one mark across hundreds of
-  // launches) is shown by its first ones, and the report says how many more there are.
-  constexpr size_t kCandidatesShown = 32;
-  size_t shown = 0;
+// The shim's enums and the report's words for them, value for value.
+template <class To, class From>
+constexpr To same_value(From v) {
+  return static_cast<To>(static_cast<int>(v));
 }
 static_assert(same_value<report::NodeOriginWord>(NodeOrigin::Added) == report::NodeOriginWord::Added &&
               same_value<report::NodeOriginWord>(NodeOrigin::Changed) == report::NodeOriginWord::Changed &&
@@ -202,9 +196,15 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   const FaultSnapshot& s = s_;
   rep->device_asserts = s.asserts;
   rep->attribution = same_value<report::Attribution>(a.verdict);
-  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s);
+  rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s) &&
+                             !a.assert_matches_no_candidate &&
+                             !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
   report::EvidenceFacts evidence;
   evidence.unmarked_streams_pending = a.unmarked_streams_pending;
+  // The verdict rests on every candidate; a long group (an all-PDL decode step shares one mark across hundreds of
+  // launches) is shown by its first ones, and the report says how many more there are.
+  constexpr size_t kCandidatesShown = 32;
+  size_t shown = 0;
   for (const auto& c : a.candidates) {
     if (shown++ == kCandidatesShown) {
       rep->candidates_not_shown = a.candidates.size() - kCandidatesShown;
