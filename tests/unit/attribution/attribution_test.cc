@@ -145,14 +145,14 @@ TEST(Attribution, TheAssertsQualificationTellsNamespacesApart) {
   s.breadcrumbs_active = true;
   s.ring = {launch(1, 7, 1, 10), launch(2, 9, 1, 11)};
   s.kernel_names = {{10, "_ZN1a3fooEPi"}, {11, "_ZN1b3fooEPi"}};
-  s.streams = {stream(0, 7, 1, 0), stream(1, 9, 1, 0)};
+  s.streams = {stream_view(0, 7, 1, 0), stream_view(1, 9, 1, 0)};
   s.asserts = {device_assert("void b::foo(int*)")};
   AttributionResult a = attribute(s);
   EXPECT_EQ(a.verdict, Verdict::Exact);
   ASSERT_EQ(a.candidates.size(), 1u);
   EXPECT_EQ(a.candidates[0].stream_id, 9u);
 
-  s.streams = {stream(0, 7, 1, 0), stream(1, 9, 1, 1)};  // only a::foo unfinished
+  s.streams = {stream_view(0, 7, 1, 0), stream_view(1, 9, 1, 1)};  // only a::foo unfinished
   AttributionResult none = attribute(s);
   EXPECT_NE(none.verdict, Verdict::Exact);
   EXPECT_TRUE(none.assert_matches_no_candidate);
@@ -164,7 +164,7 @@ TEST(Attribution, TheAssertsQualificationTellsNamespacesApart) {
 // exact; the assert may be in a __device__ function the kernel calls, or in a launch cdsa did not record.
 TEST(Attribution, AnAssertNoCandidateMatchesIsNeverExact) {
   FaultSnapshot s = two_streams();
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 2)};  // stream 7's launch 3 (gemm_kernel) alone unfinished
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 2)};  // stream 7's launch 3 (gemm_kernel) alone unfinished
   ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
   s.asserts = {device_assert("softmax_kernel")};
   AttributionResult a = attribute(s);
@@ -187,7 +187,7 @@ TEST(Attribution, AnAssertNoCandidateMatchesIsNeverExact) {
     EXPECT_TRUE(b.assert_names_no_kernel);
   }
   // With several streams pending it tells none apart either: both stay.
-  s.streams = {stream(0, 7, 3, 2), stream(1, 9, 2, 1)};
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};
   s.asserts = {device_assert("operator()")};
   AttributionResult c = attribute(s);
   EXPECT_EQ(c.verdict, Verdict::Ambiguous);
@@ -198,7 +198,7 @@ TEST(Attribution, AnAssertNoCandidateMatchesIsNeverExact) {
 TEST(Attribution, AnUnknownKernelIsNotRuledOutByTheAssert) {
   FaultSnapshot s = two_streams();
   s.ring.erase(s.ring.begin());                          // launch 1 (stream 7's first) is gone
-  s.streams = {stream(0, 7, 3, 0), stream(1, 9, 2, 1)};  // 7: its launch 1 (lost); 9: its launch 2 (nll_loss)
+  s.streams = {stream_view(0, 7, 3, 0), stream_view(1, 9, 2, 1)};  // 7: its launch 1 (lost); 9: its launch 2 (nll_loss)
   s.asserts = {device_assert("gemm_kernel")};            // not nll_loss: stream 9 is ruled out, the lost one is not
   AttributionResult a = attribute(s);
   ASSERT_EQ(a.candidates.size(), 1u);
@@ -230,7 +230,7 @@ TEST(Attribution, AReplayMatchesTheAssertThroughItsKernelNodes) {
   s.ring = {node, replay, launch(3, 9, 1, 12)};
   s.graph_nodes = {node};
   s.kernel_names = {{12, "void nll_loss_forward_kernel<float>(float*, long*)"}, {13, "fill_f32"}};
-  StreamView a = stream(0, 7, 1, 0), b = stream(1, 9, 1, 0);
+  StreamView a = stream_view(0, 7, 1, 0), b = stream_view(1, 9, 1, 0);
   b.marked = 0;  // its mark still deferred
   s.streams = {a, b};
   s.asserts = {device_assert("nll_loss_forward_kernel")};
