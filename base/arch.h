@@ -124,8 +124,10 @@ inline uintptr_t lr_of(const ucontext_t& uc) { return static_cast<uintptr_t>(uc.
 // On aarch64 libunwind's getcontext is a macro of inline assembly (unw_tdep_getcontext in libunwind-aarch64.h),
 // not an exported function: cdsa_capture_context is cdsa's equivalent.
 constexpr bool kUnwGetcontextExported = false;
-// UNW_AARCH64_X29, UNW_AARCH64_SP, UNW_AARCH64_PC.
-constexpr int kUnwFp = 29, kUnwSp = 31, kUnwPc = 32;
+// UNW_AARCH64_X29, UNW_AARCH64_SP, and for the PC UNW_REG_IP, which is UNW_AARCH64_X30 there: unw_get_reg answers
+// it from the cursor's IP of each frame. UNW_AARCH64_PC (32) is not that: libunwind 1.6 reads it from its save
+// location, which no step updates, so every frame would read the capture point's PC.
+constexpr int kUnwFp = 29, kUnwSp = 31, kUnwPc = 30;
 // The return address column is x30 (UNW_TDEP_IP is UNW_AARCH64_X30): after a step, the caller's x30 was restored
 // from the slot its callee saved it in, and that value is the caller's PC.
 constexpr int kUnwReturnSlot = 30;

@@ -24,7 +24,7 @@ static_assert(offsetof(unw_save_loc_t, u) == offsetof(cdsa::native_internal::Unw
 static_assert(UNW_SLT_MEMORY == cdsa::native_internal::kSlotMemory);
 #if defined(__aarch64__)
 static_assert(UNW_AARCH64_X29 == cdsa::arch::kUnwFp && UNW_AARCH64_SP == cdsa::arch::kUnwSp &&
-              UNW_AARCH64_PC == cdsa::arch::kUnwPc && UNW_AARCH64_X30 == cdsa::arch::kUnwReturnSlot);
+              UNW_REG_IP == cdsa::arch::kUnwPc && UNW_AARCH64_X30 == cdsa::arch::kUnwReturnSlot);
 // unw_tdep_context_t is a prefix of glibc's ucontext_t there: the registers at the same offsets.
 static_assert(offsetof(unw_tdep_context_t, uc_mcontext.regs) == offsetof(ucontext_t, uc_mcontext.regs));
 static_assert(offsetof(unw_tdep_context_t, uc_mcontext.pc) == offsetof(ucontext_t, uc_mcontext.pc));
