@@ -173,39 +173,40 @@ inline uintptr_t backtrace_pc(uintptr_t a) {
 // uc_sigmask (128) make 168, mcontext_t is 16-aligned (176) and starts with fault_address (8). sp and pc follow
 // regs[30] (at 184 + 248 and 184 + 256).
 constexpr size_t kUcRegsOffset = 184;
-#define CDSA_ARCH_DEFINE_CAPTURE_CONTEXT()                                                                   \
-  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.regs) == cdsa::arch::kUcRegsOffset);           \
-  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.sp) == cdsa::arch::kUcRegsOffset + 248);       \
-  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.pc) == cdsa::arch::kUcRegsOffset + 256);       \
-  __asm__(".pushsection .text.cdsa_capture_context,\"ax\",%progbits\n"                                     \
-          ".globl cdsa_capture_context\n"                                                                  \
-          ".hidden cdsa_capture_context\n"                                                                 \
-          ".type cdsa_capture_context,%function\n"                                                         \
-          ".balign 16\n"                                                                                   \
-          "cdsa_capture_context:\n"                                                                        \
-          "hint 34\n" /* bti c: callable through a pointer where branch target identification is on */   \
-          "stp x0, x1, [x0, #184]\n"                                                                       \
-          "stp x2, x3, [x0, #200]\n"                                                                       \
-          "stp x4, x5, [x0, #216]\n"                                                                       \
-          "stp x6, x7, [x0, #232]\n"                                                                       \
-          "stp x8, x9, [x0, #248]\n"                                                                       \
-          "stp x10, x11, [x0, #264]\n"                                                                     \
-          "stp x12, x13, [x0, #280]\n"                                                                     \
-          "stp x14, x15, [x0, #296]\n"                                                                     \
-          "stp x16, x17, [x0, #312]\n"                                                                     \
-          "stp x18, x19, [x0, #328]\n"                                                                     \
-          "stp x20, x21, [x0, #344]\n"                                                                     \
-          "stp x22, x23, [x0, #360]\n"                                                                     \
-          "stp x24, x25, [x0, #376]\n"                                                                     \
-          "stp x26, x27, [x0, #392]\n"                                                                     \
-          "stp x28, x29, [x0, #408]\n"                                                                     \
-          "mov x1, sp\n"                                                                                   \
-          "stp x30, x1, [x0, #424]\n" /* regs[30], then sp */                                             \
-          "str x30, [x0, #440]\n"     /* pc: the return address */                                        \
-          "mov x0, #0\n"                                                                                   \
-          "ret\n"                                                                                          \
-          ".size cdsa_capture_context, .-cdsa_capture_context\n"                                           \
-          ".popsection\n")
+#define CDSA_ARCH_DEFINE_CAPTURE_CONTEXT()                                                          \
+  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.regs) == cdsa::arch::kUcRegsOffset);     \
+  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.sp) == cdsa::arch::kUcRegsOffset + 248); \
+  static_assert(__builtin_offsetof(ucontext_t, uc_mcontext.pc) == cdsa::arch::kUcRegsOffset + 256); \
+  __asm__(                                                                                          \
+      ".pushsection .text.cdsa_capture_context,\"ax\",%progbits\n"                                  \
+      ".globl cdsa_capture_context\n"                                                               \
+      ".hidden cdsa_capture_context\n"                                                              \
+      ".type cdsa_capture_context,%function\n"                                                      \
+      ".balign 16\n"                                                                                \
+      "cdsa_capture_context:\n"                                                                     \
+      "hint 34\n" /* bti c: callable through a pointer where branch target identification is on */  \
+      "stp x0, x1, [x0, #184]\n"                                                                    \
+      "stp x2, x3, [x0, #200]\n"                                                                    \
+      "stp x4, x5, [x0, #216]\n"                                                                    \
+      "stp x6, x7, [x0, #232]\n"                                                                    \
+      "stp x8, x9, [x0, #248]\n"                                                                    \
+      "stp x10, x11, [x0, #264]\n"                                                                  \
+      "stp x12, x13, [x0, #280]\n"                                                                  \
+      "stp x14, x15, [x0, #296]\n"                                                                  \
+      "stp x16, x17, [x0, #312]\n"                                                                  \
+      "stp x18, x19, [x0, #328]\n"                                                                  \
+      "stp x20, x21, [x0, #344]\n"                                                                  \
+      "stp x22, x23, [x0, #360]\n"                                                                  \
+      "stp x24, x25, [x0, #376]\n"                                                                  \
+      "stp x26, x27, [x0, #392]\n"                                                                  \
+      "stp x28, x29, [x0, #408]\n"                                                                  \
+      "mov x1, sp\n"                                                                                \
+      "stp x30, x1, [x0, #424]\n" /* regs[30], then sp */                                           \
+      "str x30, [x0, #440]\n"     /* pc: the return address */                                      \
+      "mov x0, #0\n"                                                                                \
+      "ret\n"                                                                                       \
+      ".size cdsa_capture_context, .-cdsa_capture_context\n"                                        \
+      ".popsection\n")
 
 // ---- the launch clock's counter ----
 // The generic timer's virtual count (CNTVCT_EL0), which Linux lets user space read (its vDSO does) and keeps time

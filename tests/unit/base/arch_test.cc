@@ -47,8 +47,6 @@ TEST(Arch, UnwBacktracesReturnAddressMinusOneIsRoundedBack) {
   EXPECT_EQ(arch::backtrace_pc((ra - 1) | (uintptr_t{0x12} << 48)), ra);
 }
 
-
-
 TEST(Arch, CaptureContextGivesTheCallersPcSpAndFramePointer) {
   ucontext_t uc;
   std::memset(&uc, 0, sizeof uc);
@@ -61,7 +59,6 @@ TEST(Arch, CaptureContextGivesTheCallersPcSpAndFramePointer) {
   // sp: this frame's, below its frame record (GCC puts the record at the bottom of the frame).
   EXPECT_LE(arch::sp_of(uc), fp);
   EXPECT_GT(arch::sp_of(uc) + 4096, fp);
-
 }
 
 TEST(Arch, TheGenericTimerCountsForward) {
