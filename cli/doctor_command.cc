@@ -184,6 +184,11 @@ bool check_python(Doctor& d, const std::string& python, std::string* probe) {
     why = "CPython " + ver + " is outside " + range;
   else if (field(*probe, "gil_disabled") == "1")
     why = "free-threaded builds are not supported";
+  // An interpreter of another architecture (an x86-64 Python under emulation on a Grace host, or the other way
+  // round) cannot load this libcdsa.so at all.
+  const int m = elf_machine(field(*probe, "executable"));
+  if (why.empty() && m >= 0 && m != arch::kElfMachine)
+    why = "it is built for " + machine_name(m) + ", cdsa for " + arch::kName;
   if (!why.empty()) {
     d.line(Level::Warn, "Python", what + ": no Python frames (" + why + "); native frames only");
     d.limits.push_back("no Python frames (" + why + ")");
