@@ -57,7 +57,9 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
 #                                                under emulation on a loaded machine it has finished by then
 #   e2e_* but e2e_emulated_subset                the other e2e suites start Python interpreters or exec further
 #                                                aarch64 programs (cdsa run, launchers): binfmt_misc again
-# Measured on the 2-core CI machine (other builds kept its load at 3-7): see README.md, "aarch64 (Grace)".
+# Measured cold (CCACHE_DISABLE=1, empty build-aarch64/) on a 2-core machine that other builds kept at a load of
+# 3-7: 16 min 46 s wall (build 15 min 53 s, tests 39 s), 827 s of CPU (about 7 min on two idle cores); README.md,
+# "aarch64 (Grace)".
 AARCH64_EXCLUDE='^python_stack\.py|^python_stack\.unsupported|^SimChildTest\.|^DcheckOn\.TrueGoesOnFalseAbortsWithItsLine$|^SimTest\.ContextV2EntryPoints$|^e2e_'
 aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expected to fail where a test execs)
   local full=${1:-0} t0=$SECONDS n
