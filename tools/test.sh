@@ -70,7 +70,8 @@ aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expecte
   echo "== build-aarch64: ctest under qemu-aarch64 (built in $((SECONDS - t0)) s)"
   # ctest's -E is a CMake regular expression (no lookahead): the unit tests first, then the e2e ones by name.
   local e2e='^e2e_emulated_subset$'
-  [ "$full" = 1 ] && e2e='^e2e_'
+  # --aarch64-full: every e2e suite, each program started under the emulator as in the subset (tests/e2e/conftest.py).
+  if [ "$full" = 1 ]; then e2e='^e2e_'; export E2E_EMULATOR="qemu-aarch64 -L /"; fi
   for sel in "-E $AARCH64_EXCLUDE" "-R $e2e"; do
     # shellcheck disable=SC2086
     ctest --test-dir build-aarch64 --output-on-failure -j "$jobs" $sel | tee build-aarch64/ctest.log
@@ -78,6 +79,7 @@ aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expecte
     passed=$((passed + ${n:-0}))
   done
   echo "== build-aarch64: done in $((SECONDS - t0)) s"
+  unset E2E_EMULATOR
 }
 if [ "$only" = aarch64 ]; then aarch64_step 0; echo "$passed passed, 0 failed"; exit 0; fi
 if [ "$only" = aarch64-full ]; then aarch64_step 1; echo "$passed passed, 0 failed"; exit 0; fi
