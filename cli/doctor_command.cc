@@ -1,6 +1,7 @@
 // `cdsa doctor`: says whether cdsa will work here, and why not.
 //
-// Checks, one line each: the libcdsa.so `cdsa run` would preload; the CUDA driver (libcuda.so.1 and the version
+// Checks, one line each: the architecture this cdsa was built for, and that of the libcdsa.so `cdsa run` would
+// preload (an x86-64 library on an aarch64 host, or the other way round, is a failure); the libcdsa.so itself; the CUDA driver (libcuda.so.1 and the version
 // cuDriverGetVersion reports: no cuInit, no context, no GPU memory) and the CUDA headers cdsa was built from; the
 // Python that would run (its version against the frame walker's range, by running it with a short probe script);
 // the unwinder (libunwind) and the symbolizer (libdw) that would be loaded, bundled or system; CUPTI for the
@@ -11,6 +12,8 @@
 //   cdsa doctor: usable, with limits: ...  exit 0 (the failing launch is named, with fewer frames)
 //   cdsa doctor: not usable here: ...      exit 1 (no libcdsa.so, no driver, or no frames of any kind)
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/arch.h"
+#include "base/io.h"
 #include "base/path.h"
 #include "base/version.h"
 #include "cli/commands.h"
@@ -74,6 +79,40 @@ else:
         print("torch=" + torch.__version__); print("torch_cuda=" + str(torch.version.cuda))
     except Exception as e: print("torch_error=" + (str(e).splitlines() or ["?"])[0])
 )";
+
+// The ELF machine of a 64-bit little-endian shared object (e_machine: 2 bytes at offset 18 of the ELF header), or
+// -1 when the file cannot be read or is not such an ELF file.
+int elf_machine(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  unsigned char h[EI_NIDENT + 4] = {};
+  const ssize_t n = base::read_full(fd, h, sizeof h);
+  close(fd);
+  if (n != static_cast<ssize_t>(sizeof h) || memcmp(h, ELFMAG, SELFMAG) != 0 || h[EI_CLASS] != ELFCLASS64 ||
+      h[EI_DATA] != ELFDATA2LSB)
+    return -1;
+  return h[EI_NIDENT + 2] | (h[EI_NIDENT + 3] << 8);
+}
+
+// The name of an ELF machine cdsa may meet.
+std::string machine_name(int m) {
+  if (m == EM_X86_64) return "x86_64";
+  if (m == EM_AARCH64) return "aarch64";
+  return "ELF machine " + std::to_string(m);
+}
+
+// This cdsa's architecture, and that of the libcdsa.so it would preload: another architecture's library is not
+// loadable into this host's programs at all.
+void check_arch(Doctor& d, const std::string& lib) {
+  std::string text = std::string("cdsa built for ") + arch::kName;
+  const int m = lib.empty() ? -1 : elf_machine(lib);
+  if (m >= 0 && m != arch::kElfMachine) {
+    d.line(Level::Fail, "architecture", text + "; " + lib + " is built for " + machine_name(m));
+    d.failures.push_back("libcdsa.so is built for " + machine_name(m) + ", not " + arch::kName);
+    return;
+  }
+  d.line(Level::Ok, "architecture", text + (m >= 0 ? ", libcdsa.so too" : ""));
+}
 
 void check_lib(Doctor& d, const std::string& lib) {
   if (lib.empty())
@@ -145,6 +184,11 @@ bool check_python(Doctor& d, const std::string& python, std::string* probe) {
     why = "CPython " + ver + " is outside " + range;
   else if (field(*probe, "gil_disabled") == "1")
     why = "free-threaded builds are not supported";
+  // An interpreter of another architecture (an x86-64 Python under emulation on a Grace host, or the other way
+  // round) cannot load this libcdsa.so at all.
+  const int m = elf_machine(field(*probe, "executable"));
+  if (why.empty() && m >= 0 && m != arch::kElfMachine)
+    why = "it is built for " + machine_name(m) + ", cdsa for " + arch::kName;
   if (!why.empty()) {
     d.line(Level::Warn, "Python", what + ": no Python frames (" + why + "); native frames only");
     d.limits.push_back("no Python frames (" + why + ")");
@@ -188,9 +232,20 @@ void check_cupti(Doctor& d, const std::string& probe) {
     if (end > pos) in.python_dirs.push_back(site.substr(pos, end - pos));
     pos = end + 1;
   }
+  std::string other;  // a candidate built for another architecture (an x86-64 toolkit copied to a Grace host)
   for (const auto& cand : cupti::cupti_candidates(in)) {
     if (cand.find('/') == std::string::npos) continue;  // a bare soname: not loaded here (no CUDA code runs)
+    const int m = elf_machine(cand);
+    if (m >= 0 && m != arch::kElfMachine) {
+      if (other.empty()) other = cand + " (" + machine_name(m) + ")";
+      continue;
+    }
     d.line(Level::Ok, "CUPTI", cand + " (for --backend cupti; optional)");
+    return;
+  }
+  if (!other.empty()) {
+    d.line(Level::Warn, "CUPTI",
+           "only one for another architecture: " + other + ", not " + arch::kName + " (only --backend cupti needs it)");
     return;
   }
   d.line(Level::Info, "CUPTI",
@@ -322,6 +377,7 @@ int doctor_command(int argc, char** argv) {
   fflush(stdout);
   Doctor d;
   const std::string lib = find_libcdsa();
+  check_arch(d, lib);
   check_lib(d, lib);
   check_driver(d);
   std::string probe;

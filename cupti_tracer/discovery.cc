@@ -91,7 +91,7 @@ std::vector<std::string> cupti_search_dirs(const SearchInputs& in) {
     l.add(home + "/lib64");
     l.add(home + "/lib");
     l.add(home + "/extras/CUPTI/lib64");
-    l.add(home + "/targets/" + in.arch + "-linux/lib");
+    l.add(home + "/targets/" + in.arch + "/lib");
   }
   return l.dirs;
 }
@@ -132,9 +132,6 @@ SearchInputs current_search_inputs() {
   const char* home = getenv("CUDA_HOME");
   if (!home || !*home) home = getenv("CUDA_PATH");
   if (home && *home) in.cuda_home = home;
-#if defined(__aarch64__)
-  in.arch = "sbsa";
-#endif
   return in;
 }
 

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "base/arch.h"
+
 namespace cdsa::cupti {
 
 struct SearchInputs {
@@ -33,7 +35,7 @@ struct SearchInputs {
   std::vector<std::string> python_dirs;  // site-packages-like folders named by the environment
   std::string cuda_home;                 // $CUDA_HOME or $CUDA_PATH; empty when neither is set
   std::string default_toolkit = "/usr/local/cuda";
-  std::string arch = "x86_64";  // for targets/<arch>-linux/lib
+  std::string arch = ::cdsa::arch::kCudaTargetName;  // targets/<arch>/lib: x86_64-linux, sbsa-linux (base/arch.h)
 };
 
 // The directories searched, in order, de-duplicated; only existing ones.

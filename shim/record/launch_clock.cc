@@ -9,7 +9,7 @@
 #include "base/io.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
+#include <cpuid.h>  // the invariant-TSC bit; the counter itself is read through base/arch.h
 #endif
 
 namespace cdsa {
@@ -22,15 +22,18 @@ namespace {
 std::once_flag g_once;
 uint64_t g_tsc0 = 0, g_ns0 = 0;  // the start-up pair (tsc mode), written before g_tsc is set
 
-// The kernel's clocksource is the TSC: it found the counter invariant and in step across CPUs (else it would have
-// marked it unstable and moved to another source).
+// The kernel's clocksource is the counter arch::read_counter() reads: on x86-64 "tsc", which the kernel keeps only
+// while it finds the counter invariant and in step across CPUs (else it marks it unstable and moves to another
+// source); on aarch64 "arch_sys_counter", the generic timer, one system-wide count by the architecture's definition.
 bool kernel_keeps_time_by_tsc() {
   int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  char buf[16] = {};
+  char buf[32] = {};
   const ssize_t n = base::read_full(fd, buf, sizeof buf - 1);
   close(fd);
-  return n >= 3 && std::strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+  const size_t k = std::strlen(arch::kCounterClocksource);
+  return n >= static_cast<ssize_t>(k) && std::strncmp(buf, arch::kCounterClocksource, k) == 0 &&
+         (n == static_cast<ssize_t>(k) || buf[k] == '\n');
 }
 
 bool invariant_tsc() {
@@ -40,28 +43,25 @@ bool invariant_tsc() {
   __cpuid(0x80000007u, a, b, c, d);
   return (d >> 8) & 1;  // CPUID.80000007H:EDX[8], invariant TSC
 #else
-  return false;
+  // aarch64: the generic timer counts at the constant rate CNTFRQ_EL0 names (Armv8 requires it: "system counter"),
+  // independent of the cores' clocks; zero there means firmware left it unset, and it is not used.
+  return arch::counter_frequency() != 0;
 #endif
 }
 
-// One (tsc, CLOCK_MONOTONIC) pair, read back to back; the tightest of a few tries.
+// One (counter, CLOCK_MONOTONIC) pair, read back to back; the tightest of a few tries.
 void read_pair(uint64_t* tsc, uint64_t* ns) {
-#if defined(__x86_64__)
   uint64_t best = ~uint64_t{0};
   for (int i = 0; i < 4; ++i) {
-    const uint64_t t0 = __rdtsc();
+    const uint64_t t0 = arch::read_counter();
     const uint64_t n = launch_clock_internal::monotonic_ns();
-    const uint64_t t1 = __rdtsc();
+    const uint64_t t1 = arch::read_counter();
     if (t1 - t0 < best) {
       best = t1 - t0;
       *tsc = t0 + (t1 - t0) / 2;
       *ns = n;
     }
   }
-#else
-  *tsc = 0;
-  *ns = launch_clock_internal::monotonic_ns();
-#endif
 }
 
 }  // namespace
@@ -95,7 +95,7 @@ uint64_t LaunchClockReading::ns(uint64_t stamp) const noexcept {
 }
 
 const char* launch_clock_name() noexcept {
-  return launch_clock_internal::g_tsc.load(std::memory_order_acquire) ? "tsc" : "clock_gettime";
+  return launch_clock_internal::g_tsc.load(std::memory_order_acquire) ? arch::kCounterName : "clock_gettime";
 }
 
 }  // namespace cdsa

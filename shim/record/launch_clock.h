@@ -1,5 +1,6 @@
-// When a launch was made, at the price of a few instructions: the time stamp counter where the kernel itself keeps
-// time by it (x86-64, an invariant TSC, "tsc" the current clocksource), else CLOCK_MONOTONIC. A launch keeps the
+// When a launch was made, at the price of a few instructions: the CPU's counter where the kernel itself keeps time
+// by it (x86-64: an invariant TSC, "tsc" the current clocksource; aarch64: the generic timer's CNTVCT_EL0,
+// "arch_sys_counter" the clocksource; base/arch.h reads either), else CLOCK_MONOTONIC. A launch keeps the
 // raw stamp (LaunchRecord::stamp); a LaunchClockReading makes CLOCK_MONOTONIC nanoseconds of it when records are
 // read (the fault snapshot takes one), interpolating between the pair of readings taken at start-up and one taken
 // then, so a converted time is as close to CLOCK_MONOTONIC as those readings are to each other (tens of
@@ -10,13 +11,11 @@
 #include <cstdint>
 #include <ctime>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
+#include "base/arch.h"
 
 namespace cdsa {
 namespace launch_clock_internal {
-extern std::atomic<bool> g_tsc;  // set once by launch_clock_init, before the first launch is recorded
+extern std::atomic<bool> g_tsc;  // the counter is used (x86-64's TSC or aarch64's CNTVCT_EL0); set once by launch_clock_init, before the first launch is recorded
 inline uint64_t monotonic_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -29,9 +28,7 @@ void launch_clock_init() noexcept;
 
 // The launch path's reading.
 inline uint64_t launch_stamp() noexcept {
-#if defined(__x86_64__)
-  if (launch_clock_internal::g_tsc.load(std::memory_order_relaxed)) return __rdtsc();
-#endif
+  if (launch_clock_internal::g_tsc.load(std::memory_order_relaxed)) return arch::read_counter();
   return launch_clock_internal::monotonic_ns();
 }
 
@@ -44,7 +41,8 @@ struct LaunchClockReading {
 };
 LaunchClockReading launch_clock_reading() noexcept;
 
-// Which clock launch_stamp() reads: "tsc" or "clock_gettime" (launch_clock_test).
+// Which clock launch_stamp() reads: arch::kCounterName ("tsc" on x86-64, "cntvct" on aarch64) or "clock_gettime"
+// (launch_clock_test).
 const char* launch_clock_name() noexcept;
 
 }  // namespace cdsa

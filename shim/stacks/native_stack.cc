@@ -5,11 +5,11 @@
 #include <link.h>
 #include <pthread.h>
 #include <ucontext.h>
-#include <emmintrin.h>
 #include <atomic>
 #include <cstring>
 #include <type_traits>
 
+#include "base/arch.h"
 #include "shim/common/thread_block.h"
 #include "shim/stacks/native_unwinder_internal.h"
 
@@ -71,7 +71,7 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
 
 // ---- the verified cache ----
 //
-// Why a hit is exact. Unwinding one frame on x86-64 computes the caller's registers from the frame's: the CFA is
+// Why a hit is exact. Unwinding one frame on x86-64 (aarch64: below) computes the caller's registers from the frame's: the CFA is
 // SP + c or BP + c (c and the register fixed by the frame's PC through its CFI), the return address is read from
 // a slot at a fixed offset from the CFA, a saved BP from another such slot. So the whole unwind is a function of
 // (PC, SP, BP) at the capture point and of the slots it read. The capture point is one fixed instruction in
@@ -84,12 +84,19 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
 // guesses), stack-realigning prologues whose CFA is loaded from the stack (GCC's DRAP), stacks read through
 // anything but memory in this thread's stack, and everything after a library is unloaded.
 //
+// On aarch64 the same argument holds with x29 for BP: the CFA is SP + c or x29 + c, the return address is read
+// (as the caller's x30) from a slot at a fixed offset from the CFA, the caller's x29 from another. Only which
+// frames are x29-based cannot be told from the CFA's value there (base/arch.h, cfa_may_use_fp), so every frame's
+// saved-x29 slot is checked. A return address that still carries a pointer-authentication signature (the walk's
+// value differs from its stripped form) is not cached either: the entry serves its checked values as the frames,
+// and those must be plain code addresses.
+//
 // Many sites. Sites called in turn from one loop capture at the same stack pointer, so the key is the stack
 // pointer plus the return address of the first recorded frame (the launch site in the caller), read from the slot
 // the last fill found it in: `probe` offsets per thread (one per path through cdsa to the capture point, usually
 // one or two). The key only picks candidates; a candidate is served only after every check passed, so the key
 // cannot make a hit wrong, only a miss more likely. Sets of kWays ways, their tags side by side (one SSE compare
-// per four ways), not-recently-used replacement.
+// per four ways on x86-64: base/arch.h), not-recently-used replacement.
 //
 // The checks: offsets from the stack pointer (the slots of a hit are exactly the fill's: the same SP) and the
 // values, return-address slots first in frame order (so the recorded frames are a run of the values: no second
@@ -193,14 +200,9 @@ CDSA_READS_OWN_STACK inline bool probe_value(const ThreadCache* tc, uintptr_t sp
 }
 
 // The ways of a set whose tag is `tag`, as a bit mask.
+static_assert(kWays == 16, "arch::match_16_tags compares one set's tags at once");
 inline uint32_t matching_ways(const ThreadCache* tc, uint32_t set, uint32_t tag) {
-  const __m128i t = _mm_set1_epi32(static_cast<int>(tag));
-  uint32_t m = 0;
-  for (int q = 0; q < kWays / 4; ++q) {
-    __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(&tc->tags[set][4 * q]));
-    m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(w, t)))) << (4 * q);
-  }
-  return m;
+  return arch::match_16_tags(tc->tags[set], tag);
 }
 
 // True if every checked slot still holds what the unwinder read. n_checks is a whole number of blocks (walk() pads
@@ -222,27 +224,13 @@ CDSA_READS_OWN_STACK inline bool checks_hold(const Entry& e, uintptr_t sp0) {
   return true;
 }
 
-// GCC's stack-realigning prologue (DRAP): `lea disp8(%rsp),%rXX` then `and $imm,%rsp`; its CFA is loaded from
-// the stack, which the checks do not cover.
-bool realigns_stack(uintptr_t start, uintptr_t end) {
-  if (!start || end <= start) return false;
-  const auto* b = reinterpret_cast<const unsigned char*>(start);
-  size_t n = end - start < 32 ? end - start : 32;
-  bool lea = false;
-  for (size_t i = 0; i + 4 < n; ++i) {
-    if ((b[i] == 0x48 || b[i] == 0x4c) && b[i + 1] == 0x8d && (b[i + 2] & 0xc7) == 0x44 && b[i + 3] == 0x24) lea = true;
-    if (lea && b[i] == 0x48 && b[i + 1] == 0x83 && b[i + 2] == 0xe4) return true;
-  }
-  return false;
-}
-
 // Whether the code at `ip` has unwind info (not JIT code) and no stack-realigning prologue: asked of libunwind
 // once per code address (per thread and library generation).
 bool has_plain_unwind_info(ThreadCache* tc, UnwCursor* cur, uint64_t ip, uint64_t unloads) {
   uint32_t i = static_cast<uint32_t>((ip * 0x9e3779b97f4a7c15ull) >> 32) & (kVetted - 1);
   if (tc->vetted_ip[i] == ip && (tc->vetted[i] >> 1) == unloads) return tc->vetted[i] & 1;
   UnwProcInfo pi{};
-  bool ok = g_walker.get_proc_info(cur, &pi) >= 0 && !realigns_stack(pi.start_ip, pi.end_ip);
+  bool ok = g_walker.get_proc_info(cur, &pi) >= 0 && !arch::realigns_stack(pi.start_ip, pi.end_ip);
   tc->vetted_ip[i] = static_cast<uintptr_t>(ip);
   tc->vetted[i] = (unloads << 1) | (ok ? 1 : 0);
   return ok;
@@ -269,7 +257,7 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
   UnwCursor cur;
   if (w.init_local(&cur, uc) < 0) return 0;
   const uintptr_t uc_lo = reinterpret_cast<uintptr_t>(uc), uc_hi = uc_lo + sizeof *uc;
-  const uintptr_t sp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  const uintptr_t sp0 = arch::sp_of(*uc);
   bool ok = e != nullptr && sp0 >= tc->stack_lo && sp0 < tc->stack_hi;
   auto in_stack = [&](uintptr_t a) {
     return a >= sp0 && a + sizeof(uintptr_t) <= tc->stack_hi && (a & 7) == 0 && a - sp0 < kNoProbe;
@@ -282,13 +270,18 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
   UnwSaveLoc prev_bp_loc{};
   for (int frame = 0;; ++frame) {
     uint64_t ip = 0, sp = 0, bp = 0;
-    if (w.get_reg(&cur, kUnwRIP, &ip) < 0 || w.get_reg(&cur, kUnwRSP, &sp) < 0 || w.get_reg(&cur, kUnwRBP, &bp) < 0)
+    if (w.get_reg(&cur, kUnwPc, &ip) < 0 || w.get_reg(&cur, kUnwSp, &sp) < 0 || w.get_reg(&cur, kUnwFp, &bp) < 0)
       break;
+    // A signed return address (aarch64's pointer authentication) is recorded stripped and not cached.
+    if (arch::strip_code_address(static_cast<uintptr_t>(ip)) != ip) {
+      ip = arch::strip_code_address(static_cast<uintptr_t>(ip));
+      ok = false;
+    }
     const bool output = frame > 0 && !(skipping && pc_in_cdsa(ip));
     if (frame > 0 && (ok || (output && skipping && e))) {
       UnwSaveLoc loc{};
       // This frame's PC was read from a slot by the last step.
-      const bool in_slot = w.get_save_loc(&cur, kUnwRIP, &loc) >= 0 && loc.type == kSlotMemory && in_stack(loc.addr);
+      const bool in_slot = w.get_save_loc(&cur, kUnwReturnSlot, &loc) >= 0 && loc.type == kSlotMemory && in_stack(loc.addr);
       if (in_slot && output && skipping) *probe_off = static_cast<uint32_t>(loc.addr - sp0);
       if (!in_slot || n_ra >= kMaxFrames) {
         ok = false;
@@ -296,8 +289,8 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
         e->off[n_ra] = static_cast<uint32_t>(loc.addr - sp0);
         e->val[n_ra++] = static_cast<uintptr_t>(ip);
       }
-      // The last frame's CFA was BP-based: the BP it used must be the same.
-      if (ok && sp == prev_bp + 16) {
+      // The last frame's CFA was (or may have been) BP-based: the BP it used must be the same.
+      if (ok && arch::cfa_may_use_fp(sp, prev_bp)) {
         if (prev_bp_loc.type == kSlotMemory && prev_bp_loc.addr >= uc_lo && prev_bp_loc.addr < uc_hi) {
           need_bp0 = true;
         } else if (prev_bp_loc.type == kSlotMemory && in_stack(prev_bp_loc.addr) && n_bp < kMaxFrames) {
@@ -319,15 +312,15 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
     if (ok) ok = frame + 1 < kMaxFrames && w.is_signal_frame(&cur) <= 0 && has_plain_unwind_info(tc, &cur, ip, unloads);
     if (ok) {
       prev_bp = bp;
-      if (w.get_save_loc(&cur, kUnwRBP, &prev_bp_loc) < 0) ok = false;
+      if (w.get_save_loc(&cur, kUnwFp, &prev_bp_loc) < 0) ok = false;
     }
     int r = w.step(&cur);
     if (r < 0) ok = false;
     if (r <= 0) break;
   }
   if (!e) return n_out;
-  e->ip0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-  e->bp0 = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
+  e->ip0 = arch::pc_of(*uc);
+  e->bp0 = arch::fp_of(*uc);
   e->max = static_cast<int16_t>(max);
   e->stop = stop;
   e->memo = NativeMemo{};
@@ -365,9 +358,8 @@ int walk(ucontext_t* uc, uintptr_t* out, int max, bool stop, ThreadCache* tc, En
 
 // True if `e` is the entry of this capture point (the checks aside).
 inline bool same_key(const Entry& e, uintptr_t sp0, uint32_t off, const ucontext_t& uc, int max, bool stop) {
-  return e.sp0 == sp0 && e.probe_off == off && e.ip0 == static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RIP]) &&
-         e.max == max && e.stop == stop &&
-         (!e.need_bp0 || e.bp0 == static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RBP]));
+  return e.sp0 == sp0 && e.probe_off == off && e.ip0 == arch::pc_of(uc) && e.max == max && e.stop == stop &&
+         (!e.need_bp0 || e.bp0 == arch::fp_of(uc));
 }
 
 // Copies a walked entry into its way: the way of an uncacheable entry of the same key if the set has one (a retried
@@ -427,7 +419,9 @@ __attribute__((noinline)) int plain_backtrace(BacktraceFn bt, uintptr_t* out, in
   while (skip < n && pc_in_cdsa(reinterpret_cast<uintptr_t>(buf[skip]))) ++skip;
   int count = 0;
   for (int i = skip; i < n && count < max; ++i) {
-    out[count++] = reinterpret_cast<uintptr_t>(buf[i]);
+    // As the step-by-step walk gives it (base/arch.h: unchanged on x86-64; on aarch64 unsigned, and libunwind's
+    // return-address-minus-one undone).
+    out[count++] = arch::backtrace_pc(reinterpret_cast<uintptr_t>(buf[i]));
     if (stop && pc_in_interpreter(out[count - 1])) break;
   }
   return count;
@@ -483,7 +477,7 @@ int capture_native_stack(uintptr_t* out, int max, NativeCapture* how) noexcept {
   // The one capture point: every cached stack starts from this getcontext's registers.
   ucontext_t uc;
   g_walker.getcontext(&uc);
-  const auto sp0 = static_cast<uintptr_t>(uc.uc_mcontext.gregs[REG_RSP]);
+  const auto sp0 = arch::sp_of(uc);
   auto serve = [&](Entry& e, uint32_t set, int way) {
     tc->wasted = 0;
     e.served = 1;

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/arch.h"
+
 #pragma GCC visibility push(hidden)
 namespace cdsa::native_internal {
 
@@ -20,11 +22,14 @@ using BacktraceFn = int (*)(void**, int);
 extern std::atomic<BacktraceFn> g_backtrace;  // unw_backtrace (TSan builds: glibc's backtrace); null: none
 
 // ---- the step-by-step unwinder behind the verified cache (libunwind's local API, no headers needed) ----
-// unw_cursor_t is 127 words on x86-64; unw_context_t is a ucontext_t; register numbers are the DWARF ones.
-constexpr int kUnwRBP = 6, kUnwRSP = 7, kUnwRIP = 16;
+// unw_cursor_t's size is the architecture's (base/arch.h: 127 words on x86-64, 250 on aarch64; native_unwinder.cc
+// checks the buffer against libunwind's own header); unw_context_t is a ucontext_t, or a prefix of one (aarch64);
+// register numbers are the DWARF ones.
+constexpr int kUnwFp = arch::kUnwFp, kUnwSp = arch::kUnwSp, kUnwPc = arch::kUnwPc;
+constexpr int kUnwReturnSlot = arch::kUnwReturnSlot;
 constexpr int kSlotMemory = 1;  // UNW_SLT_MEMORY
 struct alignas(16) UnwCursor {
-  uint64_t w[140];
+  uint64_t w[arch::kUnwCursorWords];
 };
 struct UnwSaveLoc {
   int type;

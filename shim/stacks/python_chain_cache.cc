@@ -1,9 +1,8 @@
 // The verified chain cache of the CPython walker (python_stack.h: capture_python_frames_cached).
-#include <emmintrin.h>
-
 #include <cstring>
 #include <type_traits>
 
+#include "base/arch.h"
 #include "shim/common/thread_block.h"
 #include "shim/stacks/code_frees.h"
 #include "shim/stacks/python_walker_internal.h"
@@ -377,14 +376,9 @@ inline int verified_prefix(const Reader& rd, const Chain& c, const char* frame, 
                     : verified_prefix_t<false>(rd, c, frame, frees, stop_at, hit);
 }
 
+static_assert(kChainWays == 16, "arch::match_16_tags compares one set's tags at once");
 inline uint32_t chain_ways(const ChainCache* cc, uint32_t set, uint32_t tag) {
-  const __m128i t = _mm_set1_epi32(static_cast<int>(tag));
-  uint32_t m = 0;
-  for (int q = 0; q < kChainWays / 4; ++q) {
-    const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(&cc->tags[set][4 * q]));
-    m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(w, t)))) << (4 * q);
-  }
-  return m;
+  return arch::match_16_tags(cc->tags[set], tag);
 }
 
 }  // namespace

@@ -42,11 +42,31 @@ def clean_env(extra=None, preload=True, dll="cdll"):
     return env
 
 
+# A cross build's programs run under an emulator (the aarch64 build under qemu-user: tools/test.sh's aarch64 step sets
+# E2E_EMULATOR to CMake's CMAKE_CROSSCOMPILING_EMULATOR, space-separated). Without binfmt_misc the host kernel cannot
+# exec an aarch64 program, so each one is started as an argument of qemu, and what the program itself must see in its
+# environment, LD_PRELOAD and LD_LIBRARY_PATH (for the x86-64 qemu they would name libraries of the wrong
+# architecture), goes to it through QEMU_SET_ENV. A program that execs another aarch64 program (cdsa run, a
+# launcher) still fails here: only the first one is emulated.
+EMULATOR = os.environ.get("E2E_EMULATOR", "").split()
+
+
+def emulated(argv, env):
+    """argv and env as they are, or, under E2E_EMULATOR, the emulator's command line and environment."""
+    if not EMULATOR:
+        return argv, env
+    env = dict(os.environ if env is None else env)
+    guest = [f"{k}={env.pop(k)}" for k in ("LD_PRELOAD", "LD_LIBRARY_PATH") if k in env]
+    if guest:
+        env["QEMU_SET_ENV"] = ",".join(guest)
+    return EMULATOR + list(argv), env
+
+
 def run_cli(*args, cwd=None, env=None, timeout=120):
     """The cdsa CLI of the build under test with `args` (each made a string), its output captured as text. `env`: the
     environment to run it in (None: this process's own; clean_env(preload=False) for one without CDSA_ settings)."""
-    return subprocess.run([str(CDSA), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    argv, env = emulated([str(CDSA), *map(str, args)], env)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 SANITIZED = bool(os.environ.get("E2E_PRELOAD_FIRST"))
@@ -75,8 +95,8 @@ def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=1
 
 
 def run_program(argv, *, cwd, env=None, preload=True, timeout=180):
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=clean_env(env, preload), capture_output=True,
-                          text=True, timeout=timeout)
+    argv, env = emulated([str(a) for a in argv], clean_env(env, preload))
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return Run(proc, cwd)
 
 

@@ -268,11 +268,13 @@ TEST_F(Discovery, ToolkitLayoutsAfterWheels) {
   std::string cudart = touch("sp/nvidia/cu13/lib/libcudart.so.13");
   touch("sp/nvidia/cu13/lib/libcupti.so.13");
   touch("toolkit/extras/CUPTI/lib64/libcupti.so.12");
-  touch("toolkit/targets/x86_64-linux/lib/libcupti.so.13");
+  // The toolkit's folder for this architecture's libraries (base/arch.h: x86_64-linux, sbsa-linux on aarch64).
+  const std::string targets = std::string("toolkit/targets/") + arch::kCudaTargetName + "/lib/libcupti.so.13";
+  touch(targets);
   touch("toolkit/lib64/libcupti.so");
   EXPECT_EQ(cupti_candidates(pinned_inputs({cudart})),
             at({"sp/nvidia/cu13/lib/libcupti.so.13", "toolkit/lib64/libcupti.so",
-                "toolkit/extras/CUPTI/lib64/libcupti.so.12", "toolkit/targets/x86_64-linux/lib/libcupti.so.13"}));
+                "toolkit/extras/CUPTI/lib64/libcupti.so.12", targets}));
 }
 
 TEST_F(Discovery, DefaultToolkitAndLoaderSearchOnlyWhenCudaHomeUnset) {
