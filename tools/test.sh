@@ -91,7 +91,7 @@ if [ "${TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
 # cdsa's headers, so the 13.1 ABI changes go through the ceiling's thunks (label headers: test_entry_versions.py,
 # test_request_coverage.py, test_real_runtimes.py). Skipped where the toolkit's headers are the pinned version.
 if [ -f .cuda-headers/13.5/include/cuda.h ] && ! grep -q '^#define CUDA_VERSION 13050' "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h"; then
-  BUILD_TARGETS="cdsa cdsa_sim_cuda cdsa_sim_cuda_stub e2e_entry_versions e2e_driver_names" \
+  BUILD_TARGETS="cdsa cdsa_cli cdsa_sim_cuda cdsa_sim_cuda_stub e2e_entry_versions e2e_driver_names" \
     build_and_test build-cuda130 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_CUDA_HEADERS="${CUDA_HOME:-/usr/local/cuda}/include" \
     -DCDSA_SIM_HEADERS="$PWD/.cuda-headers/13.5/include" -- -L headers
 fi
