@@ -6,10 +6,11 @@ cuLaunchKernel there takes one more argument (tests/sim/README.md)."""
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
-from conftest import BUILD, LIBCDSA, PROGRAMS, SCRIPTS, SIMDIR, marker_line, run_program, run_python
+from conftest import BUILD, LIBCDSA, PROGRAMS, SCRIPTS, SIMDIR, clean_env, marker_line, run_program, run_python
 from entry_point_oracle import CUDA, HEADER_VERSION
 
 VERSIONS = PROGRAMS / "e2e_entry_versions"
@@ -85,10 +86,13 @@ def test_from_python_the_thunk_passes_every_argument_and_the_verdict_names_the_e
 
 # ---- CUDA 13.1's two ABI changes (issue 27): cuLaunchHostFunc_v2's 4th argument, the multicast binds' CUdevice --
 def sim_driver_version():
-    import ctypes
-    v = ctypes.c_int()
-    ctypes.CDLL(str(SIMDIR / "libcuda.so.1")).cuDriverGetVersion(ctypes.byref(v))
-    return v.value
+    # Asked in a child with the test environment: in a sanitizer build the sim needs its runtime preloaded first,
+    # which this pytest process does not have.
+    code = ("import ctypes, sys; v = ctypes.c_int(); "
+            "ctypes.CDLL(sys.argv[1]).cuDriverGetVersion(ctypes.byref(v)); print(v.value)")
+    out = subprocess.run([sys.executable, "-c", code, str(SIMDIR / "libcuda.so.1")], env=clean_env(preload=False),
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return int(out.split()[-1])
 
 
 def abi_line(case, version):
