@@ -110,7 +110,7 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
   // Every launch at or before `proven` finished: the last landed mark proves it (a mark whose group holds a PDL
   // launch is placed only behind the wait on the whole group, so no landed mark leaves a primary unproven), and so
   // does a successful synchronizing call after them (StreamView::synced).
-  const uint64_t proven = std::max(std::min(st.landed, m), std::min(st.synced, n));
+  const uint64_t proven = st.proven();
   if (proven >= n) return;
   // The group of the first placed mark that never landed: from proven + 1 to the first launch with a mark of its
   // own (its successor's record does not share); or, past the last placed mark, the whole tail, whose mark was never
@@ -162,7 +162,7 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
 bool stream_work_may_have_faulted(const StreamView& st) {
   const uint64_t n = st.launched;
   const uint64_t m = std::min(st.marked, n);
-  const uint64_t proven = std::max(std::min(st.landed, m), std::min(st.synced, n));
+  const uint64_t proven = st.proven();
   const bool mark_after_proven = m > proven;
   const auto may = [&](uint64_t p) { return p == proven || (p > proven && !mark_after_proven); };
   for (uint64_t at : st.op_at)

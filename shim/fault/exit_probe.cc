@@ -44,6 +44,19 @@ CUresult query_stream(const StreamView& s) {
   return r;
 }
 
+// One probe of the streams that may still hold a fault (exit_probe.h), waited for up to CDSA_EXIT_PROBE_MS.
+ExitProbeResult probe_streams() {
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  return poll_streams_at_exit([] { return stream_views(); }, query_stream,
+                              [&start] {
+                                timespec now;
+                                clock_gettime(CLOCK_MONOTONIC, &now);
+                                return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+                              },
+                              [] { usleep(200); }, config().exit_probe_ms, work_unseen());
+}
+
 }  // namespace
 
 // At exit: poll the streams whose marks have not all landed, for up to CDSA_EXIT_PROBE_MS, and report a sticky
@@ -54,21 +67,12 @@ void exit_probe() {
   python_bridge_at_exit();  // a report the kernel's Python was to print but never did
   const Config& c = config();
   if (!g_reported.load()) {
-    timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
     // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
     // finished stream reads as finished.
     flush_all_breadcrumbs(guard);
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
-    ExitProbeResult probe =
-        poll_streams_at_exit([] { return stream_views(); }, query_stream,
-                             [&start] {
-                               timespec now;
-                               clock_gettime(CLOCK_MONOTONIC, &now);
-                               return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-                             },
-                             [] { usleep(200); }, c.exit_probe_ms, work_unseen());
+    ExitProbeResult probe = probe_streams();
     if (probe.verdict == ExitProbeVerdict::StickyFault) {
       on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
       return;
@@ -104,15 +108,7 @@ void probe_before_teardown(const char* call) noexcept {
   {
     InCdsa guard;
     // Waited for as at exit (at most CDSA_EXIT_PROBE_MS): the teardown waits for the context's work anyway.
-    timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    probe = poll_streams_at_exit([] { return stream_views(); }, query_stream,
-                                 [&start] {
-                                   timespec now;
-                                   clock_gettime(CLOCK_MONOTONIC, &now);
-                                   return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-                                 },
-                                 [] { usleep(200); }, config().exit_probe_ms, work_unseen());
+    probe = probe_streams();
     d.CtxSetCurrent(current);  // the queries ran in each stream's context: the program's own is current again
   }
   if (probe.verdict == ExitProbeVerdict::StickyFault) on_sticky_fault(probe.result, call);

@@ -57,12 +57,18 @@ struct StreamView {
   // when it was submitted, plus one; 0: none): the last few, and the highest position among the older ones.
   uint64_t op_at[4] = {};
   uint64_t ops_forgotten = 0;
+  // The last stream_seq proven finished: by a landed mark that was placed, or by a successful synchronizing call.
+  uint64_t proven() const {
+    const uint64_t m = marked < launched ? marked : launched;
+    const uint64_t by_mark = landed < m ? landed : m, by_sync = synced < launched ? synced : launched;
+    return by_mark > by_sync ? by_mark : by_sync;
+  }
   // Whether some of that work sits after every launch its marks or a sync prove finished (so nothing shows it ran).
   bool work_after_proof() const {
-    const uint64_t proven = landed > synced ? landed : synced;
+    const uint64_t p = proven();
     for (uint64_t at : op_at)
-      if (at && at - 1 >= proven) return true;
-    return ops_forgotten && ops_forgotten - 1 >= proven;
+      if (at && at - 1 >= p) return true;
+    return ops_forgotten && ops_forgotten - 1 >= p;
   }
 };
 
