@@ -38,4 +38,4 @@ echo
 echo "== this was $dir/: the demo's own build (only cdsa run and cdsa report in its CLI)."
 echo "== the full build (every command, the tests, the benchmarks; RelWithDebInfo) is build/:"
 echo "     cmake -S . -B build -G Ninja && cmake --build build && ctest --test-dir build"
-echo "== every test (normal build, the wheel, ASan+UBSan, TSan, fuzzing): tools/test.sh   (TEST_QUICK=1: build/ only)"
+echo "== every test (normal build, the wheel, ASan+UBSan, TSan, fuzzing, aarch64 under qemu): tools/test.sh   (TEST_QUICK=1: build/ only)"
