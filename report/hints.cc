@@ -102,13 +102,16 @@ std::string kernel_identifier(const std::string& kernel) {
   return id.empty() ? kernel : std::string(id);
 }
 
-std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv) {
+bool is_pytorch_module(const std::string& path) {
+  const std::string name = base::basename_of(path);
+  return name.compare(0, 14, "libc10_cuda.so") == 0 || name.compare(0, 16, "libtorch_cuda.so") == 0;
+}
+
+std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv,
+                              bool pytorch) {
   std::string cmd;
   // PyTorch's caching allocator hides out-of-bounds accesses inside its pooled blocks from memcheck.
-  if (!argv.empty()) {
-    std::string exe = base::basename_of(argv[0]);
-    if (exe.compare(0, 6, "python") == 0) cmd += "PYTORCH_NO_CUDA_MEMORY_CACHING=1 ";
-  }
+  if (pytorch) cmd += "PYTORCH_NO_CUDA_MEMORY_CACHING=1 ";
   cmd += "compute-sanitizer --tool memcheck --kernel-name " + shell_quote("kns=" + kernel);
   if (nth > 1) cmd += fmt::format(" --launch-skip {}", nth - 1);
   cmd += " --launch-count 1 --";
@@ -124,6 +127,9 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
   const base::DeviceAssert* first = r.device_asserts.empty() ? nullptr : &r.device_asserts.front();
   bool text = first && !first->condition.empty();  // a line the device printed for an assert()
   if (r.code == 710) {
+    // The table is ATen's asserts: PyTorch's advice, for a PyTorch program only (a kernel of the same name in another
+    // program is no cross_entropy).
+    if (!ctx.pytorch) return;
     std::string kernel = failing ? failing->kernel : (text ? first->function : std::string());
     const HintRow* row = find_hint(text ? first->condition : std::string(), kernel);
     if (row) {
@@ -148,7 +154,7 @@ void add_hints(FaultReport& r, const HintContext& ctx) {
   if (nth == 0) nth = 1;
   r.hints.push_back(fmt::format(
       "no assert text; for the faulting thread and address, re-run only this launch under compute-sanitizer: {}",
-      sanitizer_command(ident, nth, ctx.argv)));
+      sanitizer_command(ident, nth, ctx.argv, ctx.pytorch)));
   if (!ctx.launches_complete)
     r.hints.push_back(fmt::format(
         "the launch count {} only covers the {} launches cdsa kept (CDSA_RING_SIZE): if that kernel ran earlier, "

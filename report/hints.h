@@ -37,6 +37,9 @@ struct HintContext {
   std::vector<Launch> launches;    // the launch records kept (oldest first)
   bool launches_complete = false;  // they start at the process's first launch
   std::vector<std::string> argv;   // the process's command line
+  // PyTorch is in the process (its libc10_cuda.so is loaded): only then its advice (the ATen asserts' causes and
+  // checks, PYTORCH_NO_CUDA_MEMORY_CACHING for compute-sanitizer), which would mislead any other program.
+  bool pytorch = false;
 };
 
 // Fills r.hints from r (code, the device's parsed assert lines, the failing launch) and the context.
@@ -46,8 +49,12 @@ void add_hints(FaultReport& r, const HintContext& ctx);
 // "_Z1kPf" stays as it is. compute-sanitizer's `kns=` matches a substring of the mangled name, which holds the
 // identifier, so the filter built from it matches however the name was printed.
 std::string kernel_identifier(const std::string& kernel);
-// The compute-sanitizer command re-running only the n-th launch (1-based) of `kernel`.
-std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv);
+// The compute-sanitizer command re-running only the n-th launch (1-based) of `kernel`; with `pytorch`, the caching
+// allocator off (it hides out-of-bounds accesses inside its pooled blocks from memcheck).
+std::string sanitizer_command(const std::string& kernel, uint64_t nth, const std::vector<std::string>& argv,
+                              bool pytorch);
+// Whether one of these loaded objects is PyTorch's CUDA library (libc10_cuda.so, libtorch_cuda.so).
+bool is_pytorch_module(const std::string& path);
 // A word quoted for a POSIX shell where needed.
 std::string shell_quote(const std::string& word);
 

@@ -188,6 +188,8 @@ void ReportBuilder::annotate(report::FaultReport* rep) {
   ctx.launches = ring_;
   ctx.launches_complete = s_.ring.empty() || s_.ring.front().seq == 1;
   ctx.argv = process_argv();
+  if (modules_.empty()) modules_ = symbolizer::capture_module_map();
+  for (const auto& m : modules_) ctx.pytorch = ctx.pytorch || report::is_pytorch_module(m.path);
   report::add_autograd_candidates(*rep, ctx.launches, [&](uint32_t id) -> const report::CallStack* {
     stack(id);  // resolved once, kept in stacks_
     auto it = stacks_.find(id);

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from cdsa_report import hint_lines, live_block
-from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, marker_line, run_cli, run_python
+from conftest import BANNER, BUILD, PROGRAMS, SCRIPTS, marker_line, run_cli, run_program, run_python
 
 SEED = "seed_case.py"
 # The simulated driver prints the device's assert text with fprintf(stderr), as libcuda does; the shim does
@@ -104,15 +104,26 @@ def test_rows_without_a_device_assert_stay_silent(tmp_path, row, rc):
     assert run.traces() == []
 
 
-def test_fault_without_assert_text_gives_the_targeted_sanitizer_command(tmp_path):
-    run = run_python("illegal_address.py", cwd=tmp_path)
+@pytest.mark.parametrize("pytorch", [True, False], ids=["pytorch", "plain-python"])
+def test_fault_without_assert_text_gives_the_targeted_sanitizer_command(tmp_path, pytorch):
+    args = ["pytorch"] if pytorch else []
+    run = run_python("illegal_address.py", *args, cwd=tmp_path)
     assert run.reports == 1, run.err
     cmd = [l for l in hint_lines(run.report) if "compute-sanitizer" in l]
     assert len(cmd) == 1, run.report
     assert cmd[0].endswith(f"compute-sanitizer --tool memcheck --kernel-name kns=illegal_address --launch-count 1 "
                            f"-- {subprocess.list2cmdline([__import__('sys').executable])} "
-                           f"{SCRIPTS / 'illegal_address.py'}"), cmd[0]
-    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer" in cmd[0]
+                           f"{SCRIPTS / 'illegal_address.py'}" + "".join(" " + a for a in args)), cmd[0]
+    # PyTorch's allocator variable for a PyTorch program only (issue 26: no framework advice without the framework).
+    assert ("PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer" in cmd[0]) == pytorch, cmd[0]
+
+
+def test_an_aten_named_kernel_outside_pytorch_gets_no_pytorch_advice(tmp_path):
+    # The same nll kernel and assert text, in a C program over the driver: no cross_entropy advice (issue 26).
+    run = run_program([PROGRAMS / "e2e_mark_cases", "long-chain", "plain"], cwd=tmp_path)
+    assert run.reports == 1, run.err
+    assert "Assertion `t >= 0 && t < n_classes` failed." in run.report
+    assert hint_lines(run.report) == [], run.report
 
 
 AUTOGRAD_LIB = BUILD / "tests" / "e2e" / "libe2e_autograd_sim.so"

@@ -5,6 +5,7 @@ import os
 
 import simcuda as cu
 
+cu.as_pytorch()  # PyTorch's autograd engine, as autograd_sim.cc stands for it
 ctx, mod = cu.init()
 sim = ctypes.CDLL(os.environ["AUTOGRAD_SIM_LIB"])
 index_select = cu.function(mod, "indexSelectSmallIndex")

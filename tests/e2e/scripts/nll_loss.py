@@ -4,6 +4,7 @@ import sys
 
 import simcuda as cu
 
+cu.as_pytorch()  # the seed's program is PyTorch's cross_entropy
 ctx, mod = cu.init()
 nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
 

@@ -9,6 +9,7 @@ import sys
 
 import simcuda as cu
 
+cu.as_pytorch()  # the seed's programs are PyTorch's
 ctx, mod = cu.init()
 fill = cu.function(mod, "fill_f32")
 nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")

@@ -19,6 +19,18 @@ CUresult = ctypes.c_int
 ptr = ctypes.c_void_p
 
 
+def as_pytorch():
+    """Loads the stand-in for PyTorch's libc10_cuda.so (tests/sim/fake_c10_cuda.c, built beside the sim in
+    lib/sim/fake_torch/, found through LD_LIBRARY_PATH's sim directory): a script that stands for a PyTorch program
+    calls it, so that cdsa sees PyTorch in the process, as it would in PyTorch's."""
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        p = os.path.join(d, "fake_torch", "libc10_cuda.so")
+        if d and os.path.exists(p):
+            ctypes.CDLL(p)
+            return
+    raise RuntimeError("simcuda.as_pytorch: no fake_torch/libc10_cuda.so beside the simulated driver")
+
+
 class CudaError(RuntimeError):
     def __init__(self, call, code):
         name = ctypes.c_char_p()

@@ -103,10 +103,16 @@ TEST(Hints, EveryRowIsCompleteAndReachableByItsOwnKeys) {
   }
 }
 
+HintContext in_pytorch() {
+  HintContext ctx;
+  ctx.pytorch = true;
+  return ctx;
+}
+
 TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat) {
   FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
   r.device_asserts = {parsed(kNll)};
-  add_hints(r, {});
+  add_hints(r, in_pytorch());
   ASSERT_EQ(r.hints.size(), 2u);
   // One line: the operation, the likely cause, the check to add.
   EXPECT_EQ(r.hints[0].rfind("cross_entropy / nll_loss: a label is outside [0, num_classes)", 0), 0u) << r.hints[0];
@@ -120,10 +126,31 @@ TEST(Hints, AnAssertGetsItsCauseAndCheckAndTheThreadOnlyWithTheSmallBatchCaveat)
   // The embedding kernel's thread is not a batch position: no such line.
   FaultReport e = exact_report(710, "indexSelectSmallIndex", 1);
   e.device_asserts = {parsed(kEmbedding)};
-  add_hints(e, {});
+  add_hints(e, in_pytorch());
   ASSERT_EQ(e.hints.size(), 1u);
   EXPECT_NE(e.hints[0].find("resize_token_embeddings"), std::string::npos);
   EXPECT_NE(e.hints[0].find("; check: assert 0 <= ids.min() and ids.max() < emb.num_embeddings"), std::string::npos);
+}
+
+// Issue 26: PyTorch's advice only where PyTorch is in the process. A kernel named like ATen's in another program
+// (the sim's, a user's own nll kernel) gets no cross_entropy hint, and its sanitizer command no allocator variable.
+TEST(Hints, PyTorchsAdviceOnlyForAProcessThatLoadedPyTorch) {
+  FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
+  r.device_asserts = {parsed(kNll)};
+  add_hints(r, {});
+  EXPECT_TRUE(r.hints.empty()) << r.hints.front();
+  HintContext ctx;
+  ctx.argv = {"/usr/bin/python3", "train.py"};
+  ctx.launches = {kernel_launch(1, "illegal_address")};
+  ctx.launches_complete = true;
+  FaultReport f = exact_report(700, "illegal_address", 1);
+  add_hints(f, ctx);
+  ASSERT_EQ(f.hints.size(), 1u);
+  EXPECT_EQ(f.hints[0].find("PYTORCH_NO_CUDA_MEMORY_CACHING"), std::string::npos) << f.hints[0];
+  EXPECT_TRUE(is_pytorch_module("/opt/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so"));
+  EXPECT_TRUE(is_pytorch_module("/x/libtorch_cuda.so"));
+  EXPECT_FALSE(is_pytorch_module("/usr/lib/libc10.so"));
+  EXPECT_FALSE(is_pytorch_module("/x/libcuda.so.1"));
 }
 
 TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) {
@@ -134,6 +161,7 @@ TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) 
   ctx.launches[2].captured = true;
   ctx.launches_complete = true;
   ctx.argv = {"/usr/bin/python3", "train.py", "--data", "my file.txt"};
+  ctx.pytorch = true;
   FaultReport r = exact_report(700, "illegal_address", 5);
   add_hints(r, ctx);
   ASSERT_EQ(r.hints.size(), 1u) << r.hints.back();
@@ -159,7 +187,7 @@ TEST(Hints, AFaultWithoutTextGetsTheSanitizerCommandForTheNthLaunchOfItsKernel) 
   add_hints(amb, ctx);
   EXPECT_TRUE(amb.hints.empty());
   // A C++ program: no PyTorch allocator variable.
-  EXPECT_EQ(sanitizer_command("k", 1, {"./prog"}),
+  EXPECT_EQ(sanitizer_command("k", 1, {"./prog"}, false),
             "compute-sanitizer --tool memcheck --kernel-name kns=k "
             "--launch-count 1 -- ./prog");
 }
@@ -199,7 +227,7 @@ TEST(Hints, ShellQuoting) {
 TEST(Hints, TheReportPrintsThemAndTheTraceKeepsThem) {
   FaultReport r = exact_report(710, "nll_loss_forward_reduce_cuda_kernel_2d", 1);
   r.device_asserts = {parsed(kNll)};
-  add_hints(r, {});
+  add_hints(r, in_pytorch());
   std::string text = format_report_text(r);
   EXPECT_NE(text.find("cdsa: hint: cross_entropy / nll_loss: "), std::string::npos) << text;
   EXPECT_NE(report_to_json(r).find("\"hints\":[\"cross_entropy / nll_loss: "), std::string::npos);
