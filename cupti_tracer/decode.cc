@@ -92,7 +92,6 @@ int decode_launches(uint32_t cbid, const CUpti_CallbackData& data, LaunchInfo* o
       set3(li.grid, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ);
       set3(li.block, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ);
       li.shared_mem = cfg->sharedMemBytes;
-      li.via_launch_ex = true;
       for (unsigned i = 0; cfg->attrs && i < cfg->numAttrs; ++i) {
         if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && cfg->attrs[i].value.cooperative)
           li.kind = LaunchKind::Cooperative;

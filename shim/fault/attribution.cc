@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "base/demangle.h"
 #include "base/identifier.h"
+#include "shim/common/driver.h"
 
 namespace cdsa {
 
@@ -165,10 +166,11 @@ bool stream_work_may_have_faulted(const StreamView& st) {
   const uint64_t proven = st.proven();
   const bool mark_after_proven = m > proven;
   const auto may = [&](uint64_t p) { return p == proven || (p > proven && !mark_after_proven); };
-  for (uint64_t at : st.op_at)
-    if (at && may(at - 1)) return true;
+  // And work a successful synchronizing call proved finished (StreamView::op_synced) did not fault either.
+  for (uint32_t k = 0; k < StreamView::kOpsKept; ++k)
+    if (st.op_at[k] && may(st.op_at[k] - 1) && !st.op_synced(k)) return true;
   // The older work's positions are each at most ops_forgotten - 1.
-  return st.ops_forgotten && (st.ops_forgotten - 1 >= proven);
+  return st.ops_forgotten && (st.ops_forgotten - 1 >= proven) && !st.forgotten_synced();
 }
 
 // How many launches in the ring had a completion mark of their own.
@@ -218,6 +220,14 @@ bool has_untracked_work(const FaultSnapshot& s) {
   return false;
 }
 
+// Whether the fault is a kernel's device-side assert, which a copy, memset or memory operation cannot be: the sticky
+// error says 710, or the driver was torn down before anyone asked (is_torn_down: no code of the fault's own) and the
+// device printed an assert line. Proof of the second: only a kernel prints one, and a failed assert makes its
+// context's sticky error 710; work submitted after the first sticky fault never ran, so no other fault came first.
+bool kernel_fault(const FaultSnapshot& s) {
+  return s.fault.code == CUDA_ERROR_ASSERT || (is_torn_down(static_cast<CUresult>(s.fault.code)) && !s.asserts.empty());
+}
+
 AttributionResult attribute(const FaultSnapshot& s) {
   AttributionResult out;
   std::vector<AttributedLaunch>& picks = out.candidates;
@@ -236,7 +246,7 @@ AttributionResult attribute(const FaultSnapshot& s) {
       continue;
     }
     // A device-side assert is a kernel's (a copy or memory operation prints none): only other faults may be theirs.
-    if (s.fault.code != CUDA_ERROR_ASSERT && stream_work_may_have_faulted(st)) ++out.stream_work_unproven;
+    if (!kernel_fault(s) && stream_work_may_have_faulted(st)) ++out.stream_work_unproven;
     stream_candidates(s, idx, st, &picks);
   }
   count_own_marks(s, idx, &out);
@@ -294,6 +304,9 @@ AttributionResult attribute(const FaultSnapshot& s) {
   for (const auto& c : picks)
     if (!not_placed(c)) evidence = true;
   out.no_unfinished_evidence = !evidence;
+  // A tail alone is never named by elimination ("the only launch not proven finished"): a program can reach the
+  // driver around cdsa's wrappers (libc's own dlsym on libcuda, tests/e2e/programs/mark_cases.cc unseen), so the
+  // records are never known to be the whole of the work, and a mark never placed proves nothing (issue 26 item 3).
   if (picks.size() == 1 && !out.unmarked_streams_pending && !out.assert_matches_no_candidate && (evidence || named))
     out.verdict = Verdict::Exact;
   else if (!picks.empty())
@@ -313,8 +326,10 @@ AttributionResult attribute(const FaultSnapshot& s) {
   }
   for (auto& c : picks) add_graph_nodes(s, asserts, &c);
   // Under CUPTI alone no copy, memset or memory operation is seen: any fault but a device-side assert may be one's.
-  out.stream_work_unseen = s.stream_work_unseen && s.fault.code != CUDA_ERROR_ASSERT;
+  out.stream_work_unseen = s.stream_work_unseen && !kernel_fault(s);
   if (out.verdict == Verdict::Exact && out.stream_work_unseen) out.verdict = Verdict::Ambiguous;
+  // A stream outside the stream table has work in no view: the one candidate may not be the only one.
+  if (out.verdict == Verdict::Exact && s.stream_table_full) out.verdict = Verdict::Ambiguous;
   // A copy, memset or memory operation may be what faulted (stream_work_may_have_faulted): no launch is certain.
   if (out.verdict == Verdict::Exact && out.stream_work_unproven > 0) out.verdict = Verdict::Ambiguous;
   CDSA_DCHECK(out.verdict != Verdict::Exact || (out.stream_work_unproven == 0 && !out.stream_work_unseen));

@@ -35,9 +35,15 @@ std::vector<StreamView> stream_views() {
     v.marked = marked;
     v.synced = synced;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
-    static_assert(sizeof(v.op_at) / sizeof(v.op_at[0]) == StreamState::kOpsKept);
+    static_assert(StreamView::kOpsKept == StreamState::kOpsKept);
+    // ops_synced first and the op count last (each only rises; a note raises the count before it fills its slot):
+    // every op seen in a slot or in ops_forgotten is numbered below the count read, and the proof is no newer than
+    // what it proves (StreamView::op_synced reads each slot's op as the newest it can be).
+    v.ops_synced = st->ops_synced.load(std::memory_order_acquire);
     for (uint32_t k = 0; k < StreamState::kOpsKept; ++k) v.op_at[k] = st->op_at[k].load(std::memory_order_acquire);
     v.ops_forgotten = st->ops_forgotten.load(std::memory_order_acquire);
+    v.ops = st->ops.load(std::memory_order_acquire);
+    if (v.ops_synced > v.ops) v.ops_synced = v.ops;
     CDSA_DCHECK(v.landed <= v.marked && v.marked <= v.launched);
     out.push_back(v);
   }
@@ -104,6 +110,7 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, const FaultFacts& fault, uint32
   passthrough_called(&s.passthrough_calls);
   s.passthrough_pool_exhausted = passthrough_pool_exhausted();
   s.stream_work_unseen = stream_work_unseen();
+  s.stream_table_full = stream_table_overflowed();
   s.header_version = CUDA_VERSION;
   const char* overflow = recorder_overflow_note();
   if (overflow) s.recorder_overflow = overflow;

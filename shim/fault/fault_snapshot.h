@@ -55,8 +55,21 @@ struct StreamView {
   uintptr_t ctx = 0;
   // Device work on it that is no launch and may fault (StreamState::op_at, ops_forgotten: a position is `launched`
   // when it was submitted, plus one; 0: none): the last few, and the highest position among the older ones.
-  uint64_t op_at[4] = {};
+  static constexpr uint32_t kOpsKept = 4;  // StreamState::kOpsKept
+  uint64_t op_at[kOpsKept] = {};
   uint64_t ops_forgotten = 0;
+  // How many such ops the stream had (op n sat in slot n % 4), and how many of the first a successful synchronizing
+  // call proved finished (StreamState::ops_synced). 0 in hand-made snapshots that set op_at alone: nothing proven.
+  uint64_t ops = 0, ops_synced = 0;
+  // Whether the op in slot k is proven finished by a sync: the newest op the slot can hold (the highest number below
+  // `ops` in its residue class; an older one there is proven whenever that one is) is numbered below ops_synced.
+  bool op_synced(uint32_t k) const {
+    if (ops <= k) return false;
+    const uint64_t newest = ops - 1 - ((ops - 1 - k) % kOpsKept);
+    return newest < ops_synced;
+  }
+  // ... and every op that left the slots (each numbered below ops - kOpsKept).
+  bool forgotten_synced() const { return ops >= kOpsKept && ops - kOpsKept <= ops_synced; }
   // The last stream_seq proven finished: by a landed mark that was placed, or by a successful synchronizing call.
   uint64_t proven() const {
     const uint64_t m = marked < launched ? marked : launched;
@@ -66,9 +79,9 @@ struct StreamView {
   // Whether some of that work sits after every launch its marks or a sync prove finished (so nothing shows it ran).
   bool work_after_proof() const {
     const uint64_t p = proven();
-    for (uint64_t at : op_at)
-      if (at && at - 1 >= p) return true;
-    return ops_forgotten && ops_forgotten - 1 >= p;
+    for (uint32_t k = 0; k < kOpsKept; ++k)
+      if (op_at[k] && op_at[k] - 1 >= p && !op_synced(k)) return true;
+    return ops_forgotten && ops_forgotten - 1 >= p && !forgotten_synced();
   }
 };
 
@@ -127,6 +140,9 @@ struct FaultSnapshot {
   // Copies, memsets and memory operations go unseen (CUPTI alone, by injection: no wrapper sees them;
   // shim/record/launch.h stream_work_unseen): any of them may be what faulted.
   bool stream_work_unseen = false;
+  // A stream found no entry in the stream table (shim/record/recorder.h stream_table_overflowed): work on it is in no
+  // stream's view, so the candidates may not hold the culprit.
+  bool stream_table_full = false;
   int header_version = 0;
   bool has_profile = false;                 // CDSA_PROFILE was on: `profile` holds its rows
   ProfileRows profile;

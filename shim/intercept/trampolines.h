@@ -63,7 +63,10 @@ enum class Kind {
   ModuleUnload,
   StreamSync,
   CtxSync,
-  StreamWork
+  StreamWork,
+  DefaultStreamWork,
+  SyncCopyToHost,
+  StreamOp
 };
 
 #define CDSA_EXEMPT_NAME(name)

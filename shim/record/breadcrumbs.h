@@ -11,17 +11,17 @@
 //
 // Which marks are placed when (docs/attribution.md holds the proofs):
 // - A launch on a stream that has never carried a PDL launch gets its mark at once, in its own launch call, unless
-//   it is itself a PDL launch or came through cuLaunchKernelEx (the one entry point that can carry PDL attributes,
-//   so the launch most likely to be a PDL primary). A finished launch then stops being a candidate as soon as its
-//   mark lands, however long the stream stays idle after it.
+//   it is itself a PDL launch (a cuLaunchKernelEx launch without the attribute too: it may be a PDL primary, but a
+//   mark deferred for that would leave it a tail that nothing proves, issue 26). A finished launch then stops being
+//   a candidate as soon as its mark lands, however long the stream stays idle after it.
 // - Programmatic dependent launch (PDL): a launch with programmatic stream serialization may start while the kernel
 //   before it on its stream is finishing, only if nothing sits between the two. So on a stream that has carried a PDL
 //   launch (StreamState::pdl_last), and after a cuLaunchKernelEx launch, a launch's mark is not enqueued right after
 //   it: it waits for the stream's next operation (`settle_breadcrumb`, called by the interposition wrappers before it,
 //   and by the CUPTI backend before the stream's next launch). Before any operation but a PDL launch the deferred mark
 //   is enqueued, where it would have landed anyway (after the kernel, before the operation); before a PDL launch it is
-//   dropped: that launch's own mark covers both (its record has kFlagSharesMark). The first PDL pair on a stream whose
-//   primary came through another entry point loses its overlap once (a mark sits between them); never later ones.
+//   dropped: that launch's own mark covers both (its record has kFlagSharesMark). So the first PDL pair on each stream
+//   loses its overlap once (its primary's mark, placed at once, sits between them); never a later one.
 // - A mark whose group holds a PDL launch (pdl_last > breadcrumb_launched) goes behind an event recorded on the
 //   stream and waited on by it (the stream's own event, made on first use): cuda.h documents that the event captures
 //   "the contents of hStream" and that the wait makes later work "wait for all work captured", so that mark lands
@@ -103,9 +103,10 @@ inline void defer_breadcrumb(StreamState* st, uint64_t stream_seq, bool programm
   st->deferred.store(stream_seq, std::memory_order_release);
 }
 // Whether launch `stream_seq`'s mark waits for the stream's next operation (else it is placed at once, in the
-// launch's own call): on a stream that has carried a PDL launch, for a PDL launch, and for a cuLaunchKernelEx one.
-inline bool breadcrumb_deferred(const StreamState* st, bool programmatic, bool via_launch_ex) noexcept {
-  return programmatic || via_launch_ex || (st && st->pdl_last.load(std::memory_order_acquire) != 0);
+// launch's own call): for a PDL launch, and on a stream that has carried one. Nowhere else: a mark never placed
+// proves nothing, so a deferred one costs the launch its exactness until the stream's next operation.
+inline bool breadcrumb_deferred(const StreamState* st, bool programmatic) noexcept {
+  return programmatic || (st && st->pdl_last.load(std::memory_order_acquire) != 0);
 }
 // Places launch `stream_seq`'s mark right after it, in its own launch call (a stream that carries no PDL launch);
 // a mark still deferred on the stream (an older launch's) is covered by this one and dropped.

@@ -325,13 +325,15 @@ void prepare_launch(CUfunction func, CUstream stream, bool per_thread, MarkBefor
   if (marks) prove_idle_tails(ThreadBlock<StreamCache>::peek());
 }
 
-void before_stream_operation(CUstream stream, bool per_thread) noexcept {
-  if (!started() || InCdsa::active() || !breadcrumbs_active()) return;
+bool before_stream_operation(CUstream stream, bool per_thread) noexcept {
+  if (!started() || InCdsa::active() || !breadcrumbs_active()) return false;
   InCdsa guard;
   CUstream eff = effective_stream(stream, per_thread);
   const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
-  if (has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
+  bool dead = false;
+  if (has_deferred(sc)) dead = is_sticky_fault(settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff)));
   prove_idle_tails(ThreadBlock<StreamCache>::peek());
+  return dead;
 }
 
 namespace {
@@ -347,7 +349,7 @@ void note_stream_work(CUstream stream, bool per_thread) noexcept {
   CUstream eff = effective_stream(stream, per_thread);
   if (capturing(eff)) return;
   const StreamCacheEntry* sc = resolve_stream(guard, eff);
-  if (!sc || !sc->state) return;
+  if (!sc || !sc->state) return;  // the stream table is full (g_stream_table_full): no verdict is exact then
   StreamState& st = *sc->state;
   const uint64_t at = st.launched.load(std::memory_order_acquire) + 1;
   const uint64_t n = st.ops.fetch_add(1, std::memory_order_acq_rel);
@@ -382,7 +384,8 @@ SyncProof SyncProof::stream(CUstream stream, bool per_thread) noexcept {
   const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
   if (!sc || !sc->state) return p;
   if (breadcrumbs_active() && has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
-  p.seen_.push_back({sc->slot, sc->state->launched.load(std::memory_order_acquire)});
+  p.seen_.push_back({sc->slot, sc->state->launched.load(std::memory_order_acquire),
+                     sc->state->ops.load(std::memory_order_acquire)});
   prove_idle_tails(ThreadBlock<StreamCache>::peek());
   return p;
 }
@@ -400,13 +403,23 @@ SyncProof SyncProof::context(CUcontext ctx) noexcept {
     if (st->id.load(std::memory_order_acquire) == 0) continue;
     if (st->last_ctx.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(ctx)) continue;
     uint64_t n = st->launched.load(std::memory_order_acquire);
-    if (n > st->synced.load(std::memory_order_relaxed)) p.seen_.push_back({static_cast<int>(i), n});
+    uint64_t ops = st->ops.load(std::memory_order_acquire);
+    if (n > st->synced.load(std::memory_order_relaxed) || ops > st->ops_synced.load(std::memory_order_relaxed))
+      p.seen_.push_back({static_cast<int>(i), n, ops});
   }
   return p;
 }
 
 void SyncProof::succeeded() const noexcept {
-  for (const Seen& s : seen_) note_stream_synced(stream_state(s.slot), s.launched);
+  for (const Seen& s : seen_) {
+    StreamState* st = stream_state(s.slot);
+    note_stream_synced(st, s.launched);
+    if (!st) continue;
+    uint64_t was = st->ops_synced.load(std::memory_order_relaxed);
+    while (s.ops > was && !st->ops_synced.compare_exchange_weak(was, s.ops, std::memory_order_acq_rel)) {
+    }
+    CDSA_DCHECK(st->ops_synced.load(std::memory_order_relaxed) <= st->ops.load(std::memory_order_acquire));
+  }
 }
 
 uintptr_t synchronized_context(CUcontext ctx) noexcept {
@@ -519,7 +532,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     if (st->breadcrumb_launched.load(std::memory_order_acquire) + 1 < r.stream_seq) r.flags |= kFlagSharesMark;
     if (breadcrumbs_init(guard)) {
       // Deferred to the stream's next operation where a PDL launch may come next; else placed now, below.
-      if (breadcrumb_deferred(st, info.programmatic, info.via_launch_ex))
+      if (breadcrumb_deferred(st, info.programmatic))
         defer_breadcrumb(st, r.stream_seq, info.programmatic);
       else
         mark_now = true;

@@ -46,14 +46,16 @@ struct LaunchInfo {
   // Programmatic stream serialization (PDL): the launch may overlap the kernel before it on its stream. A
   // programmatic event alone does not make it so (it lets other work wait on this kernel's trigger).
   bool programmatic = false;
-  bool via_launch_ex = false;  // made through cuLaunchKernelEx, the one entry point that can carry PDL attributes
 };
 
 // Before any other call that puts work on, waits for, queries or captures `stream`: its deferred mark is enqueued.
-void before_stream_operation(CUstream stream, bool per_thread) noexcept;
+// True when that enqueue met the sticky error: the stream's context was dead before the call, so the driver refuses
+// the call's own work (it never runs, and cannot be what faulted).
+bool before_stream_operation(CUstream stream, bool per_thread) noexcept;
 // Device work on `stream` that is no launch and may fault (a copy, a memset, a memory operation), just before the
 // driver sees it (after before_stream_operation): its place among the stream's launches is kept, so that the fault
 // path knows a fault may be its (shim/fault/attribution.cc). Nothing while the stream captures (it runs at replay).
+// NULL with per_thread false is the legacy stream: a synchronous copy, memset or launch (Kind::DefaultStreamWork).
 void note_stream_work(CUstream stream, bool per_thread) noexcept;
 // A front end through which such work goes unseen (CUPTI alone, by injection: no wrapper sees a copy or a memory
 // operation), said once at its start; the exit probe then queries every stream (shim/fault/exit_probe.cc).
@@ -71,7 +73,8 @@ void before_stream_destroy(CUstream stream, bool per_thread) noexcept;
 // has completed all preceding requested tasks") for every stream of that context (StreamState::last_ctx). `begin`
 // reads, before the call, how many launches each such stream has recorded (a launch is recorded after its driver
 // call returned, so each of those was submitted before the synchronizing call); `succeeded`, after it returned
-// CUDA_SUCCESS, makes that proof (StreamState::synced). No driver call but cuCtxGetCurrent (for a NULL context);
+// CUDA_SUCCESS, makes that proof (StreamState::synced), and the same for the stream's copies, memsets and memory
+// operations (StreamState::ops_synced). No driver call but cuCtxGetCurrent (for a NULL context);
 // nothing is put on any stream, so no PDL pair of another thread is split. Allocates (not the launch path).
 class SyncProof {
  public:
@@ -83,6 +86,7 @@ class SyncProof {
   struct Seen {
     int slot;
     uint64_t launched;
+    uint64_t ops;  // StreamState::ops before the call: the copies, memsets and memory operations it proves too
   };
   std::vector<Seen> seen_;
 };

@@ -76,6 +76,8 @@ __attribute__((format(printf, 4, 5))) void add_part(char* buf, size_t cap, size_
 }
 }  // namespace
 
+bool stream_table_overflowed() noexcept { return g_stream_table_full.load(std::memory_order_relaxed); }
+
 const char* recorder_overflow_note() noexcept {
   static char buf[768];
   size_t n = 0;

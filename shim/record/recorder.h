@@ -239,10 +239,13 @@ struct StreamState {
   // note_stream_work): where each of the last kOpsKept sat, as `launched` read when it was submitted, plus one (0: an
   // empty slot), and in ops_forgotten the highest such value among the older ones (0: none). A value leaves a slot
   // only for ops_forgotten, so every op's position is in a slot or at most ops_forgotten - 1.
+  // `ops` counts them (op number n sits in slot n % kOpsKept); ops_synced is how many of them a successful
+  // synchronizing call proved finished, as it proves the launches before it (SyncProof): every op numbered below it.
   static constexpr uint32_t kOpsKept = 4;
   std::atomic<uint64_t> ops{0};
   std::atomic<uint64_t> op_at[kOpsKept]{};
   std::atomic<uint64_t> ops_forgotten{0};
+  std::atomic<uint64_t> ops_synced{0};
 };
 // Finds or creates the state for a stream id; returns its index or -1 when full.
 int stream_slot(uint64_t stream_id) noexcept;
@@ -272,6 +275,9 @@ inline uint64_t kernel_name_puts() noexcept { return g_kernel_name_puts.load(std
 
 // "" or, for each table that refused inserts, how many (the launches that lost their stack or name).
 const char* recorder_overflow_note() noexcept;
+// Whether a stream found no entry in the stream table: its launches and work are recorded without their stream's
+// state, so they are no candidates and the records are not the whole of the work (no verdict is exact).
+bool stream_table_overflowed() noexcept;
 // Bytes the tables reserve (mapped once, MAP_NORESERVE: resident only as they fill); 0 before recorder_init.
 uint64_t recorder_mapped_bytes() noexcept;
 

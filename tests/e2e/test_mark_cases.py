@@ -19,6 +19,19 @@ def pdl_lines(tmp_path):
     return p.read_text().splitlines() if p.exists() else []
 
 
+def lost_after_first(tmp_path):
+    """The PDL launches that lost their overlap, but for each stream's first one: a launch on a stream that never
+    carried a PDL launch gets its mark at once (shim/record/breadcrumbs.h), so the first pair of each stream has a
+    mark between its kernels; no later pair may."""
+    seen, out = set(), []
+    for l in pdl_lines(tmp_path):
+        stream = l.split()[0]
+        if stream in seen and " lost " in l:
+            out.append(l)
+        seen.add(stream)
+    return out
+
+
 def run(tmp_path, *args, env=None):
     e = {"SIM_CUDA_PDL_LOG": str(tmp_path / "pdl.log")}
     e.update(env or {})
@@ -31,9 +44,10 @@ def verdict(r):
 
 
 def test_a_long_pdl_chain_is_judged_by_every_member(tmp_path):
-    # nll (good, its mark folded into the chain's), 100 PDL fill, PDL nll (bad): 102 launches, one mark. Both nll
-    # launches are candidates; launch 1 used to be named, "only this kernel matches the device's assert".
-    r = run(tmp_path, "long-chain", "ex")
+    # PDL nll (good, its mark folded into the chain's), 100 PDL fill, PDL nll (bad): 102 launches, one mark (an
+    # all-PDL decode step). Both nll launches are candidates; launch 1 used to be named, "only this kernel matches the
+    # device's assert".
+    r = run(tmp_path, "long-chain", "pdl")
     assert r.reports == 1, r.err
     assert [l for l in pdl_lines(tmp_path) if " lost " in l] == []
     attribution, seqs, t = verdict(r)
@@ -43,10 +57,12 @@ def test_a_long_pdl_chain_is_judged_by_every_member(tmp_path):
     assert any("100 other candidate(s) were left out" in n for n in t["notes"]), t["notes"]
 
 
-def test_a_long_chain_after_a_plain_launch_names_the_failing_one(tmp_path):
-    # The first nll through cuLaunchKernel on a stream that carried no PDL launch: its mark goes out at once and
-    # lands, so it is proven finished; of the chain only launch 102 is the assert's kernel.
-    r = run(tmp_path, "long-chain", "plain")
+@pytest.mark.parametrize("how", ["plain", "ex"])
+def test_a_long_chain_after_a_plain_launch_names_the_failing_one(tmp_path, how):
+    # The first nll through cuLaunchKernel, or cuLaunchKernelEx without attributes, on a stream that carried no PDL
+    # launch: its mark goes out at once and lands, so it is proven finished; of the chain only launch 102 is the
+    # assert's kernel.
+    r = run(tmp_path, "long-chain", how)
     assert r.reports == 1, r.err
     attribution, seqs, _ = verdict(r)
     assert attribution == "exact" and seqs == [102], r.report
@@ -71,15 +87,15 @@ def test_a_fault_in_work_cdsa_cannot_see_names_no_launch(tmp_path, how):
 
 
 def test_a_tail_whose_mark_was_never_placed_is_not_named(tmp_path):
-    # The fill's mark is still deferred (a cuLaunchKernelEx launch) and no sync came: nothing shows it finished or
-    # not. Listed, never named, and the report says the fault may come from work cdsa did not record.
-    r = run(tmp_path, "unseen", "ex-nosync")
+    # The fill's mark is still deferred (a PDL launch: the next one may be its secondary) and no sync came: nothing
+    # shows it finished or not. Listed, never named, and the report says the fault may come from work cdsa did not
+    # record (here it does: the illegal_address launch cdsa never saw).
+    r = run(tmp_path, "unseen", "pdl-nosync")
     assert r.reports == 1, r.err
     attribution, seqs, t = verdict(r)
     assert attribution == "ambiguous" and seqs == [1], r.report
     assert t["candidates_complete"] is False
     assert "not proven finished" in r.report and "work cdsa did not record" in r.report, r.report
-    assert "programmatic dependent" not in r.report  # no PDL in this program
 
 
 @pytest.mark.parametrize("how", ["plain", "ex"])
@@ -91,8 +107,8 @@ def test_a_faulting_replay_is_never_dropped_for_a_plain_launch(tmp_path, how):
     attribution, seqs, t = verdict(r)
     kinds = [c["launch"]["kind"] for c in t["candidates"]]
     assert "graph" in kinds, r.report  # the replay is always a candidate
-    # B's mark went out at once and landed (cuLaunchKernel), or stayed deferred (cuLaunchKernelEx) and cuStreamQuery
-    # said B was done before the replay was submitted: the replay alone, and its one node is nll. Were B not proven,
+    # B's mark went out at once and landed (its stream carried no PDL launch, through either entry point): the replay
+    # alone, and its one node is nll. Were B not proven,
     # both would be listed (attribution_test.cc's AReplayMatchesTheAssertThroughItsKernelNodes): never B alone.
     assert attribution == "exact" and kinds == ["graph"], r.report
 
@@ -111,7 +127,9 @@ def test_events_stay_flat_over_a_thousand_primary_context_cycles(tmp_path):
     counts = event_counts(tmp_path)
     assert len(counts) >= 2000, len(counts)  # cdsa made one each cycle
     assert max(counts) <= 1, collections.Counter(counts).most_common(5)
-    assert [l for l in pdl_lines(tmp_path) if " lost " in l] == []
+    # Each cycle's context is a new one, whose NULL stream has carried no PDL launch: its first pair's primary gets
+    # its mark at once (shim/record/breadcrumbs.h), so at most that pair of each cycle loses its overlap.
+    assert len([l for l in pdl_lines(tmp_path) if " lost " in l]) <= 1000
 
 
 def test_a_programmatic_event_alone_is_no_pdl_launch(tmp_path):
@@ -150,14 +168,15 @@ def busy_rates(tmp_path, *mode):
         kind = classify(r)
         got[kind] += 1
         assert kind in ("exact", "listed"), f"seed {seed}: {kind}\n{r.report}"
-        assert [l for l in pdl_lines(d) if " lost " in l] == [], f"seed {seed}"
+        assert lost_after_first(d) == [], f"seed {seed}"
     print(f"\nbusy streams {mode}: {dict(got)} over {len(SEEDS)} seeds: {100 * got['exact'] // len(SEEDS)}% exact")
     return got
 
 
 def test_busy_streams_exactness(tmp_path):
     # Several busy streams, the device's assert text, one faulting nll among good ones (some launches through
-    # cuLaunchKernelEx, some PDL pairs on one stream): never a wrong certainty or a miss, and no PDL pair lost.
+    # cuLaunchKernelEx, some PDL pairs on one stream): never a wrong certainty or a miss, and no PDL pair lost but a
+    # stream's first.
     # When the earlier work has finished (the driver's own cuStreamQuery, unseen by cdsa, says so), it is exact in
     # nearly all: a finished launch's mark lands at once on a stream that carries no PDL launch, and a deferred one
     # is proven by cdsa's cuStreamQuery before the next launch.
@@ -168,9 +187,10 @@ def test_busy_streams_exactness(tmp_path):
 
 
 def test_python_long_chain(tmp_path):
-    # The same chain through ctypes: nll through cuLaunchKernelEx (no attributes), 100 PDL fill, PDL nll (bad).
+    # The same chain through ctypes: nll through cuLaunchKernelEx (no attributes), 100 PDL fill, PDL nll (bad). The
+    # first nll's mark goes out at once (its stream carried no PDL launch yet) and lands: launch 102, exactly.
     r = run_python("long_chain.py", cwd=tmp_path, env={"SIM_CUDA_PDL_LOG": str(tmp_path / "pdl.log")})
     assert r.reports == 1, r.err
     attribution, seqs, _ = verdict(r)
-    assert attribution == "ambiguous" and seqs == [1, 102], r.report
-    assert [l for l in pdl_lines(tmp_path) if " lost " in l] == []
+    assert attribution == "exact" and seqs == [102], r.report
+    assert lost_after_first(tmp_path) == []

@@ -28,11 +28,15 @@ void init() {
   check(cuMemAlloc(&g_ids, 64), "cuMemAlloc");
   int64_t ids[4] = {1, 2, 3, 0};
   check(cuMemcpyHtoD(g_ids, ids, sizeof ids), "cuMemcpyHtoD");
+  // A synchronous copy to the device may still run when it returns; the sync proves it did not fault (a 700 after
+  // it would otherwise be the copy's as much as a kernel's: docs/attribution.md, device work that is no launch).
+  check(cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 void make_ids_bad() {
   int64_t ids[4] = {1, 2, 1000, 0};
   check(cuMemcpyHtoD(g_ids, ids, sizeof ids), "cuMemcpyHtoD");
+  check(cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 // Kernel arguments, kept alive until the node is made (the driver copies them).

@@ -1,12 +1,15 @@
 // Completion marks and the verdict on the simulated driver (test_mark_cases.py): the programs of issue 26 that led
 // to a wrong certainty, and a small seeded generator of busy-stream programs for the exactness rate.
 //
-//   mark_cases long-chain plain|ex   nll (good targets; through cuLaunchKernel, or cuLaunchKernelEx without
-//                                    attributes), 100 PDL fill_f32, a PDL nll with bad targets; cuStreamSynchronize
-//   mark_cases unseen plain|ex|ex-nosync
-//                                    one fill on S1 (cuLaunchKernel, or cuLaunchKernelEx), cuCtxSynchronize (not for
-//                                    ex-nosync), then illegal_address on S2 through the driver's own cuLaunchKernel,
-//                                    found with libc's dlsym (a launch cdsa cannot see); cuCtxSynchronize surfaces it
+//   mark_cases long-chain plain|ex|pdl
+//                                    nll (good targets; through cuLaunchKernel, cuLaunchKernelEx without attributes,
+//                                    or as a PDL launch), 100 PDL fill_f32, a PDL nll with bad targets;
+//                                    cuStreamSynchronize
+//   mark_cases unseen plain|ex|pdl-nosync
+//                                    one fill on S1 (cuLaunchKernel, cuLaunchKernelEx, or a PDL launch), then
+//                                    cuCtxSynchronize (not for pdl-nosync), then illegal_address on S2 through the
+//                                    driver's own cuLaunchKernel, found with libc's dlsym (a launch cdsa cannot see);
+//                                    cuCtxSynchronize surfaces it
 //   mark_cases replay plain|ex       a captured nll with bad targets replayed on A, after a nll with good targets on B
 //                                    (cuLaunchKernel, or cuLaunchKernelEx) that finished first; cuStreamSynchronize(A)
 //   mark_cases event-cycles N        N times: retain the primary context, a PDL pair on the NULL stream, sync, release
@@ -98,7 +101,7 @@ CUstream new_stream() {
   return s;
 }
 
-int long_chain(bool ex) {
+int long_chain(const std::string& how) {
   e2e::init_primary();
   CUfunction fill = fn("fill_f32"), nll = fn("nll_loss_forward_reduce_cuda_kernel_2d");
   CUstream s = new_stream();
@@ -109,8 +112,10 @@ int long_chain(bool ex) {
   bad.out = good.out;
   good.target = upload_targets(2);
   bad.target = upload_targets(10);  // outside [0, 10): the kernel asserts
-  if (ex)
+  if (how == "ex")
     launch_ex(nll, good.get(), s);
+  else if (how == "pdl")
+    launch_pdl(nll, good.get(), s);
   else
     launch_plain(nll, good.get(), s);
   for (int i = 0; i < 100; ++i) launch_pdl(fill, f.get(), s);
@@ -149,9 +154,11 @@ int unseen_fault(const std::string& how) {
   check(cuMemAlloc(&f.p, 64), "cuMemAlloc");
   if (how == "plain")
     launch_plain(fill, f.get(), s1);
+  else if (how == "pdl-nosync")
+    launch_pdl(fill, f.get(), s1);
   else
     launch_ex(fill, f.get(), s1);
-  if (how != "ex-nosync")
+  if (how != "pdl-nosync")
     check(cuCtxSynchronize(), "cuCtxSynchronize");
   else
     usleep(100000);  // the fill finishes long before the fault; nothing says so
@@ -302,7 +309,7 @@ int busy(unsigned seed, bool settled) {
 
 int main(int argc, char** argv) {
   std::string c = argc > 1 ? argv[1] : "", arg = argc > 2 ? argv[2] : "";
-  if (c == "long-chain") return long_chain(arg == "ex");
+  if (c == "long-chain") return long_chain(arg);
   if (c == "unseen") return unseen_fault(arg);
   if (c == "replay") return replay(arg == "ex");
   if (c == "event-cycles") return event_cycles(arg.empty() ? 1000 : atoi(arg.c_str()));
@@ -310,7 +317,7 @@ int main(int argc, char** argv) {
   if (c == "busy")
     return busy(static_cast<unsigned>(strtoul(arg.c_str(), nullptr, 10)), argc > 3 && strcmp(argv[3], "settled") == 0);
   fprintf(stderr,
-          "usage: mark_cases long-chain plain|ex | unseen plain|ex|ex-nosync | replay plain|ex | event-cycles N | "
+          "usage: mark_cases long-chain plain|ex|pdl | unseen plain|ex|pdl-nosync | replay plain|ex | event-cycles N | "
           "event-only | busy SEED [settled]\n");
   return 2;
 }

@@ -117,12 +117,14 @@ TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
          EXPECT_EQ(a.launches_seen, 4u);
          EXPECT_EQ(a.launches_own_mark, 4u);
        }},
-      // The last one's mark never placed (a cuLaunchKernelEx launch's, deferred): a candidate, not proof.
+      // The last one's mark never placed (deferred: its stream carried PDL launches): a candidate, not proof, even
+      // as the only launch not proven finished (a launch around cdsa's wrappers may be the one).
       {"a plain tail whose mark was never placed is listed, not named", plain(4), view(7, 4, 3, 3), nullptr,
        Verdict::Ambiguous, {4},
        [](const AttributionResult& a) {
          EXPECT_EQ(a.launches_own_mark, 3u);  // the tail's mark was not placed
          EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonMarkNotPlaced));
+         EXPECT_TRUE(a.no_unfinished_evidence);
        }},
       {"plain launches, the fault in the middle: launch 2, exactly", plain(4), view(7, 4, 1, 3), nullptr,
        Verdict::Exact, {2}},
@@ -178,6 +180,19 @@ TEST(AttributionGroups, OnlyTheFaultingContextsStreamsAreCandidates) {
   ASSERT_EQ(one.candidates.size(), 1u);
   EXPECT_EQ(one.candidates[0].stream_id, 9u);
   EXPECT_EQ(one.other_context_streams, 1u);
+}
+
+// A stream outside the stream table (4,096 streams) has its launches and work in no view: a verdict the views would
+// make exact is not, since the culprit may be on that stream.
+TEST(AttributionGroups, AFullStreamTableLeavesNoVerdictExact) {
+  FaultSnapshot s = plain(4);
+  s.streams = {view(7, 4, 3, 4)};  // launch 4's placed mark never landed: exact on its own
+  ASSERT_EQ(attribute(s).verdict, Verdict::Exact);
+  s.stream_table_full = true;
+  AttributionResult a = attribute(s);
+  EXPECT_EQ(a.verdict, Verdict::Ambiguous);
+  ASSERT_EQ(a.candidates.size(), 1u);
+  EXPECT_EQ(a.candidates[0].stream_seq, 4u);
 }
 
 // judge_contexts: a context is Faulted when the surfacing call named it or a probe answered the sticky error,

@@ -195,6 +195,37 @@ TEST(Attribution, WorkThatIsNoLaunchMayBeWhatFaulted) {
   EXPECT_EQ(unseen.candidates.size(), 1u);
 }
 
+// A successful synchronizing call proves the work that is no launch submitted before it (StreamView::ops_synced),
+// and so does the driver torn down with the device's assert printed (a kernel's fault: no copy prints one).
+TEST(Attribution, WorkThatIsNoLaunchIsProvenByASyncOrRuledOutByAnAssert) {
+  FaultSnapshot s = two_streams();
+  s.fault.code = 700;
+  s.streams = {stream_view(0, 7, 3, 1), stream_view(1, 9, 2, 2)};
+  StreamView& nine = s.streams[1];
+  nine.op_at[1] = 2 + 1;  // op 1 (of 2), after stream 9's last launch, proven finished: it may have faulted
+  nine.op_at[0] = 1 + 1;  // op 0, before it
+  nine.ops = 2;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  nine.ops_synced = 1;  // the sync proved op 0 only
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  nine.ops_synced = 2;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+  // Six ops, slots holding ops 4, 5, 2, 3; older ones forgotten. A sync of the first five leaves op 5 (slot 1).
+  nine.ops = 6;
+  nine.op_at[0] = nine.op_at[1] = nine.op_at[2] = nine.op_at[3] = nine.ops_forgotten = 2 + 1;
+  nine.ops_synced = 5;
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  nine.op_at[1] = 1 + 1;  // op 5 before the last launch: proven by its landed mark
+  EXPECT_EQ(attribute(s).verdict, Verdict::Exact);
+  nine.ops_synced = 1;  // the forgotten ones (ops 0, 1) not all proven
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+
+  s.fault.code = CUDA_ERROR_CONTEXT_IS_DESTROYED;  // torn down before anyone asked: the assert text decides
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  s.asserts = {fixtures::device_assert("kernel_a", "x.cu", 1)};
+  EXPECT_EQ(attribute(s).stream_work_unproven, 0u);
+}
+
 // Issue 26 item 8: the assert's qualification counts. Two streams pending, a::foo and b::foo: the assert in b::foo
 // names the second (by bare identifier both matched, so it stayed ambiguous); with a::foo alone pending, b::foo's
 // assert rules it out, and nothing is named.

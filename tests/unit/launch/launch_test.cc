@@ -189,16 +189,13 @@ TEST_F(Launch, ASuccessfulLaunchIsRecordedWithItsStreamNumbersAndBreadcrumb) {
   EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);
   EXPECT_EQ(st->deferred.load(), 0u);
   EXPECT_FALSE(b.flags & kFlagSharesMark);
-  // A cuLaunchKernelEx launch's waits for the stream's next operation (it may be a PDL primary), which places it.
+  // A cuLaunchKernelEx launch without PDL attributes too: it may be a PDL primary, but a deferred mark would leave
+  // it a tail nothing proves (issue 26), so only a stream that has carried a PDL launch defers.
   LaunchInfo ex = kernel_on(1);
   ex.kind = LaunchKind::KernelEx;
-  ex.via_launch_ex = true;
   launch(ex);
-  EXPECT_EQ(st->deferred.load(), st->launched.load());
-  EXPECT_EQ(st->breadcrumb_launched.load(), b.stream_seq);
-  launch(kernel_on(1));
-  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());
   EXPECT_EQ(st->deferred.load(), 0u);
+  EXPECT_EQ(st->breadcrumb_launched.load(), st->launched.load());
   // The exit probe's handle and context for the stream.
   EXPECT_EQ(st->last_handle.load(), 1u);
   EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(fake_ctx()));
@@ -240,10 +237,11 @@ TEST_F(Launch, AMarkThatMeetsTheFaultKeepsTheDevicesTextAndTheStreamsMarksExact)
 }
 
 TEST_F(Launch, APdlLaunchFoldsTheMarkBeforeItAndSaysSo) {
-  LaunchInfo primary = kernel_on(6);  // through cuLaunchKernelEx: its mark waits for the stream's next operation
-  primary.kind = LaunchKind::KernelEx;
-  primary.via_launch_ex = true;
-  launch(primary);
+  LaunchInfo first = kernel_on(6);  // a PDL launch: from now on the stream's marks wait for its next operation
+  first.kind = LaunchKind::KernelEx;
+  first.programmatic = true;
+  launch(first);
+  launch(kernel_on(6));  // the primary: first's mark goes out before it, its own is deferred
   const int writes = g_fake.writes;
   LaunchInfo li = kernel_on(6);
   li.kind = LaunchKind::KernelEx;
@@ -271,7 +269,6 @@ TEST_F(Launch, ASuccessfulSyncProvesWhatItsStreamHadRecorded) {
   launch(kernel_on(8));
   LaunchInfo ex = kernel_on(8);
   ex.kind = LaunchKind::KernelEx;
-  ex.via_launch_ex = true;
   launch(ex);  // deferred
   StreamState* st = state_of(8);
   const uint64_t seen = st->launched.load();
@@ -283,6 +280,31 @@ TEST_F(Launch, ASuccessfulSyncProvesWhatItsStreamHadRecorded) {
   SyncProof c = SyncProof::context(nullptr);  // the current context: every stream first met in it
   c.succeeded();
   EXPECT_EQ(st->synced.load(), st->launched.load());
+}
+
+// Device work that is no launch keeps its place among its stream's launches, the NULL stream's too (a synchronous copy:
+// Kind::DefaultStreamWork, no stream argument); a successful synchronizing call proves it, as it proves the launches
+// recorded before it began (StreamState::ops_synced).
+TEST_F(Launch, WorkThatIsNoLaunchKeepsItsPlaceAndASyncProvesIt) {
+  launch(kernel_on(11));
+  note_stream_work(stream(11), false);  // a copy after the launch
+  StreamState* st = state_of(11);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->ops.load(), 1u);
+  EXPECT_EQ(st->op_at[0].load(), st->launched.load() + 1);
+  SyncProof p = SyncProof::stream(stream(11), false);
+  note_stream_work(stream(11), false);  // after the sync began: not covered
+  p.succeeded();
+  EXPECT_EQ(st->ops_synced.load(), 1u);
+  note_stream_work(nullptr, false);  // the NULL stream's, as a cuMemcpyHtoD's
+  StreamState* null_stream = state_of(0);
+  ASSERT_NE(null_stream, nullptr);
+  EXPECT_EQ(null_stream->ops.load(), 1u);
+  EXPECT_EQ(null_stream->op_at[0].load(), null_stream->launched.load() + 1);
+  SyncProof c = SyncProof::context(nullptr);  // the context's every stream, work that is no launch included
+  c.succeeded();
+  EXPECT_EQ(null_stream->ops_synced.load(), 1u);
+  EXPECT_EQ(st->ops_synced.load(), 2u);
 }
 
 TEST_F(Launch, TheFilterDropsOnlyTheInterposersLaunches) {
@@ -371,7 +393,6 @@ TEST_F(Launch, AStreamsContextIsTheDriversAnswerAndItsSyncProvesOnlyItsStreams) 
   EXPECT_EQ(st->last_ctx.load(), reinterpret_cast<uintptr_t>(other_ctx()));
   LaunchInfo ex = kernel_on(kOtherCtxStream);
   ex.kind = LaunchKind::KernelEx;
-  ex.via_launch_ex = true;
   launch(ex);
   const uint64_t synced = st->synced.load();
   SyncProof here = SyncProof::context(nullptr);  // the current context: not this stream's
