@@ -25,7 +25,7 @@ void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type
   (void)graph, (void)node, (void)type;  // kept as what they are: no kernel, never a candidate
 }
 
-void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept {
+void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child, bool moved) noexcept {
   if (!ready() || !graph || !node) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   uint32_t child_id = 0;
@@ -33,7 +33,15 @@ void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexc
   NodeRec n;
   n.type = CU_GRAPH_NODE_TYPE_GRAPH;
   n.handles.push_back(reinterpret_cast<uintptr_t>(node));
-  n.bodies.push_back(copy_entry(child_id, true, false));  // the node holds a copy of the child, as the driver does
+  if (moved) {
+    // CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: the child graph itself is the node's now (cuda.h: "owned by the parent
+    // and will be destroyed when the parent is destroyed"): nodes added to its handle later are the node's, so the
+    // body is the child's own entry, followed live, and goes with the parent (a copy would miss them).
+    (*g_entries)[child_id].owned = true;
+    n.bodies.push_back(child_id);
+  } else {
+    n.bodies.push_back(copy_entry(child_id, true, false));  // the node holds a copy of the child, as the driver does
+  }
   add_record(entry_of(graph)->nodes, std::move(n), nullptr);
 }
 

@@ -187,6 +187,7 @@ void flatten(const Entry& e, uintptr_t top, bool in_body, std::vector<NodeRec>& 
   info->device_changes |= e.device_changes;
   info->unpaired_change |= e.unpaired_change;
   info->unmapped_bodies |= e.unmapped_bodies;
+  info->incomplete |= e.incomplete;
   for (const NodeRec& n : e.nodes) {
     uintptr_t t = top ? top : (n.handles.empty() ? 0 : n.handles.front());
     if (n.type == CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -213,6 +214,7 @@ uint32_t copy_entry(uint32_t id, bool owned, bool keep_handles) {
   dst.device_changes = src.device_changes;
   dst.unpaired_change = src.unpaired_change;
   dst.unmapped_bodies = src.unmapped_bodies;
+  dst.incomplete = src.incomplete;
   for (NodeRec n : src.nodes) {
     if (!keep_handles) n.handles.clear();
     // Deeper levels never keep handles: the copy's bodies are other graphs of the driver's, with nodes of their own
@@ -320,6 +322,7 @@ void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept 
   // Captured into an existing graph (cuStreamBeginCaptureToGraph): the nodes join the graph's own.
   auto src = g_entries->find(captured);
   if (src != g_entries->end()) {
+    if (src->second.incomplete) (*g_entries)[at->second].incomplete = true;
     std::vector<NodeRec> nodes = std::move(src->second.nodes);
     g_records -= nodes.size();
     g_entries->erase(src);
@@ -336,7 +339,12 @@ void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_capture_by_stream->find(r->stream_id);
   if (it == g_capture_by_stream->end() && g_capture_by_stream->size() == 1) it = g_capture_by_stream->begin();  // joined
-  if (it == g_capture_by_stream->end()) return;
+  if (it == g_capture_by_stream->end()) {
+    // A stream that joined one of several captures (an event wait on a capturing stream): which one is not known
+    // here, so the kernel is in none, and every capture running may lack it.
+    for (auto& [stream, entry] : *g_capture_by_stream) (*g_entries)[entry].incomplete = true;
+    return;
+  }
   r->graph_id = it->second;
   NodeRec n;
   n.rec.launch = *r;

@@ -78,7 +78,9 @@ KernelNodeDesc kernel_node_desc(const P& p) noexcept {
 // storage), kept with the node as what made or last changed it; the calling thread's stack is recorded with it.
 void note_kernel_node_added(CUgraph graph, CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept;
 void note_other_node_added(CUgraph graph, CUgraphNode node, CUgraphNodeType type) noexcept;
-void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child) noexcept;
+// `moved`: CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE (cuGraphAddNode's CUDA_CHILD_GRAPH_NODE_PARAMS): the node owns the
+// child graph itself, not a copy of it.
+void note_child_node_added(CUgraph graph, CUgraphNode node, CUgraph child, bool moved = false) noexcept;
 void note_conditional_node_added(CUgraph graph, CUgraphNode node, const CUgraph* bodies, unsigned count) noexcept;
 // cuGraphChildGraphNodeGetGraph: `embedded` is child node `node`'s own graph (the driver's copy of the child, which
 // cdsa keeps as the node's body): nodes added to it or changed in it are the node's. Its nodes' handles are learnt

@@ -40,6 +40,9 @@ struct Entry {  // one CUgraph (or a body: a child node's copy, a conditional no
   // cuGraphNodeGetParams names them), so nodes added to them later would be missing from its replays.
   bool unmapped_bodies = false;
   bool owned = false;  // a body: goes with its node's graph
+  // Some of its kernels were not kept: a launch captured while several captures ran, on a stream none of them began
+  // on (joined to one through an event wait: cdsa cannot tell which). Its replays are never exact on a node.
+  bool incomplete = false;
 };
 
 struct Table {  // what one version of an exec runs

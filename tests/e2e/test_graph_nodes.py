@@ -82,8 +82,10 @@ def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
 
 # child-embedded: cuGraphChildGraphNodeGetGraph hands out the node's own graph (no copy): a kernel added to it runs in
 # the replay; without following it the replay would hold two fill nodes only, and the report would name neither
-# rightly. edges: cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
-@pytest.mark.parametrize("mode", ["child-embedded", "edges"])
+# rightly. child-move: a child node made with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE owns the child graph itself, so a
+# kernel added through the child's handle afterwards is the node's (issue 26: cdsa kept a copy and missed it).
+# edges: cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
+@pytest.mark.parametrize("mode", ["child-embedded", "child-move", "edges"])
 def test_cpp_graph_of_three_kernel_nodes_names_the_added_one(tmp_path, mode):
     run = run_program([PROGRAM, mode], cwd=tmp_path)
     assert run.rc == 3, run.err

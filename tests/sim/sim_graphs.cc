@@ -469,6 +469,17 @@ CUresult node_from_params_locked(CUgraphNodeParams* p, GraphNode& n, bool creati
       if (!creating) return CUDA_ERROR_NOT_SUPPORTED;
       const GraphData* child = graph_locked(p->graph.graph);
       if (child == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      if (p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) {
+        // The child graph itself becomes the node's body (cuda.h: "owned by the parent and will be destroyed when
+        // the parent is destroyed"): its handle now names the body, so nodes added through it are the node's; it
+        // cannot be destroyed, instantiated or moved again on its own (it is no longer among the graphs).
+        auto it = S().graphs.find(p->graph.graph);
+        if (it == S().graphs.end()) return CUDA_ERROR_INVALID_VALUE;  // a body already
+        n.type = CU_GRAPH_NODE_TYPE_GRAPH;
+        n.bodies.push_back(std::move(it->second));
+        S().graphs.erase(it);
+        return CUDA_SUCCESS;
+      }
       if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) return CUDA_ERROR_NOT_SUPPORTED;
       n.type = CU_GRAPH_NODE_TYPE_GRAPH;
       n.bodies.push_back(clone_graph_locked(*child));

@@ -247,6 +247,20 @@ int main(int argc, char** argv) {
     add_index(inside, nullptr);
     return replay_twice(instantiate(parent));
   }
+  if (!strcmp(mode, "child-move")) {  // a child node that owns its graph (MOVE): a node added through the handle after
+    CUgraph child = new_graph();
+    add_fill(child, nullptr);
+    CUgraph parent = new_graph();
+    CUgraphNode a = add_fill(parent, nullptr);
+    CUgraphNodeParams p{};
+    p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    p.graph.graph = child;
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;  // the parent owns the child graph itself, not a copy
+    CUgraphNode c;
+    check(cuGraphAddNode(&c, parent, &a, nullptr, 1, &p), "cuGraphAddNode (child, MOVE)");
+    add_index(child, nullptr);  // the child's handle names the node's own graph now
+    return replay_twice(instantiate(parent));
+  }
   if (!strcmp(mode, "edges")) {  // nodes added without dependencies, ordered afterwards by edges (v2 and v1)
     CUgraph g = new_graph();
     CUgraphNode b = add_index(g, nullptr);
@@ -297,6 +311,6 @@ int main(int argc, char** argv) {
     return cuStreamSynchronize(g_s) == CUDA_SUCCESS ? 0 : 3;
   }
   fprintf(stderr, "usage: %s add|add-node|set-before|exec-set|exec-update|child|child-embedded|edges|clone|"
-          "kern|before-update\n", argv[0]);
+          "kern|before-update|child-move\n", argv[0]);
   return 2;
 }

@@ -208,6 +208,61 @@ TEST_F(GraphLifetime, AChangeCdsaCannotPairKeepsEveryCandidate) {
   for (CUgraph h : {g, a, b}) note_graph_destroy(h);
 }
 
+// Issue 26: a child node made with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE owns the child graph itself, so a kernel
+// added to the child's handle afterwards is the node's (a copy would miss it and name the other node alone); and it
+// goes with the parent.
+TEST_F(GraphLifetime, AMovedChildGraphIsTheNodesOwnFollowedLive) {
+  auto child = handle<CUgraph>(0x9000), parent = handle<CUgraph>(0x9001);
+  note_kernel_node_added(child, handle<CUgraphNode>(0x9100), kernel(1), "cuGraphAddKernelNode_v2");
+  note_child_node_added(parent, handle<CUgraphNode>(0x9101), child, /*moved=*/true);
+  note_kernel_node_added(child, handle<CUgraphNode>(0x9102), kernel(2), "cuGraphAddKernelNode_v2");  // after the move
+  auto exec = handle<CUgraphExec>(0x9200);
+  note_graph_instantiate(exec, parent);
+  EXPECT_EQ(grids(graph_nodes(table_of(exec))), (std::vector<unsigned>{1, 2}));
+  note_graph_destroy(parent);  // the moved child goes with it: its handle names nothing of it any more
+  auto fresh = handle<CUgraphExec>(0x9201);
+  note_graph_instantiate(fresh, child);
+  EXPECT_TRUE(graph_nodes(table_of(fresh)).empty());
+}
+
+// Issue 26: a launch captured on a stream that joined one of two captures running (an event wait on a capturing
+// stream) is in neither record: both graphs are marked incomplete, never exact on a node.
+TEST_F(GraphLifetime, ALaunchJoinedToOneOfTwoCapturesMarksBothIncomplete) {
+  note_capture_begin(handle<CUstream>(0x61), false);
+  note_capture_begin(handle<CUstream>(0x62), false);
+  {
+    InCdsa guard;
+    LaunchRecord r{};
+    r.stream_id = 0x63;  // joined: its own capture never began
+    note_captured_launch(guard, &r);
+    EXPECT_EQ(r.graph_id, 0u);
+  }
+  auto a = handle<CUgraph>(0x9300), b = handle<CUgraph>(0x9301);
+  note_capture_end(handle<CUstream>(0x61), false, a);
+  note_capture_end(handle<CUstream>(0x62), false, b);
+  for (auto [g, x] : {std::pair{a, handle<CUgraphExec>(0x9400)}, std::pair{b, handle<CUgraphExec>(0x9401)}}) {
+    note_graph_instantiate(x, g);
+    GraphTableInfo info;
+    graph_nodes(table_of(x), &info);
+    EXPECT_TRUE(info.incomplete);
+  }
+  // One capture alone: the joined stream's launch is that capture's, and nothing is missing.
+  note_capture_begin(handle<CUstream>(0x64), false);
+  {
+    InCdsa guard;
+    LaunchRecord r{};
+    r.stream_id = 0x65;
+    note_captured_launch(guard, &r);
+    EXPECT_NE(r.graph_id, 0u);
+  }
+  auto c = handle<CUgraph>(0x9302);
+  note_capture_end(handle<CUstream>(0x64), false, c);
+  note_graph_instantiate(handle<CUgraphExec>(0x9402), c);
+  GraphTableInfo info;
+  EXPECT_EQ(graph_nodes(table_of(handle<CUgraphExec>(0x9402)), &info).size(), 1u);
+  EXPECT_FALSE(info.incomplete);
+}
+
 TEST_F(GraphLifetime, ChildGraphsClonesAndConditionalBodies) {
   auto child = handle<CUgraph>(0x7000), parent = handle<CUgraph>(0x7001);
   capture(0x50, 1, child);  // a child graph holding a captured kernel
