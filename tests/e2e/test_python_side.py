@@ -279,3 +279,16 @@ def test_python_api_reads_version_1_traces():
             assert r is None  # written at exit
             continue
         assert r.kernel == kernel and r.trace_path == str(f) and (r.frames or r.native_frames), (f, r)
+
+
+def test_a_reloaded_module_s_launch_shows_the_new_line(tmp_path):
+    # importlib.reload frees the old version's code objects, and the allocator may hand their memory to the new ones:
+    # a stack cached by code-object address would print the old line as certain (issue 26). The code-free count
+    # makes a reused address's chain be read again.
+    run = run_python("python_reload.py", tmp_path, cwd=tmp_path)
+    assert run.reports == 1, run.err
+    part = run.launch_part()
+    module = tmp_path / "reloaded_step.py"
+    assert f'File "{module}", line 4, in step' in part, part
+    assert "cu.launch(k, args)  # NEW-SITE" in part, part
+    assert "line 2, in step" not in part, part
