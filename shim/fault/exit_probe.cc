@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "shim/fault/fault_internal.h"
 #include "shim/fault/python_bridge.h"
 #include "shim/fault/report_builder.h"
+#include "shim/record/assert_capture.h"
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/launch.h"
 #include "shim/record/recorder.h"
@@ -68,11 +70,15 @@ void exit_probe() {
   const Config& c = config();
   if (!g_reported.load()) {
     // The marks still deferred (each stream's last launch, shim/record/breadcrumbs.h) go out first, so that a
-    // finished stream reads as finished.
+    // finished stream reads as finished. The probe's own driver calls are the first to meet a fault no call
+    // surfaced, so the driver prints the device's assert text in one of them: captured as in a wrapped call (the
+    // stdio hooks copy it, the program's stderr still gets it) and kept for the report.
+    std::optional<DriverCallScope> printing(std::in_place);
     flush_all_breadcrumbs(guard);
     // The driver torn down before this probe (cudart's own exit handlers ran first) answers 4, 201 or 709, none
     // sticky; the breadcrumb slots are plain host memory and still say which launch never finished.
     ExitProbeResult probe = probe_streams();
+    printing.reset();  // what the calls printed is kept (keep_device_text) before the report reads it
     if (probe.verdict == ExitProbeVerdict::StickyFault) {
       on_sticky_fault(probe.result, "exit probe (cuStreamQuery at process exit)");
       return;
