@@ -84,7 +84,7 @@ aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expecte
 if [ "$only" = aarch64 ]; then aarch64_step 0; echo "$passed passed, 0 failed"; exit 0; fi
 if [ "$only" = aarch64-full ]; then aarch64_step 1; echo "$passed passed, 0 failed"; exit 0; fi
 
-build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_WERROR=ON --
+build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_WERROR=ON -DCDSA_ORACLE_GATE=ON --
 if [ "${TEST_QUICK:-0}" = 1 ]; then echo "$passed passed, 0 failed"; exit 0; fi
 
 # A table of the toolkit's older headers (CUDA 13.0) over the sim of the pinned 13.5 ones: the driver is newer than
@@ -108,7 +108,7 @@ passed=$((passed + ${n:-0}))
 export E2E_PRELOAD_FIRST="$(gcc -print-file-name=libasan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address -DCDSA_WERROR=ON --
+build_and_test build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_SANITIZE=address -DCDSA_WERROR=ON -DCDSA_ORACLE_GATE=ON --
 unset E2E_PRELOAD_FIRST ASAN_OPTIONS
 
 # The soak label: a TSan-built libcdsa.so preloaded after the TSan runtime, over the TSan-built simulated driver

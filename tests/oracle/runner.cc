@@ -366,6 +366,9 @@ void Runner::setup() {
   labels_[1] = upload({3, 7, 10, 1});
   index_[0] = upload({1, 2, 3, 0});
   index_[1] = upload({1, 2, 1000, 4});
+  // The uploads are synchronous copies on the NULL stream, which may still run when they return: the program starts
+  // from a synchronized context, so that cdsa has a fact showing they did not fault (README, Ground truth).
+  call(-1, "cuCtxSynchronize", [&] { return cuCtxSynchronize(); });
   call(-1, "cuMemHostRegister_v2", [&] { return cuMemHostRegister(host_, 4096, 0); });
   std::vector<int> flags;
   if (prog_.contains("stream_flags"))
@@ -395,6 +398,7 @@ void Runner::setup() {
     fillbuf1_ = alloc(256);
     out1_ = alloc(64);
     labels1_ = upload({3, 7, 1, 0});
+    call(-1, "cuCtxSynchronize", [&] { return cuCtxSynchronize(); });
     make_dev1_objects(-1, prog_.value("dev1_names", json()));
     set_current(-1, ctx_);
   }

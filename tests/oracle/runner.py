@@ -190,6 +190,9 @@ class Runner:
         self.scratch = self.alloc(4096)
         self.labels = {False: self.upload([3, 7, 1, 0]), True: self.upload([3, 7, 10, 1])}
         self.index = {False: self.upload([1, 2, 3, 0]), True: self.upload([1, 2, 1000, 4])}
+        # The uploads are synchronous copies on the NULL stream, which may still run when they return: the program
+        # starts from a synchronized context, so that cdsa has a fact showing they did not fault (README, Ground truth).
+        self.call(-1, "cuCtxSynchronize")
         self.support.oracle_host_memory.restype = ptr
         mem = self.support.oracle_host_memory()  # static: queued work may outlive this runner's objects
         self.host = (c.c_uint64 * 512).from_address(mem)
@@ -218,6 +221,7 @@ class Runner:
             self.fillbuf1 = self.alloc(256)
             self.out1 = self.alloc(64)
             self.labels1 = self.upload([3, 7, 1, 0])
+            self.call(-1, "cuCtxSynchronize")
             self.make_dev1_objects(-1, self.prog.get("dev1_names"))
             self.set_current(-1, self.ctx)
         self.blocks = {}

@@ -403,3 +403,26 @@ def test_both_runners_run_the_context_ops_the_same_way(backend):
         assert oracle.classify(p, truth, run)["cls"] not in ("invalid", "crash", "oracle-error"), runner
         logs[runner] = res["launches"]
     assert logs["c"] == logs["py"]
+
+
+def test_a_failure_the_next_run_does_not_repeat_is_flaky_and_one_it_repeats_is_the_verdict(monkeypatch):
+    # The gate's --retries: a failing program runs again; a pass then makes it flaky (timing), a failure every time
+    # stays the verdict, and a passing program runs once.
+    answers = []
+
+    def fake(setup, prog, runner):
+        return {"cls": answers.pop(0)}, {}
+
+    monkeypatch.setattr(oracle, "evaluate", fake)
+    answers[:] = ["no-report", "exact-right"]
+    c, _ = oracle.evaluate_retrying(None, {}, "c", 2)
+    assert c["cls"] == "exact-right" and c["flaky"] == ["no-report"] and answers == []
+    answers[:] = ["wrong-certainty", "wrong-certainty", "missed"]
+    c, _ = oracle.evaluate_retrying(None, {}, "c", 2)
+    assert c["cls"] == "missed" and c["attempts"] == 3 and "flaky" not in c and answers == []
+    answers[:] = ["ambiguous-listed", "exact-right"]
+    c, _ = oracle.evaluate_retrying(None, {}, "c", 2)
+    assert c == {"cls": "ambiguous-listed"} and answers == ["exact-right"]
+    answers[:] = ["no-report"]
+    c, _ = oracle.evaluate_retrying(None, {}, "c", 0)
+    assert c["cls"] == "no-report" and answers == []
