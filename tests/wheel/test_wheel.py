@@ -98,7 +98,8 @@ def assert_names_the_launch(res, native=True):
     assert count_reports(res.stderr) == 1, res.stderr
     launch = launch_section(res.stderr)
     assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in launch
-    assert "line 14, in compute_loss" in launch and "LAUNCH-SITE" in launch, launch
+    line, _ = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")
+    assert f"line {line}, in compute_loss" in launch and "LAUNCH-SITE" in launch, launch
     # Native frames were recorded: the interleaved stack folds the interpreter's and ctypes' frames under the
     # Python ones into one line (report/hybrid_stack.h); without an unwinder there are none to fold.
     folded = re.search(r"\(\d+ interpreter and call-machinery frames folded", launch)
@@ -179,7 +180,8 @@ def test_cdsa_run_names_the_launch(venv, tmp_path):
     (trace,) = trace_files(tmp_path)
     rep = run([venv / "bin" / "cdsa", "report", trace], tmp_path)
     assert rep.returncode == 0, rep.stderr
-    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in rep.stdout and "line 14" in rep.stdout, rep.stdout
+    line, _ = marker_line(SCRIPTS / "nll_loss.py", "LAUNCH-SITE")
+    assert "kernel nll_loss_forward_reduce_cuda_kernel_2d" in rep.stdout and f"line {line}" in rep.stdout, rep.stdout
 
 
 def test_python_m_cdsa_run_is_the_same_command(venv, tmp_path):
