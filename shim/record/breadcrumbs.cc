@@ -233,10 +233,12 @@ CUresult place_breadcrumb_now(const InCdsa& guard, CUstream stream, StreamState*
   return place(guard, stream, st, slot, stream_seq, /*own_call=*/true);
 }
 
-void note_stream_synced(StreamState* st, uint64_t stream_seq) noexcept {
-  if (!st || stream_seq == 0) return;
+void note_stream_synced(StreamState* st, uint64_t stream_seq, uint64_t ops) noexcept {
+  if (!st) return;
   CDSA_DCHECK(stream_seq <= st->launched.load(std::memory_order_acquire));
-  raise_to(st->synced, stream_seq);
+  CDSA_DCHECK(ops <= st->ops.load(std::memory_order_acquire));
+  if (stream_seq) raise_to(st->synced, stream_seq);
+  if (ops) raise_to(st->ops_synced, ops);
 }
 
 void flush_all_breadcrumbs(const InCdsa& guard) noexcept {

@@ -15,10 +15,10 @@
 //   mark deferred for that would leave it a tail that nothing proves, issue 26). A finished launch then stops being
 //   a candidate as soon as its mark lands, however long the stream stays idle after it.
 // - Programmatic dependent launch (PDL): a launch with programmatic stream serialization may start while the kernel
-//   before it on its stream is finishing, only if nothing sits between the two. So on a stream that has carried a PDL
-//   launch (StreamState::pdl_last), and after a cuLaunchKernelEx launch, a launch's mark is not enqueued right after
-//   it: it waits for the stream's next operation (`settle_breadcrumb`, called by the interposition wrappers before it,
-//   and by the CUPTI backend before the stream's next launch). Before any operation but a PDL launch the deferred mark
+//   before it on its stream is finishing, only if nothing sits between the two. So for a PDL launch, and on a stream
+//   that has carried one (StreamState::pdl_last), a launch's mark is not enqueued right after it: it waits for the
+//   stream's next operation (`settle_breadcrumb`, called by the interposition wrappers before it, and by the CUPTI
+//   backend before the stream's next launch). Before any operation but a PDL launch the deferred mark
 //   is enqueued, where it would have landed anyway (after the kernel, before the operation); before a PDL launch it is
 //   dropped: that launch's own mark covers both (its record has kFlagSharesMark). So the first PDL pair on each stream
 //   loses its overlap once (its primary's mark, placed at once, sits between them); never a later one.
@@ -124,8 +124,9 @@ CUresult settle_breadcrumb(const InCdsa&, CUstream stream, int slot, bool fold) 
 // The same with the slot's state at hand (`st` is stream_state(slot)): the launch path's.
 CUresult settle_breadcrumb(const InCdsa&, CUstream stream, StreamState* st, int slot, bool fold) noexcept;
 // After a synchronizing call returned CUDA_SUCCESS: every launch on the stream up to `stream_seq` (the number it had
-// before the call began) finished (StreamState::synced).
-void note_stream_synced(StreamState* st, uint64_t stream_seq) noexcept;
+// before the call began) finished (StreamState::synced), and its first `ops` copies, memsets and memory operations
+// (StreamState::ops_synced).
+void note_stream_synced(StreamState* st, uint64_t stream_seq, uint64_t ops = 0) noexcept;
 // Every deferred mark this thread can place: those of created streams, and of the NULL / legacy streams (in their own
 // context); a per-thread default stream only from its own thread. For the exit probe and context teardown.
 void flush_all_breadcrumbs(const InCdsa&) noexcept;

@@ -411,15 +411,7 @@ SyncProof SyncProof::context(CUcontext ctx) noexcept {
 }
 
 void SyncProof::succeeded() const noexcept {
-  for (const Seen& s : seen_) {
-    StreamState* st = stream_state(s.slot);
-    note_stream_synced(st, s.launched);
-    if (!st) continue;
-    uint64_t was = st->ops_synced.load(std::memory_order_relaxed);
-    while (s.ops > was && !st->ops_synced.compare_exchange_weak(was, s.ops, std::memory_order_acq_rel)) {
-    }
-    CDSA_DCHECK(st->ops_synced.load(std::memory_order_relaxed) <= st->ops.load(std::memory_order_acquire));
-  }
+  for (const Seen& s : seen_) note_stream_synced(stream_state(s.slot), s.launched, s.ops);
 }
 
 uintptr_t synchronized_context(CUcontext ctx) noexcept {

@@ -88,6 +88,26 @@ class Run(ReadsReport):
         return json.loads(files[0].read_text())
 
 
+def pdl_lines(tmp_path):
+    """The sim's PDL log of a run in tmp_path (SIM_CUDA_PDL_LOG=tmp_path/pdl.log, tests/sim/README.md): one line per
+    PDL launch, "<stream> kept|lost <predecessor>"."""
+    p = tmp_path / "pdl.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def lost_after_first(tmp_path):
+    """The PDL launches that lost their overlap, but for each stream's first one: a launch on a stream that never
+    carried a PDL launch gets its mark at once (shim/record/breadcrumbs.h), so the first pair of each stream has a
+    mark between its kernels; no later pair may."""
+    seen, out = set(), []
+    for l in pdl_lines(tmp_path):
+        stream = l.split()[0]
+        if stream in seen and " lost " in l:
+            out.append(l)
+        seen.add(stream)
+    return out
+
+
 def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180, python=sys.executable):
     proc = subprocess.run([str(python), str(SCRIPTS / script), *map(str, args)], cwd=cwd,
                           env=clean_env(env, preload, dll), capture_output=True, text=True, timeout=timeout)

@@ -8,28 +8,10 @@ import re
 
 import pytest
 
-from conftest import PROGRAMS, SCRIPTS, run_program, run_python
+from conftest import PROGRAMS, SCRIPTS, lost_after_first, pdl_lines, run_program, run_python
 
 CASES = PROGRAMS / "e2e_mark_cases"
 NLL = "nll_loss_forward_reduce_cuda_kernel_2d"
-
-
-def pdl_lines(tmp_path):
-    p = tmp_path / "pdl.log"
-    return p.read_text().splitlines() if p.exists() else []
-
-
-def lost_after_first(tmp_path):
-    """The PDL launches that lost their overlap, but for each stream's first one: a launch on a stream that never
-    carried a PDL launch gets its mark at once (shim/record/breadcrumbs.h), so the first pair of each stream has a
-    mark between its kernels; no later pair may."""
-    seen, out = set(), []
-    for l in pdl_lines(tmp_path):
-        stream = l.split()[0]
-        if stream in seen and " lost " in l:
-            out.append(l)
-        seen.add(stream)
-    return out
 
 
 def run(tmp_path, *args, env=None):

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from conftest import PROGRAMS, marker_line, py_frame, run_program, run_python
+from conftest import PROGRAMS, lost_after_first, marker_line, pdl_lines, py_frame, run_program, run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
 CASES = PROGRAMS / "e2e_pdl_cases"
@@ -18,25 +18,8 @@ def pdl_log(tmp_path):
     return tmp_path / "pdl.log"
 
 
-def pdl_lines(tmp_path):
-    p = pdl_log(tmp_path)
-    return p.read_text().splitlines() if p.exists() else []
-
-
 def lost(tmp_path):
     return [l for l in pdl_lines(tmp_path) if " lost " in l]
-
-
-def lost_after_first(tmp_path):
-    """Lost pairs but each stream's first: a launch on a stream that never carried a PDL launch gets its mark at once
-    (shim/record/breadcrumbs.h), which sits between the first pair's kernels; no later pair may lose its overlap."""
-    seen, out = set(), []
-    for l in pdl_lines(tmp_path):
-        stream = l.split()[0]
-        if stream in seen and " lost " in l:
-            out.append(l)
-        seen.add(stream)
-    return out
 
 
 def site(marker):
@@ -82,7 +65,8 @@ def test_fault_in_a_pdl_primary_is_named(tmp_path):
     run = run_program([CASES, "fault", "primary"], cwd=tmp_path, env={"SIM_CUDA_PDL_LOG": pdl_log(tmp_path)})
     assert run.rc in (1, 3), run.err  # the sync, or the next pair's launch, sees the fault
     assert run.reports == 1, run.err
-    assert lost_after_first(tmp_path) == []  # the event wait that proves a pair's mark sits after the secondary, never inside
+    # The event wait that proves a pair's mark sits after the secondary, never inside.
+    assert lost_after_first(tmp_path) == []
     t = run.trace()
     seqs = [c["launch"]["stream_seq"] for c in t["report"]["candidates"]]
     # The failing pair is launches 9 and 10; the assert text names nll, the primary (9), and 10 is left out by it.
