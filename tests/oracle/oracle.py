@@ -664,7 +664,7 @@ def main():
         pathlib.Path(a.json).write_text(json.dumps({"runs": records, "classes": classes, "features": table,
                                                     "fault_log": fault_log, "seconds": elapsed, "caps": caps},
                                                    indent=1))
-    if a.skip_open and case_failures:
+    if a.skip_open and case_failures and not a.gate:  # the gate names them below
         print(f"oracle regressions: FAIL: {sum(case_failures.values())} case run(s) failed ({dict(case_failures)})")
         return 1
     if a.gate:
