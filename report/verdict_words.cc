@@ -44,7 +44,12 @@ std::string why_text(const CandidateFacts& c) {
   const std::string stream = std::to_string(c.stream_id);
   std::string why;
   const bool many = c.group > 1;
-  if (c.mark_not_placed) {
+  if (c.stream_raced) {
+    why = (many ? "one of the " + std::to_string(c.group) + " launches" : std::string("the launch")) + " on stream " +
+          stream + " after the last one proven finished; not proven finished: several threads put work on this " +
+          "stream at the same time, so the order of " + (many ? "these launches" : "this launch") +
+          " on it, and which completion marks " + (many ? "they precede" : "it precedes") + ", are not known";
+  } else if (c.mark_not_placed) {
     why = (many ? "one of the last " + std::to_string(c.group) + " launches" : std::string("the last launch")) +
           " on stream " + stream + ", after its last completion mark that landed; not proven finished: no mark was "
           "placed after " + (many ? "them" : "it") + " (it waits for the stream's next operation" +
@@ -118,6 +123,10 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
     notes.push_back("no candidate's completion mark was placed (each is its stream's last launch, whose mark waits "
                     "for the stream's next operation), so none is proven unfinished: the fault may also come from "
                     "work cdsa did not record (a memory operation or copy, or a launch it could not see)");
+  else if (e.unproven == EvidenceFacts::Unproven::Raced)
+    notes.push_back("no candidate is proven unfinished: several threads put work on the same stream at the same time, "
+                    "so its completion marks do not show which of its launches was unfinished; the fault may also "
+                    "come from work cdsa did not record (a memory operation or copy, or a launch it could not see)");
   counted(e.stream_work_unproven,
           " stream(s) had a copy, memset or memory operation where the completion marks cannot show it ran without "
           "fault (after the last launch proven finished, before any mark that never landed): the fault may be its, "

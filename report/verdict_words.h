@@ -24,6 +24,8 @@ struct CandidateFacts {
   uint64_t group = 1;       // launches sharing the mark it was judged by (itself included)
   bool recent_unproven = false;  // nothing pending the marks can see: a recent launch, not proven
   bool mark_not_placed = false;  // after its stream's last mark that landed, with no mark placed after it
+  // after its stream's last proof, on a stream several threads put work on at the same time
+  bool stream_raced = false;
   bool pdl_group = false;        // the launches of its group include a programmatic dependent (PDL) launch
   bool assert_cannot_rule_out = false;  // its kernel is not known, so the device's assert cannot rule it out
   // Only its kernel matches the device's assert, which names this function (empty: no such pick).
@@ -67,7 +69,10 @@ struct EvidenceFacts {
   std::string assert_names_no_kernel;
   // No candidate is proven unfinished (and the breadcrumbs were on, every stream marked): every recorded launch is
   // shown finished, or every candidate is its stream's last, whose mark was never placed.
-  enum class Unproven { No, AllFinished, MarksNotPlaced };
+  // No candidate is proven unfinished: every recorded launch finished (AllFinished), each candidate is its stream's
+  // last launch with no mark placed after it (MarksNotPlaced), or some are on a stream several threads put work on
+  // at the same time (Raced).
+  enum class Unproven { No, AllFinished, MarksNotPlaced, Raced };
   Unproven unproven = Unproven::No;
   // Streams with a copy, memset or memory operation that may be what faulted (where no mark shows it ran).
   uint32_t stream_work_unproven = 0;

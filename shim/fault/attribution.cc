@@ -113,6 +113,24 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
   // does a successful synchronizing call after them (StreamView::synced).
   const uint64_t proven = st.proven();
   if (proven >= n) return;
+  // Several threads put work on the stream at the same time (StreamView::raced): `proven` still holds, but not which
+  // launches a mark follows, nor which mark the slot shows last, so no mark tells the first unfinished launch. Every
+  // launch after `proven` is a candidate, none proven unfinished (kReasonStreamRaced): the device's assert text can
+  // still name one, by the launches that are proven finished.
+  if (st.raced()) {
+    for (uint64_t seq = proven + 1; seq <= n; ++seq) {
+      AttributedLaunch c;
+      c.stream_id = st.id;
+      c.stream_seq = seq;
+      c.pending = n - proven;
+      c.ring_index = idx.find(st.id, seq);
+      c.reasons = kReasonStreamRaced | (c.ring_index < 0 ? kReasonRecordOverwritten : 0u);
+      c.group = n - proven;
+      c.pdl_group = c.ring_index >= 0 && (s.ring[static_cast<size_t>(c.ring_index)].flags & kFlagProgrammatic);
+      picks->push_back(std::move(c));
+    }
+    return;
+  }
   // The group of the first placed mark that never landed: from proven + 1 to the first launch with a mark of its
   // own (its successor's record does not share); or, past the last placed mark, the whole tail, whose mark was never
   // placed: nothing shows whether those launches finished, nor that they did not.
@@ -161,6 +179,12 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
 // the stream stopped at or before that mark, so work after it never ran. What is left: work at p == proven, and
 // work at p > proven when no mark after proven was placed.
 bool stream_work_may_have_faulted(const StreamView& st) {
+  // Out of the stream's order (StreamView::raced), an op's position says nothing: every op not proven by a sync may.
+  if (st.raced()) {
+    for (uint32_t k = 0; k < StreamView::kOpsKept; ++k)
+      if (st.op_at[k] && !st.op_synced(k)) return true;
+    return st.ops_forgotten && !st.forgotten_synced();
+  }
   const uint64_t n = st.launched;
   const uint64_t m = std::min(st.marked, n);
   const uint64_t proven = st.proven();
@@ -255,7 +279,10 @@ AttributionResult attribute(const FaultSnapshot& s) {
   auto seq = [&s](const AttributedLaunch& c) {
     return c.ring_index < 0 ? UINT64_MAX : s.ring[static_cast<size_t>(c.ring_index)].seq;
   };
-  auto not_placed = [](const AttributedLaunch& c) { return (c.reasons & kReasonMarkNotPlaced) != 0; };
+  // Candidates that nothing shows unfinished: a tail with no mark placed after it, and a raced stream's launches.
+  auto not_placed = [](const AttributedLaunch& c) {
+    return (c.reasons & (kReasonMarkNotPlaced | kReasonStreamRaced)) != 0;
+  };
   std::stable_sort(picks.begin(), picks.end(), [&](const AttributedLaunch& a, const AttributedLaunch& b) {
     if (not_placed(a) != not_placed(b)) return not_placed(b);
     return seq(a) < seq(b);

@@ -58,6 +58,9 @@ enum AttributionReason : uint32_t {
   // launch that may follow, or its placement met the dead context), so nothing shows whether it finished.
   kReasonMarkNotPlaced = 1u << 7,
   kReasonAssertCannotRuleOut = 1u << 8,  // the assert text could not rule it out: its kernel is not known
+  // After its stream's last proof (a landed mark, a sync), on a stream several threads put work on at the same time
+  // (StreamView::raced): its order there, and which mark it precedes, are not known, so nothing shows it unfinished.
+  kReasonStreamRaced = 1u << 9,
 };
 
 // (kLandedPdlMarkProvesPrimary, whether a plain memop after a PDL secondary proves its primary finished, is where

@@ -8,6 +8,7 @@
 #include "shim/record/breadcrumbs.h"
 #include "shim/record/graph_capture.h"
 #include "shim/record/launch.h"
+#include "shim/record/stream_order.h"
 
 namespace cdsa {
 
@@ -18,6 +19,10 @@ std::vector<StreamView> stream_views() {
     if (!st) break;
     uint64_t id = st->id.load(std::memory_order_acquire);
     if (id == 0) continue;
+    // First whether regions of the stream's order overlapped (shim/record/stream_order.h): one open now is seen so,
+    // and one that exited before raised raced_to before it did; what it touched is then read below.
+    const bool racing = other_regions_open(st) || own_region_overlapped(st);
+    const uint64_t raced_to = st->raced_to.load(std::memory_order_acquire);
     // Read in this order, each value only ever rises: synced and marked before launched keeps both at or below it
     // (each is raised to a number already handed out).
     uint64_t synced = st->synced.load(std::memory_order_acquire);
@@ -34,6 +39,8 @@ std::vector<StreamView> stream_views() {
     StreamView v{static_cast<int>(i), id - 1, launched, landed, breadcrumbs_active()};
     v.marked = marked;
     v.synced = synced;
+    v.racing = racing;
+    v.raced_to = raced_to;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
     static_assert(StreamView::kOpsKept == StreamState::kOpsKept);
     // ops_synced first and the op count last (each only rises; a note raises the count before it fills its slot):

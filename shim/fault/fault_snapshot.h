@@ -70,12 +70,22 @@ struct StreamView {
   }
   // ... and every op that left the slots (each numbered below ops - kOpsKept).
   bool forgotten_synced() const { return ops >= kOpsKept && ops - kOpsKept <= ops_synced; }
+  // Several threads put work on the stream at the same time (shim/record/stream_order.h): `raced_to` is one past the
+  // launches it had recorded when the last region that overlapped another exited (0: none did); `racing`, such a
+  // region was open when the view was taken. Either way its launches, marks and ops after `proven()` may not be in
+  // the stream's order (raced()). Hand-made snapshots leave both: never raced.
+  uint64_t raced_to = 0;
+  bool racing = false;
   // The last stream_seq proven finished: by a landed mark that was placed, or by a successful synchronizing call.
   uint64_t proven() const {
     const uint64_t m = marked < launched ? marked : launched;
     const uint64_t by_mark = landed < m ? landed : m, by_sync = synced < launched ? synced : launched;
     return by_mark > by_sync ? by_mark : by_sync;
   }
+  // Whether what is left unproven on the stream may be out of its order: a landed mark still proves every launch
+  // numbered at or below it (each was recorded, so submitted, before the mark was enqueued), and a sync what it read
+  // before it began; nothing else of the marks holds (which launches a mark follows, which mark the slot shows last).
+  bool raced() const { return racing || proven() < raced_to; }
   // Whether some of that work sits after every launch its marks or a sync prove finished (so nothing shows it ran).
   bool work_after_proof() const {
     const uint64_t p = proven();

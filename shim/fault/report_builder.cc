@@ -219,6 +219,7 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     why.group = c.group;
     why.recent_unproven = c.reasons & kReasonRecentUnproven;
     why.mark_not_placed = c.reasons & kReasonMarkNotPlaced;
+    why.stream_raced = c.reasons & kReasonStreamRaced;
     why.pdl_group = c.pdl_group;
     why.assert_cannot_rule_out = c.reasons & kReasonAssertCannotRuleOut;
     if ((c.reasons & kReasonMatchesDeviceAssert) && !s.asserts.empty())
@@ -278,6 +279,9 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
     evidence.unproven = a.verdict == Verdict::Unknown || a.candidates.empty() ||
                                 (a.candidates.front().reasons & kReasonRecentUnproven)
                             ? report::EvidenceFacts::Unproven::AllFinished
+                        : std::any_of(a.candidates.begin(), a.candidates.end(),
+                                      [](const AttributedLaunch& c) { return (c.reasons & kReasonStreamRaced) != 0; })
+                            ? report::EvidenceFacts::Unproven::Raced
                             : report::EvidenceFacts::Unproven::MarksNotPlaced;
   evidence.stream_work_unproven = a.stream_work_unproven;
   evidence.stream_work_unseen = a.stream_work_unseen;

@@ -12,6 +12,7 @@
 #include "shim/common/driver.h"
 #include "shim/common/log.h"
 #include "shim/record/recorder.h"
+#include "shim/record/stream_order.h"
 
 namespace cdsa {
 namespace breadcrumbs_internal {
@@ -123,13 +124,6 @@ CUresult enqueue_breadcrumb(const InCdsa&, CUstream stream, int slot, uint64_t s
 
 namespace {
 
-// `v` becomes at least `seq` (a racing thread's older number never lowers it).
-void raise_to(std::atomic<uint64_t>& v, uint64_t seq) {
-  uint64_t cur = v.load(std::memory_order_relaxed);
-  while (cur < seq && !v.compare_exchange_weak(cur, seq, std::memory_order_acq_rel)) {
-  }
-}
-
 // StreamState::pdl_event while a thread uses the event: whoever takes it holds it alone, and gives it back (or, when
 // a teardown dropped it meanwhile, destroys it).
 constexpr uintptr_t kEventHeld = 1;
@@ -221,6 +215,9 @@ CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, int slot, bool 
 
 CUresult settle_breadcrumb(const InCdsa& guard, CUstream stream, StreamState* st, int slot, bool fold) noexcept {
   if (!st || st->deferred.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
+  // From taking the mark off the stream until its enqueue returned: a region of the stream's order
+  // (shim/record/stream_order.h), part of this thread's launch or op when it holds one on the stream.
+  StreamRegion region(st);
   const uint64_t seq = st->deferred.exchange(0, std::memory_order_acq_rel);
   if (seq == 0 || fold) return CUDA_SUCCESS;  // folded: the PDL launch's own mark will cover this one
   return place(guard, stream, st, slot, seq, /*own_call=*/false);

@@ -12,6 +12,7 @@
 #include "shim/common/driver.h"
 #include "shim/record/graph_capture.h"
 #include "shim/record/profile.h"
+#include "shim/record/stream_order.h"
 #include "shim/common/reentrancy.h"
 #include "shim/common/started.h"
 #include "shim/common/thread_block.h"
@@ -319,6 +320,9 @@ void prepare_launch(CUfunction func, CUstream stream, bool per_thread, MarkBefor
   const StreamCacheEntry* sc = resolve_stream(guard, eff);  // into this thread's cache, named by the driver
   p.stream = *sc;
   p.valid = true;
+  // From here until its record and mark (launch_succeeded / launch_failed): a region of the stream's order
+  // (shim/record/stream_order.h), begun before the deferred mark is settled and before the driver sees the launch.
+  begin_thread_region(sc->state);
   if (mark != MarkBefore::Leave && marks && has_deferred(sc))
     settle_breadcrumb(guard, eff, sc->state, sc->slot, mark == MarkBefore::Fold || capturing(eff));
   // Before the launch is submitted: a query after it could meet its fault and prove nothing.
@@ -351,6 +355,9 @@ void note_stream_work(CUstream stream, bool per_thread) noexcept {
   const StreamCacheEntry* sc = resolve_stream(guard, eff);
   if (!sc || !sc->state) return;  // the stream table is full (g_stream_table_full): no verdict is exact then
   StreamState& st = *sc->state;
+  // Until the driver call returned (end_thread_region, in the wrapper): a region of the stream's order, begun before
+  // the op's position is read (shim/record/stream_order.h).
+  begin_thread_region(&st);
   const uint64_t at = st.launched.load(std::memory_order_acquire) + 1;
   const uint64_t n = st.ops.fetch_add(1, std::memory_order_acq_rel);
   const uint64_t old = st.op_at[n % StreamState::kOpsKept].exchange(at, std::memory_order_acq_rel);
@@ -376,6 +383,17 @@ void before_stream_destroy(CUstream stream, bool per_thread) noexcept {
   destroy_stream_pdl_event(sc->slot);
 }
 
+namespace {
+// The ops a synchronizing call that begins now proves: every op counted so far, unless another thread is between
+// counting an op and handing it to the driver (an op region open, shim/record/stream_order.h: read after the count,
+// so an op counted is either seen open or, its region exited, submitted before this call), which the call may not
+// cover. Then none: ops carry no per-op submission order to prove a prefix by.
+uint64_t proven_ops(const StreamState* st) {
+  const uint64_t ops = st->ops.load(std::memory_order_acquire);
+  return other_regions_open(st) ? 0 : ops;
+}
+}  // namespace
+
 SyncProof SyncProof::stream(CUstream stream, bool per_thread) noexcept {
   SyncProof p;
   if (!started() || InCdsa::active()) return p;
@@ -384,11 +402,11 @@ SyncProof SyncProof::stream(CUstream stream, bool per_thread) noexcept {
   const StreamCacheEntry* sc = resolve_stream(guard, eff, false);
   if (!sc || !sc->state) return p;
   if (breadcrumbs_active() && has_deferred(sc)) settle_breadcrumb(guard, eff, sc->state, sc->slot, capturing(eff));
-  p.seen_.push_back({sc->slot, sc->state->launched.load(std::memory_order_acquire),
-                     sc->state->ops.load(std::memory_order_acquire)});
+  p.seen_.push_back({sc->slot, sc->state->launched.load(std::memory_order_acquire), proven_ops(sc->state)});
   prove_idle_tails(ThreadBlock<StreamCache>::peek());
   return p;
 }
+
 
 SyncProof SyncProof::context(CUcontext ctx) noexcept {
   SyncProof p;
@@ -403,7 +421,7 @@ SyncProof SyncProof::context(CUcontext ctx) noexcept {
     if (st->id.load(std::memory_order_acquire) == 0) continue;
     if (st->last_ctx.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(ctx)) continue;
     uint64_t n = st->launched.load(std::memory_order_acquire);
-    uint64_t ops = st->ops.load(std::memory_order_acquire);
+    uint64_t ops = proven_ops(st);
     if (n > st->synced.load(std::memory_order_relaxed) || ops > st->ops_synced.load(std::memory_order_relaxed))
       p.seen_.push_back({static_cast<int>(i), n, ops});
   }
@@ -515,6 +533,9 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   }
 
   StreamState* st = sc->state;
+  // A record on a stream this thread holds no region on (a launch whose call named another stream, or none: the
+  // multi-device cooperative launch): no region covered its driver call, so it counts as overlapping.
+  StreamRegion outside(st, /*overlap=*/true);
   bool mark_now = false;
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;

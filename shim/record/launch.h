@@ -31,6 +31,7 @@
 #include "shim/common/reentrancy.h"
 #include "shim/common/thread_slots.h"
 #include "shim/record/recorder.h"
+#include "shim/record/stream_order.h"
 
 namespace cdsa {
 
@@ -56,6 +57,8 @@ bool before_stream_operation(CUstream stream, bool per_thread) noexcept;
 // driver sees it (after before_stream_operation): its place among the stream's launches is kept, so that the fault
 // path knows a fault may be its (shim/fault/attribution.cc). Nothing while the stream captures (it runs at replay).
 // NULL with per_thread false is the legacy stream: a synchronous copy, memset or launch (Kind::DefaultStreamWork).
+// Begins the op's region of the stream's order (shim/record/stream_order.h): the caller ends it with
+// end_thread_region() once the driver call returned.
 void note_stream_work(CUstream stream, bool per_thread) noexcept;
 // A front end through which such work goes unseen (CUPTI alone, by injection: no wrapper sees a copy or a memory
 // operation), said once at its start; the exit probe then queries every stream (shim/fault/exit_probe.cc).
@@ -123,9 +126,13 @@ inline void launch_begin(CUfunction func, CUstream stream = nullptr, bool per_th
 }
 inline void launch_succeeded(const LaunchInfo* infos, int n, LaunchSource source) noexcept {
   for (int i = 0; i < n; ++i) record_launch(infos[i], source);
+  end_thread_region();  // after the records and their marks (shim/record/stream_order.h)
   LaunchInFlight::launch_retired();  // after the records: whoever sees the flag drop sees them in the ring
 }
-inline void launch_failed() noexcept { LaunchInFlight::launch_retired(); }
+inline void launch_failed() noexcept {
+  end_thread_region();
+  LaunchInFlight::launch_retired();
+}
 
 // The protocol for a front end that sees the whole call in one frame: begins at construction; `succeeded`
 // records and retires; a scope left without it retires at its end (after the caller checked the result).

@@ -246,6 +246,12 @@ struct StreamState {
   std::atomic<uint64_t> op_at[kOpsKept]{};
   std::atomic<uint64_t> ops_forgotten{0};
   std::atomic<uint64_t> ops_synced{0};
+  // Who put work on the stream at the same time as whom (shim/record/stream_order.h): `regions` holds the regions'
+  // entries so far (high 32 bits) and how many are open now (low 32 bits); `raced_to` is one past the launches the
+  // stream had recorded when the last region that overlapped another exited (0: none did). Launches numbered below
+  // raced_to, and the marks and ops around them, may not be in the stream's order.
+  std::atomic<uint64_t> regions{0};
+  std::atomic<uint64_t> raced_to{0};
 };
 // Finds or creates the state for a stream id; returns its index or -1 when full.
 int stream_slot(uint64_t stream_id) noexcept;

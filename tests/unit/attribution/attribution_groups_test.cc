@@ -43,6 +43,14 @@ StreamView synced(StreamView v, uint64_t upto) {
   return v;
 }
 
+// The same, on a stream several threads put work on at the same time (shim/record/stream_order.h): a region that
+// overlapped another exited when `raced_to` - 1 launches were recorded, or (`racing`) one is open now.
+StreamView raced(StreamView v, uint64_t raced_to, bool racing = false) {
+  v.raced_to = raced_to;
+  v.racing = racing;
+  return v;
+}
+
 DeviceAssert names(const char* function) { return fixtures::device_assert(function, "x.cu", 1); }
 
 std::vector<uint64_t> seqs(const AttributionResult& a) {
@@ -143,6 +151,28 @@ TEST(AttributionGroups, EachStreamShapeGivesItsVerdictAndCandidates) {
       // ... and, inside a group, the launches before it: pair 3's primary (5) finished, its secondary (6) is left.
       {"a sync inside a group leaves its later members", pdl_pairs(3), synced(view(7, 6, 4, 6), 5), nullptr,
        Verdict::Exact, {6}},
+      // Launch 1's mark landed; 2..4 were numbered while two threads launched on the stream at once: the launch that
+      // reached the stream first may carry a later number than a mark placed after it (the CUPTI case of issue 26:
+      // a PDL launch recorded after two launches of another thread it had preceded). Mark 3's place proves
+      // nothing then: all of 2..4, none proven unfinished.
+      {"a raced stream lists every launch after its last proof", plain(4), raced(view(7, 4, 1, 4), 4), nullptr,
+       Verdict::Ambiguous, {2, 3, 4},
+       [](const AttributionResult& a) {
+         EXPECT_EQ(a.candidates[0].reasons, static_cast<uint32_t>(kReasonStreamRaced));
+         EXPECT_EQ(a.candidates[0].group, 3u);
+         EXPECT_TRUE(a.no_unfinished_evidence);
+       }},
+      // Without the race launch 4 is exact (plain launches, the last one unfinished); a region open now counts too.
+      {"a race open now keeps the last launch from being named", plain(4), raced(view(7, 4, 3, 4), 0, true), nullptr,
+       Verdict::Ambiguous, {4},
+       [](const AttributionResult& a) { EXPECT_TRUE(a.no_unfinished_evidence); }},
+      // The race ended below the last proof (raced_to 3: launches 1..2 and what came with them; mark 3 landed).
+      {"a race the marks have passed changes nothing", plain(4), raced(view(7, 4, 3, 4), 3), nullptr, Verdict::Exact,
+       {4}},
+      // A landed mark still proves every launch numbered below it, and the assert text still names one.
+      {"the assert text names one launch of a raced stream", pdl_pairs(3), raced(view(7, 6, 4, 6), 7),
+       "epilogue_secondary", Verdict::Exact, {6},
+       [](const AttributionResult& a) { EXPECT_TRUE(a.named_by_device_assert); }},
   };
   for (const GroupCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -262,6 +292,36 @@ TEST(AttributionGroups, ALongChainIsExaminedWhole) {
   EXPECT_EQ(tail.candidates.size(), 102u);
   EXPECT_EQ(tail.launches_own_mark, 0u);
   EXPECT_TRUE(tail.no_unfinished_evidence);
+}
+
+}  // namespace
+}  // namespace cdsa
+
+namespace cdsa {
+namespace {
+
+// A copy, memset or memory operation at position 1 (after launch 1) on a stream whose mark 3 landed: in order, it
+// ran before that mark and did not fault. Out of order (raced), its position says nothing: a 700 may be its.
+TEST(AttributionGroups, OnARacedStreamAnOpsPositionProvesNothing) {
+  FaultSnapshot s = plain(4);
+  s.fault.code = CUDA_ERROR_ILLEGAL_ADDRESS;
+  StreamView v = view(7, 4, 3, 4);
+  v.op_at[0] = 2;
+  v.ops = 1;
+  s.streams = {v};
+  AttributionResult in_order = attribute(s);
+  EXPECT_EQ(in_order.verdict, Verdict::Exact);
+  EXPECT_EQ(in_order.stream_work_unproven, 0u);
+  s.streams = {raced(v, 3)};  // the race ended at launch 2, below mark 3: in order again
+  EXPECT_EQ(attribute(s).stream_work_unproven, 0u);
+  s.streams = {raced(v, 0, true)};
+  AttributionResult racing = attribute(s);
+  EXPECT_EQ(racing.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(racing.stream_work_unproven, 1u);
+  // A sync that proved the op finished still does.
+  v.ops_synced = 1;
+  s.streams = {raced(v, 0, true)};
+  EXPECT_EQ(attribute(s).stream_work_unproven, 0u);
 }
 
 }  // namespace

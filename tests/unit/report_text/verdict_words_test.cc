@@ -46,6 +46,28 @@ TEST(VerdictWords, ASharedMarkAPdlLaunchAndARecentOneSayWhatTheyAre) {
   EXPECT_EQ(why_text(c), "recent launch (not proven)");
 }
 
+TEST(VerdictWords, ARacedStreamsLaunchSaysItsOrderIsNotKnown) {
+  CandidateFacts c = on_stream(4, 3);
+  c.group = 3;
+  c.stream_raced = true;
+  c.mark_not_placed = true;  // the race decides the words
+  EXPECT_EQ(why_text(c),
+            "one of the 3 launches on stream 4 after the last one proven finished; not proven finished: several "
+            "threads put work on this stream at the same time, so the order of these launches on it, and which "
+            "completion marks they precede, are not known");
+  c.group = 1;
+  EXPECT_EQ(why_text(c),
+            "the launch on stream 4 after the last one proven finished; not proven finished: several threads put work "
+            "on this stream at the same time, so the order of this launch on it, and which completion marks it "
+            "precedes, are not known");
+  EvidenceFacts e;
+  e.unproven = EvidenceFacts::Unproven::Raced;
+  std::vector<std::string> n = evidence_notes(e);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].rfind("no candidate is proven unfinished: several threads put work on the same stream at the same "
+                       "time", 0), 0u);
+}
+
 TEST(VerdictWords, TheDevicesAssertAndALostRecordAreNamed) {
   CandidateFacts c = on_stream(9, 1);
   c.matched_assert_function = "nll_loss_forward_kernel";
