@@ -535,7 +535,9 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   StreamState* st = sc->state;
   // A record on a stream this thread holds no region on (a launch whose call named another stream, or none: the
   // multi-device cooperative launch): no region covered its driver call, so it counts as overlapping.
-  StreamRegion outside(st, /*overlap=*/true);
+  StreamState* const outside = st && st != thread_region_stream() ? st : nullptr;
+  uint32_t outside_entries = 0;
+  if (__builtin_expect(outside != nullptr, 0)) outside_entries = enter_region(outside);
   bool mark_now = false;
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -557,6 +559,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
     place_breadcrumb_now(guard, eff, st, sc->slot, r.stream_seq);
   else if (st && st->deferred.load(std::memory_order_relaxed) == r.stream_seq)
     note_pending_tail(sc, r.stream_seq);
+  if (__builtin_expect(outside != nullptr, 0)) stream_order_internal::exit_region(outside, outside_entries, true);
 }
 
 void note_stream_destroyed() noexcept { g_stream_gen.fetch_add(1, std::memory_order_acq_rel); }

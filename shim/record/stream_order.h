@@ -64,10 +64,22 @@ inline void end_thread_region() noexcept {
   if (__builtin_expect(tl_region.st == nullptr, 1)) return;
   ThreadRegion r = tl_region;
   tl_region.st = nullptr;
+  // Alone all along (no region open at its entry, none entered since): the word is what this entry left, and one
+  // compare-exchange leaves. Else exit_region decides, and raises raced_to first.
+  uint64_t alone = (static_cast<uint64_t>(r.entries + 1) << 32) | 1;
+  if (__builtin_expect(!r.overlap, 1) &&
+      r.st->regions.compare_exchange_strong(alone, alone - 1, std::memory_order_acq_rel, std::memory_order_acquire))
+    return;
   exit_region(r.st, r.entries, r.overlap);
 }
 // The stream this thread holds a region on (nullptr: none).
 inline const StreamState* thread_region_stream() noexcept { return stream_order_internal::tl_region.st; }
+
+// A region of its own on `st` (not this thread's held one), left with
+// stream_order_internal::exit_region(st, returned entries, overlap): the launch path's record outside its region.
+inline uint32_t enter_region(StreamState* st) noexcept {
+  return static_cast<uint32_t>(st->regions.fetch_add(stream_order_internal::kEntry, std::memory_order_acq_rel) >> 32);
+}
 
 // A region of its own for the life of the object: a deferred mark's placement, or a record outside its launch's
 // region (`overlap`: counted as overlapping, since no region covered the launch's driver call). Nothing when this
