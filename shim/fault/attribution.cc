@@ -113,31 +113,18 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
   // does a successful synchronizing call after them (StreamView::synced).
   const uint64_t proven = st.proven();
   if (proven >= n) return;
+  // The group of the first placed mark that never landed: from proven + 1 to the first launch with a mark of its
+  // own (its successor's record does not share); or, past the last placed mark, the whole tail, whose mark was never
+  // placed: nothing shows whether those launches finished, nor that they did not.
   // Several threads put work on the stream at the same time (StreamView::raced): `proven` still holds, but not which
   // launches a mark follows, nor which mark the slot shows last, so no mark tells the first unfinished launch. Every
   // launch after `proven` is a candidate, none proven unfinished (kReasonStreamRaced): the device's assert text can
   // still name one, by the launches that are proven finished.
-  if (st.raced()) {
-    for (uint64_t seq = proven + 1; seq <= n; ++seq) {
-      AttributedLaunch c;
-      c.stream_id = st.id;
-      c.stream_seq = seq;
-      c.pending = n - proven;
-      c.ring_index = idx.find(st.id, seq);
-      c.reasons = kReasonStreamRaced | (c.ring_index < 0 ? kReasonRecordOverwritten : 0u);
-      c.group = n - proven;
-      c.pdl_group = c.ring_index >= 0 && (s.ring[static_cast<size_t>(c.ring_index)].flags & kFlagProgrammatic);
-      picks->push_back(std::move(c));
-    }
-    return;
-  }
-  // The group of the first placed mark that never landed: from proven + 1 to the first launch with a mark of its
-  // own (its successor's record does not share); or, past the last placed mark, the whole tail, whose mark was never
-  // placed: nothing shows whether those launches finished, nor that they did not.
+  const bool raced = st.raced();
   const uint64_t first = proven + 1;
   const bool placed = first <= m;
   uint64_t last = first;
-  if (!placed) {
+  if (raced || !placed) {
     last = n;
   } else {
     while (last < m) {
@@ -147,7 +134,7 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
     }
   }
   CDSA_DCHECK(proven < first && first <= last && last <= n);
-  CDSA_DCHECK(!placed || last <= m);
+  CDSA_DCHECK(raced || !placed || last <= m);
   const uint64_t group = last - first + 1;
   bool pdl = false;
   for (uint64_t seq = first; seq <= last; ++seq) {
@@ -161,11 +148,13 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
     c.pending = n - proven;
     c.ring_index = idx.find(st.id, seq);
     c.reasons = c.ring_index < 0 ? kReasonRecordOverwritten : 0u;
-    if (!placed)
+    if (raced)
+      c.reasons |= kReasonStreamRaced;
+    else if (!placed)
       c.reasons |= kReasonMarkNotPlaced;
     else if (seq == first)
       c.reasons |= kReasonFirstUnfinished;
-    if (group > 1) c.reasons |= kReasonSharedMark;
+    if (group > 1 && !raced) c.reasons |= kReasonSharedMark;
     c.group = group;
     c.pdl_group = pdl;
     picks->push_back(std::move(c));
@@ -179,22 +168,18 @@ void stream_candidates(const FaultSnapshot& s, const RecordIndex& idx, const Str
 // the stream stopped at or before that mark, so work after it never ran. What is left: work at p == proven, and
 // work at p > proven when no mark after proven was placed.
 bool stream_work_may_have_faulted(const StreamView& st) {
-  // Out of the stream's order (StreamView::raced), an op's position says nothing: every op not proven by a sync may.
-  if (st.raced()) {
-    for (uint32_t k = 0; k < StreamView::kOpsKept; ++k)
-      if (st.op_at[k] && !st.op_synced(k)) return true;
-    return st.ops_forgotten && !st.forgotten_synced();
-  }
   const uint64_t n = st.launched;
   const uint64_t m = std::min(st.marked, n);
   const uint64_t proven = st.proven();
   const bool mark_after_proven = m > proven;
-  const auto may = [&](uint64_t p) { return p == proven || (p > proven && !mark_after_proven); };
+  // Out of the stream's order (StreamView::raced), an op's position says nothing: every op not proven by a sync may.
+  const bool raced = st.raced();
+  const auto may = [&](uint64_t p) { return raced || p == proven || (p > proven && !mark_after_proven); };
   // And work a successful synchronizing call proved finished (StreamView::op_synced) did not fault either.
   for (uint32_t k = 0; k < StreamView::kOpsKept; ++k)
     if (st.op_at[k] && may(st.op_at[k] - 1) && !st.op_synced(k)) return true;
   // The older work's positions are each at most ops_forgotten - 1.
-  return st.ops_forgotten && (st.ops_forgotten - 1 >= proven) && !st.forgotten_synced();
+  return st.ops_forgotten && (raced || st.ops_forgotten - 1 >= proven) && !st.forgotten_synced();
 }
 
 // How many launches in the ring had a completion mark of their own.

@@ -407,7 +407,6 @@ SyncProof SyncProof::stream(CUstream stream, bool per_thread) noexcept {
   return p;
 }
 
-
 SyncProof SyncProof::context(CUcontext ctx) noexcept {
   SyncProof p;
   if (!started() || InCdsa::active()) return p;
@@ -537,7 +536,7 @@ void record_launch(const LaunchInfo& info, LaunchSource source) noexcept {
   // multi-device cooperative launch): no region covered its driver call, so it counts as overlapping.
   StreamState* const outside = st && st != thread_region_stream() ? st : nullptr;
   uint32_t outside_entries = 0;
-  if (__builtin_expect(outside != nullptr, 0)) outside_entries = enter_region(outside);
+  if (__builtin_expect(outside != nullptr, 0)) outside_entries = enter_region(outside).entries;
   bool mark_now = false;
   if (st) {
     r.stream_seq = st->launched.fetch_add(1, std::memory_order_acq_rel) + 1;

@@ -51,12 +51,23 @@ extern __thread ThreadRegion tl_region __attribute__((tls_model("initial-exec"))
 void exit_region(StreamState* st, uint32_t entries, bool overlap) noexcept;
 }  // namespace stream_order_internal
 
+// A region on `st` begins: the stream's entries before it, and whether another region was open then. Left with
+// stream_order_internal::exit_region(st, entries, overlap) (the launch path's record outside its region calls both).
+struct RegionEntry {
+  uint32_t entries;
+  bool overlap;
+};
+inline RegionEntry enter_region(StreamState* st) noexcept {
+  const uint64_t old = st->regions.fetch_add(stream_order_internal::kEntry, std::memory_order_acq_rel);
+  return {static_cast<uint32_t>(old >> 32), static_cast<uint32_t>(old) != 0};
+}
+
 // This thread's region on `st` begins (a launch's, or an op's), unless it holds one already.
 inline void begin_thread_region(StreamState* st) noexcept {
   using namespace stream_order_internal;
   if (!st || tl_region.st) return;
-  const uint64_t old = st->regions.fetch_add(kEntry, std::memory_order_acq_rel);
-  tl_region = {st, static_cast<uint32_t>(old >> 32), static_cast<uint32_t>(old) != 0};
+  const RegionEntry e = enter_region(st);
+  tl_region = {st, e.entries, e.overlap};
 }
 // ... and ends, when it holds one.
 inline void end_thread_region() noexcept {
@@ -75,12 +86,6 @@ inline void end_thread_region() noexcept {
 // The stream this thread holds a region on (nullptr: none).
 inline const StreamState* thread_region_stream() noexcept { return stream_order_internal::tl_region.st; }
 
-// A region of its own on `st` (not this thread's held one), left with
-// stream_order_internal::exit_region(st, returned entries, overlap): the launch path's record outside its region.
-inline uint32_t enter_region(StreamState* st) noexcept {
-  return static_cast<uint32_t>(st->regions.fetch_add(stream_order_internal::kEntry, std::memory_order_acq_rel) >> 32);
-}
-
 // A region of its own for the life of the object: a deferred mark's placement, or a record outside its launch's
 // region (`overlap`: counted as overlapping, since no region covered the launch's driver call). Nothing when this
 // thread holds a region on `st` already (the placement is part of it).
@@ -88,10 +93,10 @@ class StreamRegion {
  public:
   explicit StreamRegion(StreamState* st, bool overlap = false) noexcept {
     if (!st || st == stream_order_internal::tl_region.st) return;
-    const uint64_t old = st->regions.fetch_add(stream_order_internal::kEntry, std::memory_order_acq_rel);
+    const RegionEntry e = enter_region(st);
     st_ = st;
-    entries_ = static_cast<uint32_t>(old >> 32);
-    overlap_ = overlap || static_cast<uint32_t>(old) != 0;
+    entries_ = e.entries;
+    overlap_ = overlap || e.overlap;
   }
   ~StreamRegion() {
     if (st_) stream_order_internal::exit_region(st_, entries_, overlap_);
