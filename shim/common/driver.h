@@ -73,6 +73,12 @@ inline CUstream effective_stream(CUstream s, bool per_thread) noexcept {
   return (s == nullptr && per_thread) ? CU_STREAM_PER_THREAD : s;
 }
 
+// The handles that name no stream of their own but one of the calling thread's current context: NULL, the legacy
+// stream and the per-thread stream (cuda.h, "Stream synchronization behavior").
+inline bool context_relative_stream(CUstream s) noexcept {
+  return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
 // True for the sticky faults cuda.h documents as "the process must be terminated and relaunched": the kernel
 // faults (700, 702, 710, 714-719, 721), 226 CUDA_ERROR_CONTAINED (error containment: NVLink peer faults, some
 // hardware errors) and 911 CUDA_ERROR_EXTERNAL_DEVICE. Not 810 CUDA_ERROR_MPS_CLIENT_TERMINATED: the MPS server

@@ -40,8 +40,17 @@ bool work_unseen() {
 CUresult query_stream(const StreamView& s) {
   const Driver& d = driver();
   StreamState* st = stream_state(s.slot);
-  if (d.CtxSetCurrent) d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
-  CUresult r = d.StreamQuery ? d.StreamQuery(reinterpret_cast<CUstream>(st->last_handle.load())) : CUDA_SUCCESS;
+  const auto handle = reinterpret_cast<CUstream>(st->last_handle.load());
+  if (d.CtxSetCurrent) {
+    // A driver may refuse to make a faulted context current and answer its sticky error (the sim does): that is
+    // the fault itself, though not proven to be this context's (the one current before may have answered), so no
+    // context hint. Any other refusal leaves another context current: a NULL, legacy or per-thread handle would be
+    // that context's stream, so it is not queried (the answer says so; a torn-down driver's answer reads as one).
+    CUresult set = d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+    if (is_sticky_fault(set)) return set;
+    if (set != CUDA_SUCCESS && context_relative_stream(handle)) return set;
+  }
+  CUresult r = d.StreamQuery ? d.StreamQuery(handle) : CUDA_SUCCESS;
   if (is_sticky_fault(r)) set_fault_context_hint(s.ctx);  // that stream's context answered the error
   return r;
 }

@@ -154,7 +154,7 @@ ContextAnswer ask_stream_context(const StreamView& v) {
   StreamState* st = stream_state(v.slot);
   if (!st || !v.ctx || !d.StreamQuery) return ContextAnswer::Unknown;
   auto h = reinterpret_cast<CUstream>(st->last_handle.load(std::memory_order_relaxed));
-  const bool by_ctx = h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+  const bool by_ctx = context_relative_stream(h);
   if (by_ctx) {
     CUcontext here = nullptr;
     if (!d.CtxGetCurrent || d.CtxGetCurrent(&here) != CUDA_SUCCESS || reinterpret_cast<uintptr_t>(here) != v.ctx)

@@ -250,7 +250,7 @@ void flush_all_breadcrumbs(const InCdsa& guard) noexcept {
     if (st->id.load(std::memory_order_acquire) == 0 || st->deferred.load(std::memory_order_acquire) == 0) continue;
     auto h = reinterpret_cast<CUstream>(st->last_handle.load(std::memory_order_relaxed));
     auto ctx = reinterpret_cast<CUcontext>(st->last_ctx.load(std::memory_order_relaxed));
-    const bool by_ctx = h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+    const bool by_ctx = context_relative_stream(h);
     if (h == CU_STREAM_PER_THREAD && st->last_tid.load(std::memory_order_relaxed) != me) continue;
     // The NULL / legacy stream is the current context's: place its mark in the context it belongs to.
     // A thread that cannot name its context (a dead one answers with the sticky error) tries anyway: the write then

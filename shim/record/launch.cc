@@ -88,9 +88,6 @@ struct PreparedLaunch {
 };
 [[gnu::tls_model("initial-exec")]] thread_local PreparedLaunch tl_prepared{};
 
-// The NULL, legacy and per-thread default streams are one per context: only for them does the context matter.
-inline bool context_dependent(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
-
 // The context of a launch: for a created stream, its own (the one current when cdsa first saw it, cached with
 // it); for the default streams, the current one, which costs a driver call. After a fault the driver may refuse
 // even that: then the thread's last known context is the best answer.
@@ -130,7 +127,7 @@ void note_probe_target(const StreamCacheEntry& e) {
 const StreamCacheEntry* resolve_stream(const InCdsa& guard, CUstream s, bool create = true) {
   uint64_t gen = g_stream_gen.load(std::memory_order_acquire);
   auto h = reinterpret_cast<uintptr_t>(s);
-  const bool by_ctx = context_dependent(s);
+  const bool by_ctx = context_relative_stream(s);
   CUcontext ctx = by_ctx ? current_context() : nullptr;
   auto c = reinterpret_cast<uintptr_t>(ctx);
   StreamCache* cache = ThreadBlock<StreamCache>::get();
@@ -280,7 +277,7 @@ void prove_idle_tails(StreamCache* cache) {
       continue;
     }
     auto h = reinterpret_cast<CUstream>(t.handle);
-    if (context_dependent(h)) {
+    if (context_relative_stream(h)) {
       if (!know_here) {
         here = current_context();
         know_here = true;

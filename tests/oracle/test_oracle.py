@@ -270,6 +270,21 @@ def test_the_gate_fails_an_oracle_that_calls_everything_ambiguous():
     assert bad and "fault_dev1" in bad[0]
 
 
+def test_the_candidates_ceiling_fails_longer_lists_not_one_long_list():
+    floors = {"mean_candidates_ceiling": {"node_enable": 11.72}}
+    def rows(lists):
+        return [(["node_enable"], {"cls": "ambiguous-listed", "ncand": n}) for n in lists]
+    # Every list three times longer (what a regression in the attribution would do): above by many standard errors.
+    bad = oracle.check_gate(*oracle.summarize(rows([12, 13, 14, 12, 13, 14, 12, 13, 14, 12, 13, 14])), floors)
+    assert bad and "node_enable" in bad[0] and "standard error" in bad[0]
+    # Twelve short lists and one PDL chain's 150 (seed 241 under load): a mean of 13.2, within two standard errors.
+    lists = [2, 2, 2, 2, 2, 2, 3, 1, 1, 2, 3, 1, 150]
+    classes, table = oracle.summarize(rows(lists))
+    assert table["node_enable"]["mean_candidates"] > 11.72
+    assert oracle.check_gate(classes, table, floors) == []
+    assert oracle.mean_se(sum(lists), sum(n * n for n in lists), len(lists)) == pytest.approx(11.4, abs=0.1)
+
+
 # ---- both runners, under libcdsa.so ------------------------------------------------------------------------------
 
 def every_op_program(backend="driver"):
