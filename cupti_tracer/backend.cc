@@ -96,7 +96,15 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   }
   bool launch = cupti::is_launch_cbid(cbid);
   if (data.callbackSite == CUPTI_API_ENTER) {
-    if (!launch) return;
+    // A context about to be torn down, which no wrapper of cdsa's saw (CUPTI alone; or the driver's own call): its
+    // work is asked now whether it faulted, while the context still answers with the fault's own code; after it,
+    // only the exit probe is left, which finds the driver torn down and no code (cudart's exit handlers release
+    // the primary context before cdsa's).
+    if (!launch) {
+      if (cupti::is_teardown_cbid(cbid) && !in_wrapped_driver_call())
+        before_teardown_seen("the context's teardown (cdsa's query of its streams before it, at CUPTI's callback)");
+      return;
+    }
     CUfunction f = cupti::launch_function(cbid, data);
     // The name CUPTI hands over is valid only now: keep it for drivers without cuFuncGetName.
     // Alone, it also replaces a stale name: a context torn down since freed the handle, and no wrapper saw it go.

@@ -21,6 +21,12 @@ static_assert(kCbGraphLaunch == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch &&
               kCbGraphLaunchPtsz == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz);
 static_assert(kCbLaunchKernelEx == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx &&
               kCbLaunchKernelExPtsz == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz);
+static_assert(kCbCtxDestroy == CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy &&
+              kCbCtxDestroyV2 == CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2 &&
+              kCbPrimaryCtxRelease == CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease &&
+              kCbPrimaryCtxReset == CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset &&
+              kCbPrimaryCtxReleaseV2 == CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2 &&
+              kCbPrimaryCtxResetV2 == CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2);
 
 bool per_thread_cbid(uint32_t cbid) {
   return cbid == kCbLaunchKernelPtsz || cbid == kCbLaunchCooperativePtsz || cbid == kCbGraphLaunchPtsz ||
@@ -35,6 +41,11 @@ bool is_launch_cbid(uint32_t cbid) noexcept {
   for (uint32_t c : kLaunchCbids)
     if (c == cbid) return true;
   return false;
+}
+
+bool is_teardown_cbid(uint32_t cbid) noexcept {
+  return cbid == kCbCtxDestroy || cbid == kCbCtxDestroyV2 || cbid == kCbPrimaryCtxRelease ||
+         cbid == kCbPrimaryCtxReset || cbid == kCbPrimaryCtxReleaseV2 || cbid == kCbPrimaryCtxResetV2;
 }
 
 namespace {

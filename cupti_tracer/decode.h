@@ -43,6 +43,15 @@ inline constexpr uint32_t kLaunchCbids[] = {
     kCbGraphLaunch,      kCbGraphLaunchPtsz,   kCbLaunchKernelEx,        kCbLaunchKernelExPtsz};
 
 bool is_launch_cbid(uint32_t cbid) noexcept;
+// The calls that tear a context down (cuCtxDestroy, cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset, each
+// with its _v2): at their API enter the context's work can still be asked whether it faulted.
+inline constexpr uint32_t kCbCtxDestroy = 11;
+inline constexpr uint32_t kCbCtxDestroyV2 = 322;
+inline constexpr uint32_t kCbPrimaryCtxRelease = 387;
+inline constexpr uint32_t kCbPrimaryCtxReset = 389;
+inline constexpr uint32_t kCbPrimaryCtxReleaseV2 = 544;
+inline constexpr uint32_t kCbPrimaryCtxResetV2 = 545;
+bool is_teardown_cbid(uint32_t cbid) noexcept;
 // Stream capture, as CUPTI's driver-API callbacks name it (cupti_driver_cbid.h; decode.cc checks each id): a
 // capture begun or ended on `stream`, and whether the call is the per-thread-default-stream (_ptsz) variant.
 enum class CaptureCall { None, Begin, End };

@@ -118,7 +118,15 @@ void probe_before_teardown(const char* call) noexcept {
   if (getpid() != g_pid || !driver_ready() || g_reported.load()) return;
   const Driver& d = driver();
   CUcontext current = nullptr;
-  if (!d.CtxGetCurrent || !d.CtxSetCurrent || d.CtxGetCurrent(&current) != CUDA_SUCCESS) return;
+  if (!d.CtxGetCurrent || !d.CtxSetCurrent) return;
+  if (CUresult got = d.CtxGetCurrent(&current); got != CUDA_SUCCESS) {
+    // A driver may answer the current context's sticky error here (the sim does): that is the fault itself, with
+    // its own code, and the last chance to see it before the teardown leaves only "torn down" to the exit probe.
+    // Which context answered is not known (the call failed), so no context hint; and the streams are not queried,
+    // as the program's current context could not be put back after them.
+    if (is_sticky_fault(got)) on_sticky_fault(got, call);
+    return;
+  }
   ExitProbeResult probe;
   {
     InCdsa guard;

@@ -22,6 +22,12 @@ bool in_wrapped_driver_call() noexcept { return in_driver_call(); }
 
 void capture_begun(CUstream stream, bool per_thread) noexcept { note_capture_begin(stream, per_thread); }
 
+void before_teardown_seen(const char* call) noexcept {
+  // The same two steps, in the same order, as the teardown wrappers' (trampolines.inc, Kind::StreamDestroy).
+  probe_before_teardown(call);
+  before_context_teardown();
+}
+
 void capture_ended(CUstream stream, bool per_thread, CUgraph graph) noexcept {
   note_capture_end(stream, per_thread, graph);
 }

@@ -307,3 +307,42 @@ def test_real_libcupti_on_the_simulated_driver_falls_back(tmp_path):
     assert "cuptiSubscribe failed: " in lines[0] and str(REAL_CUPTI_HOME / "lib64" / "libcupti.so.13") in lines[0], lines[0]
     assert lines[0].endswith("recording launches through driver interposition instead"), lines[0]
     assert_attributed(run)
+
+
+# CUPTI alone (injected): a fault no call surfaces, then the program tears its context down (cudaDeviceReset,
+# cuDevicePrimaryCtxReset). No wrapper sees the reset, so before CUPTI's enter callback of it ran the teardown
+# probe the fault was found only at exit, in a driver already torn down: error 709 and no code of the fault's own,
+# so a copy or memop cdsa cannot see might have been it, and the report was AMBIGUOUS. Probed at the callback, the
+# context answers 710 while it still can, and the launch is named.
+CUPTI_ALONE_RESET_SCRIPT = CUPTI_ALONE_SCRIPT.split("nll = cu.function")[0] + textwrap.dedent('''
+    nll = cu.function(mod, "nll_loss_forward_reduce_cuda_kernel_2d")
+    out = cu.alloc(4)
+    launch_seen_by_cupti(nll, b"nll_from_cupti", cu.nll_args(out, cu.to_device([3, 7, 1, 1], ctypes.c_int64), 4, 10))
+    print("loss", cu.from_device(out, 1, ctypes.c_float)[0], flush=True)  # a synchronous copy
+    launch_seen_by_cupti(nll, b"nll_from_cupti", cu.nll_args(out, cu.to_device([3, 7, 10, 1], ctypes.c_int64), 4, 10))
+    dev = ctypes.c_int(0)
+    fake.fake_cupti_emit(545, 0, b"cuDevicePrimaryCtxReset_v2", None, ctypes.byref(dev), 0)
+    r = cu.lib.cuDevicePrimaryCtxReset_v2(dev)
+    fake.fake_cupti_emit(545, 1, b"cuDevicePrimaryCtxReset_v2", None, ctypes.byref(dev), r)
+    print("reset", r, flush=True)
+''')
+
+
+# Both answers of cuCtxGetCurrent after a fault (tests/sim/README.md): the sticky error (the probe's first call meets
+# the fault) or the context (the probe's stream queries meet it).
+@pytest.mark.parametrize("current_after_fault", ["fail", "ok"])
+def test_the_cupti_backend_alone_probes_before_a_teardown(tmp_path, current_after_fault):
+    script = tmp_path / "cupti_alone_reset.py"
+    script.write_text(CUPTI_ALONE_RESET_SCRIPT.format(scripts=str(SCRIPTS), libcdsa=str(BUILD / "lib" / "libcdsa.so"),
+                                                      fake=str(FAKE_HOME / "lib64" / "libcupti.so.13")))
+    run = run_python(script, cwd=tmp_path, preload=False, env={"CUDA_HOME": str(FAKE_HOME), "FAKE_CUPTI_MODE": "ok",
+                                                               "SIM_CUDA_CTX_CURRENT_AFTER_FAULT": current_after_fault})
+    assert "reset " in run.out, run.out + run.err
+    assert run.reports == 1, run.err
+    assert "CUDA error 710" in run.report, run.report
+    assert "surfaced at the context's teardown" in run.report, run.report
+    part = run.launch_part()
+    assert "launch #2 (#2 on its stream)" in part, run.report
+    t = run.trace()["report"]
+    assert t["attribution"] == "exact", run.report
+    assert [c["launch"]["seq"] for c in t["candidates"]] == [2]

@@ -172,11 +172,17 @@ def test_native_breadcrumbs_work_with_or_without_64bit_memops(tmp_path, no_64bit
 
 
 # ---- the driver torn down at exit before cdsa's probe: the breadcrumbs still name the pending launch -------------
+# SIM_CUDA_TEARDOWN_AT_EXIT=1: the driver tears itself down by no entry point, so no wrapper's probe runs before it
+# and the exit probe finds it torn down. Through the exported cuDevicePrimaryCtxReset instead, cdsa's wrapper asks
+# the context before the teardown, which answers the fault's own code (both answers of cuCtxGetCurrent after a
+# fault: its sticky error, or the context, whose streams then answer it).
+UNSEEN = {"CDSA_EXIT_PROBE_MS": "300", "SIM_CUDA_TEARDOWN_AT_EXIT": "1"}
+
 
 def test_native_teardown_at_exit_reports_the_pending_launch(tmp_path):
-    bare = run_program([CASES, "teardown-at-exit"], cwd=tmp_path, preload=False)
+    bare = run_program([CASES, "teardown-at-exit"], cwd=tmp_path, preload=False, env=UNSEEN)
     assert bare.rc == 0 and bare.err == "", bare.err  # nothing surfaces the fault: the program exits quietly
-    run = run_program([CASES, "teardown-at-exit"], cwd=tmp_path, env={"CDSA_EXIT_PROBE_MS": "300"})
+    run = run_program([CASES, "teardown-at-exit"], cwd=tmp_path, env=UNSEEN)
     assert run.rc == 0, run.err
     assert run.reports == 1, run.err
     assert "driver was torn down" in run.report, run.report
@@ -187,11 +193,23 @@ def test_native_teardown_at_exit_reports_the_pending_launch(tmp_path):
 
 
 def test_teardown_at_exit_reports_the_pending_launch(tmp_path):
-    run = run_python("teardown_at_exit.py", cwd=tmp_path, env={"CDSA_EXIT_PROBE_MS": "300"})
+    run = run_python("teardown_at_exit.py", cwd=tmp_path, env=UNSEEN)
     assert run.rc == 0, run.err
     assert run.reports == 1, run.err
     assert "driver was torn down" in run.report, run.report
     assert py_frame("teardown_at_exit.py", "LAUNCH-SITE", "<module>") in run.launch_part()
+
+
+@pytest.mark.parametrize("current_after_fault", ["fail", "ok"])
+def test_a_seen_teardown_at_exit_reports_the_fault_with_its_code(tmp_path, current_after_fault):
+    env = {"CDSA_EXIT_PROBE_MS": "300", "SIM_CUDA_CTX_CURRENT_AFTER_FAULT": current_after_fault}
+    for run in (run_program([CASES, "teardown-at-exit"], cwd=tmp_path, env=env),
+                run_python("teardown_at_exit.py", cwd=tmp_path, env=env)):
+        assert run.rc == 0, run.err
+        assert run.reports == 1, run.err
+        assert "CUDA error 710" in run.report and "surfaced at the context's teardown" in run.report, run.report
+        assert "AMBIGUOUS" not in run.report, run.report
+        assert NLL in kernel_lines(run.launch_part())[0], run.report
 
 
 def test_no_report_at_teardown_without_a_fault(tmp_path):

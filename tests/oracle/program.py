@@ -534,8 +534,14 @@ def features(program, truth=None):
     # faulted, unless a fact shows it finished: a copy or memory operation, a synchronous host-to-device copy or
     # memset (both may still run when they return), or any of them under CUPTI alone (unseen). Such a program is
     # honestly ambiguous, so it is no "plain" one (whose floor is 100 % exact, issue 26).
+    # So is a synchronous device-to-host copy beside launches on another stream than the legacy one: it runs on the
+    # legacy stream, after a non-blocking stream's work or beside it, and the copy that returned the fault may be
+    # the work that faulted. (After a blocking or per-thread stream's work the legacy stream's ordering would prove
+    # it did not run, the launch's mark never having landed: a proof cdsa does not use yet, issue 26.)
+    legacy_copy_beside = any(op["op"] == "sync" and op["how"] == "dtoh" for op in ops) and \
+        bool(launch_streams - {"null", "legacy"})
     other_work = any(op["op"] in ("memop", "copy") or (op["op"] == "sync" and op["how"] in ("htod", "memset"))
-                     for op in ops) or program.get("backend") == "inject"
+                     for op in ops) or program.get("backend") == "inject" or legacy_copy_beside
     # A launch through an entry point newer than cdsa's headers is in no record (a pass-through): never exact.
     untracked = any(op["op"] in ("launch", "burst") and op.get("api") == "thunk" for op in ops)
     if (len(launch_streams | {op["s"] for op in ops if op["op"] in ("memop", "copy")}) <= 1 and "pdl" not in f

@@ -119,6 +119,9 @@ struct GraphLaunchParams {
 constexpr unsigned kCbLaunch[2] = {307, 442}, kCbLaunchEx[2] = {652, 653}, kCbCoop[2] = {477, 478},
                    kCbGraph[2] = {514, 515};
 constexpr unsigned kCbBeginCapture = 539, kCbBeginCaptureToGraph = 720, kCbEndCapture = 497;  // _v2, ToGraph, End
+// The teardowns, with their enter callbacks as CUPTI makes them: cuCtxDestroy_v2, cuDevicePrimaryCtxRelease_v2,
+// cuDevicePrimaryCtxReset_v2 (parameter blocks: the context or the device).
+constexpr unsigned kCbCtxDestroy = 322, kCbPrimaryRelease = 544, kCbPrimaryReset = 545;
 
 struct StickyError {
   int code;
@@ -882,7 +885,7 @@ void Runner::op_ctx(int t, int i, const json& op) {
   if (!op.value("fault", false)) {
     call(i, "cuStreamSynchronize", [&] { return cuStreamSynchronize(s); });
     call(i, "cuStreamDestroy_v2", [&] { return cuStreamDestroy(s); });
-    call(i, "cuCtxDestroy_v2", [&] { return cuCtxDestroy(ctx2); });  // pops it: answers the one under it
+    call(i, "cuCtxDestroy_v2", [&] { return cuCtxDestroy(ctx2); }, kCbCtxDestroy, &ctx2);  // pops it
     set_current(i, prev);
     return;
   }
@@ -919,9 +922,9 @@ void Runner::op_dev_reset(int, int i, const json& op) {
   CUdevice dev = devs_.at(d);
   CUcontext c = nullptr;
   if (str(op, "how", "reset") == "release")
-    call(i, "cuDevicePrimaryCtxRelease_v2", [&] { return cuDevicePrimaryCtxRelease(dev); });
+    call(i, "cuDevicePrimaryCtxRelease_v2", [&] { return cuDevicePrimaryCtxRelease(dev); }, kCbPrimaryRelease, &dev);
   else
-    call(i, "cuDevicePrimaryCtxReset_v2", [&] { return cuDevicePrimaryCtxReset(dev); });
+    call(i, "cuDevicePrimaryCtxReset_v2", [&] { return cuDevicePrimaryCtxReset(dev); }, kCbPrimaryReset, &dev);
   call(i, "cuDevicePrimaryCtxRetain", [&] { return cuDevicePrimaryCtxRetain(&c, dev); });
   ctxs_.at(d) = c;
   set_current(i, c);
@@ -1140,7 +1143,12 @@ int Runner::run() {
   for (auto& th : threads) th.join();
   barrier_ = nullptr;
   oracle_gate_open_all();
-  if (!sticky && reset_end_) cuDevicePrimaryCtxReset(0);
+  if (!sticky && reset_end_) {
+    CUdevice dev0 = 0;
+    if (emit_) emit_(kCbPrimaryReset, 0, "cuDevicePrimaryCtxReset_v2", nullptr, &dev0, 0);
+    CUresult r = cuDevicePrimaryCtxReset(dev0);
+    if (emit_) emit_(kCbPrimaryReset, 1, "cuDevicePrimaryCtxReset_v2", nullptr, &dev0, static_cast<int>(r));
+  }
   result_["done"] = true;
   return sticky ? 1 : 0;
 }

@@ -27,6 +27,8 @@ PDL_ATTR = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 CB = {"lk": (307, 442), "lkx": (652, 653), "coop": (477, 478), "graph": (514, 515)}  # CUPTI driver cbids
 # Stream capture's CUPTI driver cbids (the runner calls the non-_ptsz names) and their parameter structs.
 CB_CAPTURE = {"begin": 539, "to_graph": 720, "end": 497}
+# The teardowns, with their enter callbacks as CUPTI makes them (parameter blocks: the context or the device).
+CB_TEARDOWN = {"cuCtxDestroy_v2": 322, "cuDevicePrimaryCtxRelease_v2": 544, "cuDevicePrimaryCtxReset_v2": 545}
 
 
 class CaptureParams(c.Structure):
@@ -145,6 +147,17 @@ class Runner:
             self.emit(cbid or 0, 1, name.encode(), self.sym_name if cbid is not None else None,
                       c.byref(params) if cbid is not None else None, r)
         return self.check(i, name, r)
+
+    def teardown(self, i, name, handle):
+        """A context teardown, with CUPTI's enter and exit callbacks (backend inject); i None: the end's reset,
+        whose answer is not checked."""
+        block = handle if isinstance(handle, c._SimpleCData) else ptr(handle)
+        if self.emit:
+            self.emit(CB_TEARDOWN[name], 0, name.encode(), None, c.byref(block), 0)
+        r = getattr(self.lib, name)(handle)
+        if self.emit:
+            self.emit(CB_TEARDOWN[name], 1, name.encode(), None, c.byref(block), r)
+        return r if i is None else self.check(i, name, r)
 
     def check(self, i, name, r):
         if r == 0:
@@ -519,9 +532,9 @@ class Runner:
         prev = self.local.cur
         d = op.get("d", 1)
         if op.get("how", "reset") == "release":
-            self.call(i, "cuDevicePrimaryCtxRelease_v2", self.devs[d])
+            self.teardown(i, "cuDevicePrimaryCtxRelease_v2", self.devs[d])
         else:
-            self.call(i, "cuDevicePrimaryCtxReset_v2", self.devs[d])
+            self.teardown(i, "cuDevicePrimaryCtxReset_v2", self.devs[d])
         ctx = ptr()
         self.call(i, "cuDevicePrimaryCtxRetain", c.byref(ctx), self.devs[d])
         self.ctxs[d] = ctx
@@ -569,7 +582,7 @@ class Runner:
         if not op.get("fault"):
             self.call(i, "cuStreamSynchronize", s)
             self.call(i, "cuStreamDestroy_v2", s)
-            self.call(i, "cuCtxDestroy_v2", ctx2)  # pops it: answers the one under it
+            self.teardown(i, "cuCtxDestroy_v2", ctx2)  # pops it: answers the one under it
             self.set_current(i, prev)
             return
         self.result["fault_launched"] = True
@@ -878,7 +891,7 @@ class Runner:
             th.join()
         self.support.oracle_gate_open_all()
         if not errors and self.prog.get("end") == "reset":
-            self.lib.cuDevicePrimaryCtxReset_v2(0)
+            self.teardown(None, "cuDevicePrimaryCtxReset_v2", c.c_int(0))
         self.result["done"] = True
         return errors
 

@@ -441,3 +441,15 @@ def test_a_failure_the_next_run_does_not_repeat_is_flaky_and_one_it_repeats_is_t
     answers[:] = ["no-report"]
     c, _ = oracle.evaluate_retrying(None, {}, "c", 0)
     assert c["cls"] == "no-report" and answers == []
+
+
+def test_a_legacy_copy_beside_another_streams_700_is_no_plain_program():
+    # A synchronous device-to-host copy runs on the legacy stream: beside a created stream's 700 it may be the work
+    # that faulted (seeds 106648 and 113578 of the long run, honest lists); on the legacy stream itself it is ordered
+    # after the launch, and a 710 is a kernel's whatever other work there is.
+    def ops(s, k):
+        return [{"op": "launch", "s": s, "k": k, "grid": 1, "fault": True}, {"op": "sync", "how": "dtoh"}]
+    assert "single_stream_plain" not in P.features(prog(ops("s0", "illegal")))
+    assert "single_stream_plain" not in P.features(prog(ops("pt", "illegal")))
+    assert "single_stream_plain" in P.features(prog(ops("null", "illegal")))
+    assert "single_stream_plain" in P.features(prog(ops("s0", "nll_bad")))

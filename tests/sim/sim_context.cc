@@ -276,6 +276,17 @@ CUresult primary_set_flags(CUdevice dev, unsigned flags) {
 }
 }  // namespace
 
+void sim::arm_teardown_at_exit() {
+  static std::once_flag once;
+  const char* v = getenv("SIM_CUDA_TEARDOWN_AT_EXIT");
+  if (v == nullptr || strcmp(v, "1") != 0) return;
+  std::call_once(once, [] {
+    atexit([] {
+      for (int d = 0; d < device_count(); ++d) primary_reset(d);
+    });
+  });
+}
+
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
 SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
 SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }

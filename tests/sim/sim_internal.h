@@ -533,6 +533,10 @@ bool no_64bit_memops();  // SIM_CUDA_NO_64BIT_MEMOPS=1: attribute 122 is 0, 64-b
 // their workers, frees its modules and functions (their addresses go back to the pools), forgets its fault, and
 // leaves it `to` (Destroyed or Inactive).
 void teardown_ctx_locked(Lock& lk, CUctx_st* c, CUctx_st::State to);
+// SIM_CUDA_TEARDOWN_AT_EXIT=1: cuInit registers an exit handler that resets every device's primary context the
+// driver's own way (no exported entry point, so no interposer sees it), as a driver or runtime torn down by its
+// own exit path before a later handler runs. Read once.
+void arm_teardown_at_exit();
 // ---- versions (sim_proc.cc)
 // SIM_CUDA_DRIVER_VERSION=<n> (default: kDefaultDriverVersion): what cuDriverGetVersion answers; cuGetProcAddress
 // hides the rows newer than it and refuses requests above it.

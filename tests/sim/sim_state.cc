@@ -238,6 +238,7 @@ using namespace sim;
 SIM_API CUresult cuInit(unsigned int Flags) {
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   S().initialized.store(true, std::memory_order_release);
+  arm_teardown_at_exit();
   return observe(t_current);
 }
 
