@@ -84,11 +84,11 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   if (cupti::CaptureCall c = cupti::capture_call(cbid, &per_thread);
       c != cupti::CaptureCall::None && !in_wrapped_driver_call()) {
     CUstream s = cupti::capture_stream(data);
-    if (c == cupti::CaptureCall::Begin && data.callbackSite == CUPTI_API_ENTER)
+    const bool begin = c == cupti::CaptureCall::Begin || c == cupti::CaptureCall::Recapture;
+    if (begin && data.callbackSite == CUPTI_API_ENTER)
       before_stream_operation(s, per_thread);  // its deferred mark goes out before the capture, not into it
-    else if (c == cupti::CaptureCall::Begin && data.callbackSite == CUPTI_API_EXIT &&
-             cupti::exit_result(data) == CUDA_SUCCESS)
-      capture_begun(s, per_thread);
+    else if (begin && data.callbackSite == CUPTI_API_EXIT && cupti::exit_result(data) == CUDA_SUCCESS)
+      capture_begun(s, per_thread, c == cupti::CaptureCall::Recapture ? cupti::recapture_graph(data) : nullptr);
     else if (c == cupti::CaptureCall::End && data.callbackSite == CUPTI_API_EXIT)
       capture_ended(s, per_thread,
                     cupti::exit_result(data) == CUDA_SUCCESS ? cupti::ended_capture_graph(cbid, data) : nullptr);

@@ -164,6 +164,11 @@ CaptureCall capture_call(uint32_t cbid, bool* per_thread) noexcept {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
       return CaptureCall::Begin;
+    case kCbBeginRecapturePtsz:
+      *per_thread = true;
+      [[fallthrough]];
+    case kCbBeginRecapture:
+      return CaptureCall::Recapture;
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
       *per_thread = true;
       [[fallthrough]];
@@ -179,6 +184,24 @@ static_assert(offsetof(cuStreamBeginCapture_params, hStream) == 0 &&
               offsetof(cuStreamBeginCapture_v2_params, hStream) == 0 &&
               offsetof(cuStreamBeginCaptureToGraph_params, hStream) == 0 &&
               offsetof(cuStreamEndCapture_params, hStream) == 0 && offsetof(cuStreamEndCapture_ptsz_params, hStream) == 0);
+
+// cuStreamBeginRecaptureToGraph's parameters as generated_cuda_meta.h of 13.5 has them (restated for older headers).
+struct RecaptureParams {
+  CUstream hStream;
+  CUstreamCaptureMode mode;
+  CUgraph hGraph;
+};
+#if CUPTI_API_VERSION >= 130500
+static_assert(kCbBeginRecapture == CUPTI_DRIVER_TRACE_CBID_cuStreamBeginRecaptureToGraph &&
+              kCbBeginRecapturePtsz == CUPTI_DRIVER_TRACE_CBID_cuStreamBeginRecaptureToGraph_ptsz);
+static_assert(offsetof(cuStreamBeginRecaptureToGraph_params, hStream) == offsetof(RecaptureParams, hStream) &&
+              offsetof(cuStreamBeginRecaptureToGraph_params, hGraph) == offsetof(RecaptureParams, hGraph) &&
+              offsetof(cuStreamBeginRecaptureToGraph_ptsz_params, hGraph) == offsetof(RecaptureParams, hGraph));
+#endif
+
+CUgraph recapture_graph(const CUpti_CallbackData& data) noexcept {
+  return data.functionParams ? static_cast<const RecaptureParams*>(data.functionParams)->hGraph : nullptr;
+}
 
 CUstream capture_stream(const CUpti_CallbackData& data) noexcept {
   return data.functionParams ? *static_cast<const CUstream*>(data.functionParams) : nullptr;

@@ -54,12 +54,19 @@ inline constexpr uint32_t kCbPrimaryCtxResetV2 = 545;
 bool is_teardown_cbid(uint32_t cbid) noexcept;
 // Stream capture, as CUPTI's driver-API callbacks name it (cupti_driver_cbid.h; decode.cc checks each id): a
 // capture begun or ended on `stream`, and whether the call is the per-thread-default-stream (_ptsz) variant.
-enum class CaptureCall { None, Begin, End };
+// Recapture: cuStreamBeginRecaptureToGraph (13.3), a Begin into an existing graph whose nodes it replaces
+// (recapture_graph names the graph).
+enum class CaptureCall { None, Begin, Recapture, End };
 CaptureCall capture_call(uint32_t cbid, bool* per_thread) noexcept;
 // The stream of a capture call's parameters (every one of them has it first), and the graph an ended capture
 // made (null for a CIG capture, or when the call failed).
 CUstream capture_stream(const CUpti_CallbackData& data) noexcept;
 CUgraph ended_capture_graph(uint32_t cbid, const CUpti_CallbackData& data) noexcept;
+CUgraph recapture_graph(const CUpti_CallbackData& data) noexcept;
+// cuStreamBeginRecaptureToGraph[_ptsz]'s ids, which CUPTI headers before 13.5 lack (decode.cc checks them where
+// they have them).
+inline constexpr uint32_t kCbBeginRecapture = 846;
+inline constexpr uint32_t kCbBeginRecapturePtsz = 847;
 
 // Fills up to `max` LaunchInfo from a launch callback's parameters (the
 // multi-device cooperative launch gives one per device; every other launch

@@ -89,6 +89,10 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
     if (g.incomplete)
       notes.push_back("the graph node tables were full (65,536 nodes): some of the replay's kernel nodes were not "
                       "kept");
+    if (g.unfollowed)
+      notes.push_back("a capture into the replayed graph could not be followed (a launch joined one of several "
+                      "captures running at once, or a recapture failed or did not match the graph's nodes): the "
+                      "kernel nodes listed may not be what the replay ran");
   }
   // A count and what it says (each note only where its count is not zero).
   const auto counted = [&](uint64_t n, const char* what) {

@@ -43,6 +43,7 @@ struct ReplayedGraphFacts {
   bool unpaired_change = false;  // a change named a node cdsa could not pair with one it knew
   bool unmapped_bodies = false;  // a clone with conditional nodes, whose bodies' copies cdsa is never handed
   bool incomplete = false;       // the node tables were full
+  bool unfollowed = false;       // a capture cdsa could not follow (several at once, a failed recapture)
 };
 
 // An entry point cdsa could only pass through, which the program called.

@@ -55,7 +55,8 @@ bool table_followed(const FaultSnapshot& s, uint64_t graph_id) {
   if (graph_id == 0) return false;
   auto t = s.graph_tables.find(graph_id);
   return t == s.graph_tables.end() || (!t->second.device_changes && !t->second.unpaired_change &&
-                                       !t->second.unmapped_bodies && !t->second.incomplete);
+                                       !t->second.unmapped_bodies && !t->second.incomplete &&
+                                       !t->second.unfollowed);
 }
 
 // What the assert text says of a candidate: its kernel is the function (Match), is known and is not (No), or is

@@ -261,7 +261,8 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
       auto t = s.graph_tables.find(s.ring[static_cast<size_t>(c.ring_index)].graph_id);
       if (t != s.graph_tables.end())
         evidence.replayed_graphs.push_back({t->second.device_changes, t->second.unpaired_change,
-                                            t->second.unmapped_bodies, t->second.incomplete});
+                                            t->second.unmapped_bodies, t->second.incomplete,
+                                            t->second.unfollowed});
     }
     rep->candidates.push_back(std::move(out));
   }

@@ -20,7 +20,12 @@ bool in_cdsa_code(const void* addr) noexcept { return pc_in_cdsa(reinterpret_cas
 
 bool in_wrapped_driver_call() noexcept { return in_driver_call(); }
 
-void capture_begun(CUstream stream, bool per_thread) noexcept { note_capture_begin(stream, per_thread); }
+void capture_begun(CUstream stream, bool per_thread, CUgraph recapture_of) noexcept {
+  if (recapture_of)
+    note_recapture_begin(stream, per_thread, recapture_of);
+  else
+    note_capture_begin(stream, per_thread);
+}
 
 void before_teardown_seen(const char* call) noexcept {
   // The same two steps, in the same order, as the teardown wrappers' (trampolines.inc, Kind::StreamDestroy).

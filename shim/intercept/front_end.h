@@ -33,7 +33,8 @@ bool in_cdsa_code(const void* addr) noexcept;
 bool in_wrapped_driver_call() noexcept;
 // A stream capture the front end saw, which no wrapper did: begun on `stream` (after the driver accepted it), and
 // ended (`graph`: what it made, null when it failed). As the wrappers note them (shim/record/graph_capture.h).
-void capture_begun(CUstream stream, bool per_thread) noexcept;
+// `recapture_of`: cuStreamBeginRecaptureToGraph's graph, whose nodes the capture replaces (null: a capture).
+void capture_begun(CUstream stream, bool per_thread, CUgraph recapture_of = nullptr) noexcept;
 // A context teardown the front end saw at its API enter (cuCtxDestroy, cuDevicePrimaryCtxRelease/Reset), which no
 // wrapper did: as the wrapper does before one, its streams are asked whether a fault no call surfaced is there
 // (reported now, with the driver's own code, while the context can still answer), and the deferred marks and the

@@ -52,6 +52,7 @@ enum class Kind {
   LaunchCoop,
   GraphLaunch,
   BeginCapture,
+  BeginRecapture,
   EndCapture,
   GraphInstantiate,
   GraphInstantiateParams,

@@ -188,6 +188,7 @@ void flatten(const Entry& e, uintptr_t top, bool in_body, std::vector<NodeRec>& 
   info->unpaired_change |= e.unpaired_change;
   info->unmapped_bodies |= e.unmapped_bodies;
   info->incomplete |= e.incomplete;
+  info->unfollowed |= e.unfollowed;
   for (const NodeRec& n : e.nodes) {
     uintptr_t t = top ? top : (n.handles.empty() ? 0 : n.handles.front());
     if (n.type == CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -215,6 +216,7 @@ uint32_t copy_entry(uint32_t id, bool owned, bool keep_handles) {
   dst.unpaired_change = src.unpaired_change;
   dst.unmapped_bodies = src.unmapped_bodies;
   dst.incomplete = src.incomplete;
+  dst.unfollowed = src.unfollowed;
   for (NodeRec n : src.nodes) {
     if (!keep_handles) n.handles.clear();
     // Deeper levels never keep handles: the copy's bodies are other graphs of the driver's, with nodes of their own
@@ -290,7 +292,8 @@ void graph_capture_init() noexcept {
 
 // ---- stream capture
 
-void note_capture_begin(CUstream stream, bool per_thread) noexcept {
+namespace {
+void begin_capture(CUstream stream, bool per_thread, uintptr_t recapture_of) {
   if (!ready()) return;
   InCdsa guard;
   uint64_t id = stream_id_of(guard, effective_stream(stream, per_thread));
@@ -300,7 +303,35 @@ void note_capture_begin(CUstream stream, bool per_thread) noexcept {
   auto [at, fresh] = g_capture_by_stream->try_emplace(id, 0);
   if (!fresh) return;
   at->second = new_entry(false);
+  (*g_entries)[at->second].recapture_of = recapture_of;
   g_captures_active.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// Recapture `src` (a recapture's entry) into `dst` (its graph's): node for node when both hold only kernels, as
+// many (a recapture that succeeded has the graph's topology, so its kernels are the graph's kernel nodes in
+// creation order, each with its new launch); false when they do not match, and nothing is changed.
+bool replace_recaptured(Entry& dst, Entry& src) {
+  if (dst.nodes.size() != src.nodes.size()) return false;
+  for (const NodeRec& n : dst.nodes)
+    if (n.type != CU_GRAPH_NODE_TYPE_KERNEL || !n.bodies.empty()) return false;
+  for (const NodeRec& n : src.nodes)
+    if (n.type != CU_GRAPH_NODE_TYPE_KERNEL || !n.bodies.empty()) return false;
+  for (size_t i = 0; i < dst.nodes.size(); ++i) {
+    NodeRec n = std::move(src.nodes[i]);
+    n.handles = std::move(dst.nodes[i].handles);  // the same node: cuGraphGetNodes still names it so
+    n.enabled = dst.nodes[i].enabled;
+    dst.nodes[i] = std::move(n);
+  }
+  CDSA_DCHECK(dst.nodes.size() == src.nodes.size());
+  src.nodes.clear();
+  return true;
+}
+}  // namespace
+
+void note_capture_begin(CUstream stream, bool per_thread) noexcept { begin_capture(stream, per_thread, 0); }
+
+void note_recapture_begin(CUstream stream, bool per_thread, CUgraph graph) noexcept {
+  begin_capture(stream, per_thread, reinterpret_cast<uintptr_t>(graph));
 }
 
 void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept {
@@ -313,16 +344,34 @@ void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept 
   uint32_t captured = it->second;
   g_capture_by_stream->erase(it);
   g_captures_active.fetch_sub(1, std::memory_order_acq_rel);
+  auto cap = g_entries->find(captured);
+  const uintptr_t recapture_of = cap != g_entries->end() ? cap->second.recapture_of : 0;
   if (!graph) {  // a failed capture: nothing names its nodes, and nothing can launch them
+    // A failed recapture leaves its graph "in an undefined state" (cuda.h): which nodes run what is not known.
+    if (auto g = g_entry_by_graph->find(recapture_of); recapture_of && g != g_entry_by_graph->end())
+      (*g_entries)[g->second].unfollowed = true;
     drop_entry(captured);
     return;
   }
   auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(graph), captured);
   if (fresh) return;
-  // Captured into an existing graph (cuStreamBeginCaptureToGraph): the nodes join the graph's own.
   auto src = g_entries->find(captured);
+  if (src != g_entries->end() && recapture_of == reinterpret_cast<uintptr_t>(graph)) {
+    Entry& e = (*g_entries)[at->second];
+    e.incomplete |= src->second.incomplete;
+    e.unfollowed |= src->second.unfollowed;
+    const size_t replaced = src->second.nodes.size();
+    if (replace_recaptured(e, src->second)) {
+      g_records -= replaced;  // the graph's records were replaced one for one; the recapture's entry goes
+      g_entries->erase(src);
+      return;
+    }
+    e.unfollowed = true;  // the recapture's kernels join the old records below: both listed, neither named
+  }
+  // Captured into an existing graph (cuStreamBeginCaptureToGraph): the nodes join the graph's own.
   if (src != g_entries->end()) {
-    if (src->second.incomplete) (*g_entries)[at->second].incomplete = true;
+    (*g_entries)[at->second].incomplete |= src->second.incomplete;
+    (*g_entries)[at->second].unfollowed |= src->second.unfollowed;
     std::vector<NodeRec> nodes = std::move(src->second.nodes);
     g_records -= nodes.size();
     g_entries->erase(src);
@@ -342,7 +391,7 @@ void note_captured_launch(const InCdsa&, LaunchRecord* r) noexcept {
   if (it == g_capture_by_stream->end()) {
     // A stream that joined one of several captures (an event wait on a capturing stream): which one is not known
     // here, so the kernel is in none, and every capture running may lack it.
-    for (auto& [stream, entry] : *g_capture_by_stream) (*g_entries)[entry].incomplete = true;
+    for (auto& [stream, entry] : *g_capture_by_stream) (*g_entries)[entry].unfollowed = true;
     return;
   }
   r->graph_id = it->second;

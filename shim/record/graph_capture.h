@@ -47,6 +47,12 @@ namespace cdsa {
 void graph_capture_init() noexcept;
 
 void note_capture_begin(CUstream stream, bool per_thread) noexcept;
+// cuStreamBeginRecaptureToGraph (13.3): a capture into `graph` whose work replaces, in creation order, what the
+// graph's existing nodes run. At its end the graph's kernel records are the recaptured ones (each keeping its
+// node's handles) when the graph held as many kernel nodes and nothing else; else the recaptured records join the
+// old ones and the graph is incomplete (never exact on a node). A recapture that fails leaves the graph "in an
+// undefined state" (cuda.h): incomplete.
+void note_recapture_begin(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 // device_launch: CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH (the exec may be launched from the device).
 void note_graph_instantiate(CUgraphExec exec, CUgraph graph, bool device_launch = false) noexcept;
@@ -146,6 +152,7 @@ struct GraphTableInfo {
   bool unpaired_change = false; // a change named a node cdsa could not find: the new work is listed, maybe more
   bool unmapped_bodies = false; // a clone's conditional bodies: nodes added to them later are not known
   bool incomplete = false;      // the bound was reached: some nodes were not kept
+  bool unfollowed = false;      // a capture cdsa could not follow (several at once, a failed recapture)
 };
 // The kernel nodes (enabled ones) of node table `id`, or of graph entry `id` (report path; takes the mutex,
 // allocates).

@@ -40,9 +40,13 @@ struct Entry {  // one CUgraph (or a body: a child node's copy, a conditional no
   // cuGraphNodeGetParams names them), so nodes added to them later would be missing from its replays.
   bool unmapped_bodies = false;
   bool owned = false;  // a body: goes with its node's graph
-  // Some of its kernels were not kept: a launch captured while several captures ran, on a stream none of them began
-  // on (joined to one through an event wait: cdsa cannot tell which). Its replays are never exact on a node.
-  bool incomplete = false;
+  // Some of its kernels were not kept (`incomplete`: the bound), or what they run is not known (`unfollowed`: a
+  // launch captured while several captures ran, on a stream none of them began on, joined to one through an event
+  // wait: cdsa cannot tell which; a recapture that failed or did not match). Its replays are never exact on a node.
+  bool incomplete = false;  // the bound was reached: some records were not kept
+  bool unfollowed = false;  // a launch or a recapture cdsa could not follow into it (cuStreamEndCapture)
+  // A recapture's own entry while it runs (note_recapture_begin): the graph whose nodes it replaces.
+  uintptr_t recapture_of = 0;
 };
 
 struct Table {  // what one version of an exec runs

@@ -21,3 +21,31 @@ def test_a_replay_whose_handles_were_destroyed_still_names_its_captured_node(tmp
     assert node.startswith("The graph holds 1 captured kernel node:"), part
     assert f"[captured into graph {replayed.group(1)}]" in node, part
     assert py_frame("graph_replay.py", "CAPTURE-SITE", "capture") in node
+
+
+# cuStreamBeginRecaptureToGraph (CUDA 13.3) re-captures into the graph's existing nodes, in creation order. It came
+# back as a plain stream call: cdsa did not know the stream was capturing, so the recapture's launches were live
+# launches with breadcrumbs, whose memops the recapture took for nodes (the simulated driver fails it then: a
+# topology mismatch), and the graph kept its old kernels. Now no breadcrumb goes in, and the graph's kernel records
+# are the recaptured ones.
+def test_a_recaptured_graph_names_its_recaptured_kernel(tmp_path):
+    run = run_python("graph_recapture.py", cwd=tmp_path)
+    assert "recaptured" in run.out, run.out + run.err
+    assert run.reports == 1, run.err
+    t = run.trace()["report"]
+    assert t["attribution"] == "exact", run.report
+    _, node = graph_split(run.launch_part())
+    assert node.startswith("The graph holds 2 captured kernel nodes; the device's assert names this one:"), node
+    assert py_frame("graph_recapture.py", "RECAPTURE-NLL", "<module>") in node, node
+    # The old kernels (launches #1 and #2) are gone; the other node is the recaptured fill, launch #3.
+    assert "FIRST-CAPTURE" not in node and "launch #1 " not in node and "launch #2 " not in node, node
+    assert re.search(r"kernel fill_f32 .* launch #3 ", node), node
+
+
+def test_a_failed_recapture_names_no_node(tmp_path):
+    run = run_python("graph_recapture.py", "fail", cwd=tmp_path)
+    assert "recapture failed 901" in run.out, run.out + run.err  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    assert run.reports == 1, run.err
+    assert "which one failed is not known" in run.report, run.report
+    assert "a recapture failed or did not match the graph's nodes" in run.report, run.report
+    assert "tables were full" not in run.report, run.report

@@ -129,6 +129,14 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
       r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     if (r == CUDA_SUCCESS) {
       CUgraph target = s->capture_target;
+      if (s->capture != nullptr && s->capture->recapture) {
+        // "If the recapture fails for any reason, the graph will be in an undefined state": a topology mismatch,
+        // or fewer nodes captured than the graph has.
+        GraphData& gd = *s->capture;
+        if (gd.recapture_failed || gd.recapture_next != gd.nodes.size()) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        gd.recapture = gd.recapture_failed = false;
+        gd.recapture_next = 0;
+      }
       fresh = std::move(s->capture_owned);
       end_capture_locked(*s);
       if (c->sticky.load(std::memory_order_acquire) != 0) {  // dead context: no new graph
@@ -196,6 +204,19 @@ void set_kernel_ptrs(GraphNode& n) {
 
 // Captured work becomes a node that depends on the previous captured node (the stream's order).
 void sim::capture_item_locked(GraphData& g, Item&& it) {
+  if (g.recapture) {
+    // A recapture: the next node in creation order takes the work, if it is of the same type (the mismatch
+    // callback is not called: every parameter change is taken).
+    const CUgraphNodeType t = type_of(it);
+    if (g.recapture_failed || g.recapture_next >= g.nodes.size() || g.nodes[g.recapture_next]->type != t) {
+      g.recapture_failed = true;
+      return;
+    }
+    GraphNode& n = *g.nodes[g.recapture_next++];
+    n.item = std::move(it);
+    if (n.type == CU_GRAPH_NODE_TYPE_KERNEL) set_kernel_ptrs(n);
+    return;
+  }
   auto n = std::make_unique<GraphNode>();
   n->type = type_of(it);
   n->item = std::move(it);
@@ -655,6 +676,27 @@ SIM_API CUresult cuStreamBeginCapture(CUstream hStream) {
 }
 SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
   return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+
+// cuStreamBeginRecaptureToGraph: into the graph's own nodes, in creation order (sim_internal.h GraphData::recapture).
+CUresult begin_recapture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target) {
+  CUresult r = begin_capture_to_graph(h, mode, ptsz, target, nullptr, 0);
+  if (r != CUDA_SUCCESS) return r;
+  Lock lk(S().mu);
+  GraphData* into = graph_locked(target);
+  into->recapture = true;
+  into->recapture_failed = false;
+  into->recapture_next = 0;
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamBeginRecaptureToGraph(CUstream hStream, CUstreamCaptureMode mode, CUgraph hGraph,
+                                               CUgraphRecaptureCallback, void*) {
+  return begin_recapture(hStream, mode, false, hGraph);
+}
+SIM_API CUresult cuStreamBeginRecaptureToGraph_ptsz(CUstream hStream, CUstreamCaptureMode mode, CUgraph hGraph,
+                                                    CUgraphRecaptureCallback, void*) {
+  return begin_recapture(hStream, mode, true, hGraph);
 }
 
 SIM_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,

@@ -171,6 +171,12 @@ struct GraphData {
   // Filled by cuStreamBeginCaptureToGraph: treated like a conditional node's
   // body, which may not hold memory-operation nodes (checked at instantiation).
   bool captured_to_graph = false;
+  // cuStreamBeginRecaptureToGraph (13.3): captured work replaces the existing nodes' work in creation order
+  // (`recapture_next`: the next node to replace); work of another node type, or beyond the last node, is a topology
+  // mismatch: the capture fails at its end (`recapture_failed`) and the graph is left as far as it got.
+  bool recapture = false;
+  bool recapture_failed = false;
+  size_t recapture_next = 0;
   GraphNode* parent = nullptr;  // a child graph node's or conditional node's body: the node that owns it
 };
 

@@ -173,6 +173,30 @@ TEST_F(Decode, NonLaunchAndMissingParams) {
   EXPECT_EQ(decode_launches(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, d_, nullptr, 1), 0);
 }
 
+// The teardowns (a probe before each) and the recapture (a capture into an existing graph's nodes) by their ids.
+TEST_F(Decode, TeardownAndRecaptureCalls) {
+  for (uint32_t cbid : {CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
+                        CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy})
+    EXPECT_TRUE(is_teardown_cbid(cbid)) << cbid;
+  EXPECT_FALSE(is_teardown_cbid(CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain));
+  bool per_thread = true;
+  EXPECT_EQ(capture_call(kCbBeginRecapture, &per_thread), CaptureCall::Recapture);
+  EXPECT_FALSE(per_thread);
+  EXPECT_EQ(capture_call(kCbBeginRecapturePtsz, &per_thread), CaptureCall::Recapture);
+  EXPECT_TRUE(per_thread);
+  struct {
+    CUstream h;
+    CUstreamCaptureMode mode;
+    CUgraph g;
+    void* cb;
+    void* user;
+  } p{reinterpret_cast<CUstream>(0x11), CU_STREAM_CAPTURE_MODE_GLOBAL, reinterpret_cast<CUgraph>(0x22), nullptr,
+      nullptr};
+  d_ = exit_data(&p, &rv_);
+  EXPECT_EQ(capture_stream(d_), reinterpret_cast<CUstream>(0x11));
+  EXPECT_EQ(recapture_graph(d_), reinterpret_cast<CUgraph>(0x22));
+}
+
 TEST_F(Decode, ExitResultOnlyAtExit) {
   CUresult rv = CUDA_ERROR_ASSERT;
   CUpti_CallbackData d = exit_data(nullptr, &rv);

@@ -57,7 +57,8 @@ def test_every_entry_point_with_a_stream_argument_is_work_unless_the_table_says_
         assert k.get(b) == "StreamWork", (b, k.get(b))
     # Only the calls the table names as putting nothing that can fault on a stream are not work.
     assert {k[b] for b in with_stream} <= {"StreamWork", "StreamOp", "StreamInfo", "StreamSync", "Launch", "LaunchEx",
-                                           "LaunchCoop", "GraphLaunch", "BeginCapture", "EndCapture", "StreamDestroy"}
+                                           "LaunchCoop", "GraphLaunch", "BeginCapture", "BeginRecapture", "EndCapture",
+                                           "StreamDestroy"}
 
 
 def test_the_synchronous_copies_memsets_and_launches_are_the_null_streams_work():

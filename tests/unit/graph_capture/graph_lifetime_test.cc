@@ -139,6 +139,60 @@ TEST_F(GraphLifetime, AFailedCaptureKeepsNoNodes) {
   EXPECT_TRUE(captured_nodes(id).empty());
 }
 
+// cuStreamBeginRecaptureToGraph: the recaptured kernels replace the graph's kernel records node for node, keep their
+// nodes' handles, and leave execs made before alone; a recapture that does not match (another count), or fails, marks
+// the graph unfollowed (never the bound's "incomplete").
+TEST_F(GraphLifetime, ARecaptureReplacesTheGraphsKernelsNodeForNode) {
+  auto recapture = [](uintptr_t stream, std::vector<unsigned> grid, CUgraph graph, CUgraph ended) {
+    note_recapture_begin(handle<CUstream>(stream), false, graph);
+    for (unsigned gx : grid) {
+      InCdsa guard;
+      LaunchRecord r{};
+      r.stream_id = stream;
+      r.grid[0] = gx;
+      note_captured_launch(guard, &r);
+    }
+    note_capture_end(handle<CUstream>(stream), false, ended);
+  };
+  auto g = handle<CUgraph>(0x5800);
+  auto n1 = handle<CUgraphNode>(0x5810), n2 = handle<CUgraphNode>(0x5820);
+  note_kernel_node_added(g, n1, kernel(1), "cuGraphAddKernelNode_v2");
+  note_kernel_node_added(g, n2, kernel(2), "cuGraphAddKernelNode_v2");
+  auto before = handle<CUgraphExec>(0x5830);
+  note_graph_instantiate(before, g);
+  recapture(0x58, {3, 4}, g, g);
+  auto after = handle<CUgraphExec>(0x5831);
+  note_graph_instantiate(after, g);
+  GraphTableInfo info;
+  std::vector<GraphNodeRecord> now = graph_nodes(table_of(after), &info);
+  EXPECT_EQ(grids(now), (std::vector<unsigned>{3, 4}));
+  EXPECT_EQ(now[0].origin, NodeOrigin::Captured);
+  EXPECT_FALSE(info.unfollowed || info.incomplete);
+  EXPECT_EQ(grids(graph_nodes(table_of(before))), (std::vector<unsigned>{1, 2}));  // made before: unchanged
+  note_kernel_node_set(n2, kernel(5), "cuGraphKernelNodeSetParams_v2");  // the handle still names node 2
+  auto later = handle<CUgraphExec>(0x5832);
+  note_graph_instantiate(later, g);
+  EXPECT_EQ(grids(graph_nodes(table_of(later))), (std::vector<unsigned>{3, 5}));
+  // Three kernels into a graph of two: both kept, and the graph is unfollowed.
+  recapture(0x58, {6, 7, 8}, g, g);
+  auto odd = handle<CUgraphExec>(0x5833);
+  note_graph_instantiate(odd, g);
+  EXPECT_EQ(grids(graph_nodes(table_of(odd), &info)), (std::vector<unsigned>{3, 5, 6, 7, 8}));
+  EXPECT_TRUE(info.unfollowed);
+  EXPECT_FALSE(info.incomplete);
+  // A failed recapture (cuStreamEndCapture gives no graph): its graph is unfollowed.
+  auto h = handle<CUgraph>(0x5900);
+  note_kernel_node_added(h, handle<CUgraphNode>(0x5910), kernel(1), "cuGraphAddKernelNode_v2");
+  recapture(0x59, {2}, h, nullptr);
+  auto failed = handle<CUgraphExec>(0x5930);
+  note_graph_instantiate(failed, h);
+  graph_nodes(table_of(failed), &info);
+  EXPECT_TRUE(info.unfollowed);
+  for (CUgraphExec x : {before, after, later, odd, failed}) note_graph_destroy(x);
+  note_graph_destroy(g);
+  note_graph_destroy(h);
+}
+
 // ---- nodes built and changed through the graph calls
 
 TEST_F(GraphLifetime, ExecChangesMakeANewVersionOnlyAfterALaunch) {
@@ -244,7 +298,8 @@ TEST_F(GraphLifetime, ALaunchJoinedToOneOfTwoCapturesMarksBothIncomplete) {
     note_graph_instantiate(x, g);
     GraphTableInfo info;
     graph_nodes(table_of(x), &info);
-    EXPECT_TRUE(info.incomplete);
+    EXPECT_TRUE(info.unfollowed);
+    EXPECT_FALSE(info.incomplete);  // nothing was dropped for the bound
   }
   // One capture alone: the joined stream's launch is that capture's, and nothing is missing.
   note_capture_begin(handle<CUstream>(0x64), false);
