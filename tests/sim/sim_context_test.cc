@@ -251,9 +251,13 @@ SIM_CHILD_TEST(StreamsBelongToTheirContext) {
   CHILD_EQ(cuLibraryGetKernel(&fill, lib, "fill_f32"), CUDA_SUCCESS);
   int32_t one = 1;
   float v = 6;
+  // Each launch its own element: the two streams' workers run at once (the same float written by both is a data
+  // race in the sim's host threads, which TSan reports when their kernels overlap).
+  CUdeviceptr second = buf + sizeof(float);
   void* args[] = {&buf, &one, &v};
+  void* args_b[] = {&second, &one, &v};
   CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(fill), 1, 1, 1, 1, 1, 1, 0, sa, args, nullptr), CUDA_SUCCESS);
-  CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(fill), 1, 1, 1, 1, 1, 1, 0, sb, args, nullptr), CUDA_SUCCESS);
+  CHILD_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(fill), 1, 1, 1, 1, 1, 1, 0, sb, args_b, nullptr), CUDA_SUCCESS);
   // cuda.h: an event and a stream of different contexts: cuEventRecord answers CUDA_ERROR_INVALID_HANDLE; a wait on
   // another context's event is allowed.
   CHILD_EQ(cuEventRecord(ea, sb), CUDA_ERROR_INVALID_HANDLE);
