@@ -140,6 +140,11 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
         "cdsa sees this process through CUPTI alone (loaded by the driver, not preloaded): copies, memsets "
         "and memory operations go unseen, and the fault may be one's, so no launch is named as certain "
         "(preload libcdsa.so, or use cdsa run, to see them)");
+  if (e.cig_work)
+    notes.push_back(
+        "the program recorded launches into a graphics API's command list (CIG capture, cuStreamBeginCaptureToCig): "
+        "they run when that API submits the list, outside CUDA's streams and cdsa's completion marks, and the "
+        "fault may be one's, so no launch is named as certain");
   counted(e.other_context_streams,
           " stream(s) of other CUDA contexts had unfinished launches; those contexts answered the driver without the "
           "sticky error after the fault, so it is not theirs and they are not candidates");

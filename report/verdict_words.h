@@ -78,6 +78,7 @@ struct EvidenceFacts {
   // Streams with a copy, memset or memory operation that may be what faulted (where no mark shows it ran).
   uint32_t stream_work_unproven = 0;
   bool stream_work_unseen = false;     // such work goes unseen (CUPTI alone), and the fault is no device-side assert
+  bool cig_work = false;               // launches recorded into a graphics command list (CIG capture) may have run
   uint32_t other_context_streams = 0;  // streams of other contexts with unfinished launches
   std::string recorder_overflow;       // what filled up in the recorder's tables (a sentence), or empty
   // Work submitted through entry points cdsa could only pass through: the headers' CUDA version (cuda.h's

@@ -341,11 +341,16 @@ AttributionResult attribute(const FaultSnapshot& s) {
   // Under CUPTI alone no copy, memset or memory operation is seen: any fault but a device-side assert may be one's.
   out.stream_work_unseen = s.stream_work_unseen && !kernel_fault(s);
   if (out.verdict == Verdict::Exact && out.stream_work_unseen) out.verdict = Verdict::Ambiguous;
+  // Proof of no verdict: a CIG capture's launches run whenever the graphics API submits its command list, in no
+  // stream cdsa marks, so any of them may be what faulted, a 710 included (they are kernels).
+  out.cig_work = s.cig_work;
+  if (out.verdict == Verdict::Exact && out.cig_work) out.verdict = Verdict::Ambiguous;
   // A stream outside the stream table has work in no view: the one candidate may not be the only one.
   if (out.verdict == Verdict::Exact && s.stream_table_full) out.verdict = Verdict::Ambiguous;
   // A copy, memset or memory operation may be what faulted (stream_work_may_have_faulted): no launch is certain.
   if (out.verdict == Verdict::Exact && out.stream_work_unproven > 0) out.verdict = Verdict::Ambiguous;
-  CDSA_DCHECK(out.verdict != Verdict::Exact || (out.stream_work_unproven == 0 && !out.stream_work_unseen));
+  CDSA_DCHECK(out.verdict != Verdict::Exact ||
+              (out.stream_work_unproven == 0 && !out.stream_work_unseen && !out.cig_work));
   // The replay is known but not which of its kernel nodes failed: not exact either.
   if (out.verdict == Verdict::Exact && picks.front().graph_nodes_ambiguous) {
     out.verdict = Verdict::Ambiguous;

@@ -110,6 +110,8 @@ struct AttributionResult {
   uint32_t stream_work_unproven = 0;
   // Such work goes unseen (CUPTI alone) and the fault is not a device-side assert: no launch is exact either.
   bool stream_work_unseen = false;
+  // Launches recorded into a graphics command list (CIG capture) may have run since and faulted: no launch is exact.
+  bool cig_work = false;
   // The program called an entry point cdsa passed through unwrapped that can submit work or change a stream or
   // graph (FaultSnapshot::passthrough_calls): what it did is not in the records, so the verdict is not exact.
   bool untracked_calls = false;

@@ -117,6 +117,7 @@ FaultSnapshot take_fault_snapshot(const InCdsa&, const FaultFacts& fault, uint32
   passthrough_called(&s.passthrough_calls);
   s.passthrough_pool_exhausted = passthrough_pool_exhausted();
   s.stream_work_unseen = stream_work_unseen();
+  s.cig_work = cig_work_recorded();
   s.stream_table_full = stream_table_overflowed();
   s.header_version = CUDA_VERSION;
   const char* overflow = recorder_overflow_note();

@@ -150,6 +150,9 @@ struct FaultSnapshot {
   // Copies, memsets and memory operations go unseen (CUPTI alone, by injection: no wrapper sees them;
   // shim/record/launch.h stream_work_unseen): any of them may be what faulted.
   bool stream_work_unseen = false;
+  // A CIG capture ended (shim/record/graph_capture.h cig_work_recorded): its launches run when a graphics API submits
+  // them, outside CUDA's streams, where no record or mark of cdsa's follows them.
+  bool cig_work = false;
   // A stream found no entry in the stream table (shim/record/recorder.h stream_table_overflowed): work on it is in no
   // stream's view, so the candidates may not hold the culprit.
   bool stream_table_full = false;

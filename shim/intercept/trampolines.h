@@ -54,6 +54,7 @@ enum class Kind {
   BeginCapture,
   BeginRecapture,
   EndCapture,
+  EndCaptureToCig,
   GraphInstantiate,
   GraphInstantiateParams,
   GraphDestroy,

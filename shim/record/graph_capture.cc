@@ -330,6 +330,17 @@ bool replace_recaptured(Entry& dst, Entry& src) {
 
 void note_capture_begin(CUstream stream, bool per_thread) noexcept { begin_capture(stream, per_thread, 0); }
 
+namespace {
+std::atomic<bool> g_cig_work{false};
+}  // namespace
+
+void note_cig_capture_end(CUstream stream, bool per_thread) noexcept {
+  g_cig_work.store(true, std::memory_order_release);
+  note_capture_end(stream, per_thread, nullptr);  // no graph: the entry and its records go
+}
+
+bool cig_work_recorded() noexcept { return g_cig_work.load(std::memory_order_acquire); }
+
 void note_recapture_begin(CUstream stream, bool per_thread, CUgraph graph) noexcept {
   begin_capture(stream, per_thread, reinterpret_cast<uintptr_t>(graph));
 }

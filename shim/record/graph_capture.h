@@ -53,6 +53,11 @@ void note_capture_begin(CUstream stream, bool per_thread) noexcept;
 // old ones and the graph is incomplete (never exact on a node). A recapture that fails leaves the graph "in an
 // undefined state" (cuda.h): incomplete.
 void note_recapture_begin(CUstream stream, bool per_thread, CUgraph graph) noexcept;
+// cuStreamEndCaptureToCig (13.1): the CIG capture begun on `stream` (noted as a capture: no breadcrumb went in) ends;
+// its launches are a graphics command list's, which runs later, outside CUDA's streams. From then on work cdsa does
+// not follow may be what faults (cig_work_recorded).
+void note_cig_capture_end(CUstream stream, bool per_thread) noexcept;
+bool cig_work_recorded() noexcept;
 void note_capture_end(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 // device_launch: CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH (the exec may be launched from the device).
 void note_graph_instantiate(CUgraphExec exec, CUgraph graph, bool device_launch = false) noexcept;

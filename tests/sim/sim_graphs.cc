@@ -123,7 +123,7 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
     r = resolve_locked(h, ptsz, s);
     if (r == CUDA_SUCCESS) c = s->ctx.ctx;
     if (r == CUDA_SUCCESS && out == nullptr) r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && !s->capturing) r = CUDA_ERROR_ILLEGAL_STATE;
+    if (r == CUDA_SUCCESS && (!s->capturing || s->cig)) r = CUDA_ERROR_ILLEGAL_STATE;
     if (r == CUDA_SUCCESS && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
         s->capture_thread != std::this_thread::get_id())
       r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
@@ -711,6 +711,43 @@ SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGra
 }
 
 SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) { return end_capture(hStream, phGraph, false); }
+
+// CIG capture (13.1): as a relaxed capture whose work goes into the graphics client's command list (the sim keeps it
+// in a graph it drops at the end and never runs). Assumed, not copied: any context may begin one (a real driver
+// wants a CIG context, cuCtxCreate_v4); the shared data is not looked at.
+CUresult begin_cig(CUstream h, const CUstreamCigCaptureParams* p, bool ptsz) {
+  if (p == nullptr || p->streamCigParams == nullptr) {
+    CUresult r = enter_stream(h, ptsz);
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = begin_capture(h, CU_STREAM_CAPTURE_MODE_RELAXED, ptsz);
+  if (r != CUDA_SUCCESS) return r;
+  Lock lk(S().mu);
+  StreamP s;
+  if (resolve_locked(h, ptsz, s) == CUDA_SUCCESS) s->cig = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult end_cig(CUstream h, bool ptsz) {
+  CUresult r = enter_stream(h, ptsz);
+  if (r != CUDA_SUCCESS) return r;
+  Lock lk(S().mu);
+  StreamP s;
+  if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
+  if (!s->capturing || !s->cig) return CUDA_ERROR_INVALID_VALUE;
+  s->cig = false;
+  end_capture_locked(*s);
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamBeginCaptureToCig(CUstream hStream, CUstreamCigCaptureParams* p) {
+  return begin_cig(hStream, p, false);
+}
+SIM_API CUresult cuStreamBeginCaptureToCig_ptsz(CUstream hStream, CUstreamCigCaptureParams* p) {
+  return begin_cig(hStream, p, true);
+}
+SIM_API CUresult cuStreamEndCaptureToCig(CUstream hStream) { return end_cig(hStream, false); }
+SIM_API CUresult cuStreamEndCaptureToCig_ptsz(CUstream hStream) { return end_cig(hStream, true); }
 SIM_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
   return end_capture(hStream, phGraph, true);
 }

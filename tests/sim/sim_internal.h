@@ -221,6 +221,9 @@ struct Stream : std::enable_shared_from_this<Stream> {
   GraphData* capture = nullptr;              // where captured work goes
   std::unique_ptr<GraphData> capture_owned;  // a new graph (cuStreamBeginCapture), else null
   CUgraph capture_target = nullptr;          // the existing graph (cuStreamBeginCaptureToGraph)
+  // CIG capture (cuStreamBeginCaptureToCig, 13.1): the work goes into a graphics command list, which the sim never
+  // runs; memory operations, host functions and event records are refused.
+  bool cig = false;
   // What the stream was last given (queued items, event records and waits): the PDL oracle's "predecessor".
   enum class LastOp : uint8_t { None, Kernel, Memop, Copy, HostFn, Event, Other } last_op = LastOp::None;
 

@@ -149,6 +149,8 @@ Stream::LastOp op_of(Item::Kind k) {
 
 CUresult submit_locked(Stream& s, Item&& it, bool programmatic, bool plain_kernel) {
   if (s.capturing) {
+    if (s.cig && (it.kind == Item::Write32 || it.kind == Item::Write64 || it.kind == Item::HostFn))
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     capture_item_locked(*s.capture, std::move(it));
     return CUDA_SUCCESS;
   }
@@ -465,6 +467,7 @@ CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
     Event* e = find_locked(&Sim::events, ev);
     if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (e->ctx.ctx != s->ctx.ctx || e->ctx.id != s->ctx.id) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing && s->cig) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s->capturing) return CUDA_SUCCESS;  // accepted, ignored
     s->last_op = Stream::LastOp::Event;
     barrier_locked(*s);

@@ -58,7 +58,7 @@ def test_every_entry_point_with_a_stream_argument_is_work_unless_the_table_says_
     # Only the calls the table names as putting nothing that can fault on a stream are not work.
     assert {k[b] for b in with_stream} <= {"StreamWork", "StreamOp", "StreamInfo", "StreamSync", "Launch", "LaunchEx",
                                            "LaunchCoop", "GraphLaunch", "BeginCapture", "BeginRecapture", "EndCapture",
-                                           "StreamDestroy"}
+                                           "EndCaptureToCig", "StreamDestroy"}
 
 
 def test_the_synchronous_copies_memsets_and_launches_are_the_null_streams_work():
