@@ -322,7 +322,6 @@ bool replace_recaptured(Entry& dst, Entry& src) {
     n.enabled = dst.nodes[i].enabled;
     dst.nodes[i] = std::move(n);
   }
-  CDSA_DCHECK(dst.nodes.size() == src.nodes.size());
   src.nodes.clear();
   return true;
 }
