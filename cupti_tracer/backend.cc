@@ -102,7 +102,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     // the primary context before cdsa's).
     if (!launch) {
       if (cupti::is_teardown_cbid(cbid) && !in_wrapped_driver_call())
-        before_teardown_seen("the context's teardown (cdsa's query of its streams before it, at CUPTI's callback)");
+        before_teardown("the context's teardown (cdsa's query of its streams before it, at CUPTI's callback)");
       return;
     }
     CUfunction f = cupti::launch_function(cbid, data);

@@ -203,7 +203,8 @@ void ReportBuilder::add_attribution(const AttributionResult& a, report::FaultRep
   rep->device_asserts = s.asserts;
   rep->attribution = same_value<report::Attribution>(a.verdict);
   rep->candidates_complete = !a.unmarked_streams_pending && s.launches_in_flight == 0 && !has_untracked_work(s) &&
-                             !a.assert_matches_no_candidate && a.stream_work_unproven == 0 && !a.stream_work_unseen && !a.cig_work &&
+                             !a.assert_matches_no_candidate && a.stream_work_unproven == 0 && !a.stream_work_unseen &&
+                             !a.cig_work &&
                              !(a.no_unfinished_evidence && a.verdict != Verdict::Exact);
   report::EvidenceFacts evidence;
   evidence.unmarked_streams_pending = a.unmarked_streams_pending;

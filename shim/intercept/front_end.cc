@@ -27,8 +27,7 @@ void capture_begun(CUstream stream, bool per_thread, CUgraph recapture_of) noexc
     note_capture_begin(stream, per_thread);
 }
 
-void before_teardown_seen(const char* call) noexcept {
-  // The same two steps, in the same order, as the teardown wrappers' (trampolines.inc, Kind::StreamDestroy).
+void before_teardown(const char* call) noexcept {
   probe_before_teardown(call);
   before_context_teardown();
 }

@@ -35,11 +35,11 @@ bool in_wrapped_driver_call() noexcept;
 // ended (`graph`: what it made, null when it failed). As the wrappers note them (shim/record/graph_capture.h).
 // `recapture_of`: cuStreamBeginRecaptureToGraph's graph, whose nodes the capture replaces (null: a capture).
 void capture_begun(CUstream stream, bool per_thread, CUgraph recapture_of = nullptr) noexcept;
-// A context teardown the front end saw at its API enter (cuCtxDestroy, cuDevicePrimaryCtxRelease/Reset), which no
-// wrapper did: as the wrapper does before one, its streams are asked whether a fault no call surfaced is there
-// (reported now, with the driver's own code, while the context can still answer), and the deferred marks and the
-// PDL events go before the context does.
-void before_teardown_seen(const char* call) noexcept;
+// Before a context teardown (cuCtxDestroy, cuDevicePrimaryCtxRelease/Reset), from its wrapper or, where no wrapper
+// sees the call, from a front end at its API enter: its streams are asked whether a fault no call surfaced is there
+// (reported now, as surfaced at `call`, with the driver's own code, while the context can still answer), then the
+// deferred marks and the PDL events go before the context does.
+void before_teardown(const char* call) noexcept;
 void capture_ended(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 
 }  // namespace cdsa

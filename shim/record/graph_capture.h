@@ -50,8 +50,8 @@ void note_capture_begin(CUstream stream, bool per_thread) noexcept;
 // cuStreamBeginRecaptureToGraph (13.3): a capture into `graph` whose work replaces, in creation order, what the
 // graph's existing nodes run. At its end the graph's kernel records are the recaptured ones (each keeping its
 // node's handles) when the graph held as many kernel nodes and nothing else; else the recaptured records join the
-// old ones and the graph is incomplete (never exact on a node). A recapture that fails leaves the graph "in an
-// undefined state" (cuda.h): incomplete.
+// old ones and the graph is unfollowed (GraphTableInfo: never exact on a node). A recapture that fails leaves the
+// graph "in an undefined state" (cuda.h): unfollowed.
 void note_recapture_begin(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 // cuStreamEndCaptureToCig (13.1): the CIG capture begun on `stream` (noted as a capture: no breadcrumb went in) ends;
 // its launches are a graphics command list's, which runs later, outside CUDA's streams. From then on work cdsa does

@@ -43,9 +43,14 @@ CUresult enter_exec(CUgraphExec x) {
   return observe(ctx_of(&Sim::execs, x));
 }
 
+// What a capture is: into a graph (new, or `target`), a recapture of `target`'s nodes (cuStreamBeginRecaptureToGraph),
+// or into a graphics client's command list (cuStreamBeginCaptureToCig: Stream::cig).
+enum class CaptureKind { Graph, Recapture, Cig };
+
 // Starts capture into `target` (an existing graph), or into a new graph when null.
 CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target = nullptr,
-                       const CUgraphNode* dependencies = nullptr, size_t num_dependencies = 0) {
+                       const CUgraphNode* dependencies = nullptr, size_t num_dependencies = 0,
+                       CaptureKind kind = CaptureKind::Graph) {
   std::vector<GraphNode*> first_deps;
   CUresult r = enter_stream(h, ptsz);
   if (r != CUDA_SUCCESS) return r;
@@ -71,8 +76,12 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
   s->capture_mode = mode;
   s->capture_thread = std::this_thread::get_id();
   s->capture_target = target;
+  s->cig = kind == CaptureKind::Cig;
   if (into != nullptr) {
     into->captured_to_graph = true;
+    into->recapture = kind == CaptureKind::Recapture;
+    into->recapture_failed = false;
+    into->recapture_next = 0;
     into->capture_tail = nullptr;  // the capture's first node depends on the nodes given
     into->capture_first_deps = std::move(first_deps);
     s->capture = into;
@@ -84,17 +93,23 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph 
   return CUDA_SUCCESS;
 }
 
-// cuStreamBeginCaptureToGraph: a graph is required.
+// cuStreamBeginCaptureToGraph, cuStreamBeginRecaptureToGraph: a graph is required.
 CUresult begin_capture_to_graph(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target,
-                                const CUgraphNode* dependencies, size_t num_dependencies) {
+                                const CUgraphNode* dependencies, size_t num_dependencies,
+                                CaptureKind kind = CaptureKind::Graph) {
   if (target == nullptr) {
     CUresult r = enter_stream(h, ptsz);
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
-  return begin_capture(h, mode, ptsz, target, dependencies, num_dependencies);
+  return begin_capture(h, mode, ptsz, target, dependencies, num_dependencies, kind);
 }
 
 void end_capture_locked(Stream& s) {
+  if (s.capture != nullptr) {  // a recapture's state goes with it, however it ends
+    s.capture->recapture = s.capture->recapture_failed = false;
+    s.capture->recapture_next = 0;
+  }
+  s.cig = false;
   s.capturing = false;
   s.capture = nullptr;
   s.capture_target = nullptr;
@@ -134,8 +149,6 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptsz) {
         // or fewer nodes captured than the graph has.
         GraphData& gd = *s->capture;
         if (gd.recapture_failed || gd.recapture_next != gd.nodes.size()) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        gd.recapture = gd.recapture_failed = false;
-        gd.recapture_next = 0;
       }
       fresh = std::move(s->capture_owned);
       end_capture_locked(*s);
@@ -680,14 +693,7 @@ SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
 
 // cuStreamBeginRecaptureToGraph: into the graph's own nodes, in creation order (sim_internal.h GraphData::recapture).
 CUresult begin_recapture(CUstream h, CUstreamCaptureMode mode, bool ptsz, CUgraph target) {
-  CUresult r = begin_capture_to_graph(h, mode, ptsz, target, nullptr, 0);
-  if (r != CUDA_SUCCESS) return r;
-  Lock lk(S().mu);
-  GraphData* into = graph_locked(target);
-  into->recapture = true;
-  into->recapture_failed = false;
-  into->recapture_next = 0;
-  return CUDA_SUCCESS;
+  return begin_capture_to_graph(h, mode, ptsz, target, nullptr, 0, CaptureKind::Recapture);
 }
 
 SIM_API CUresult cuStreamBeginRecaptureToGraph(CUstream hStream, CUstreamCaptureMode mode, CUgraph hGraph,
@@ -720,12 +726,7 @@ CUresult begin_cig(CUstream h, const CUstreamCigCaptureParams* p, bool ptsz) {
     CUresult r = enter_stream(h, ptsz);
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
-  CUresult r = begin_capture(h, CU_STREAM_CAPTURE_MODE_RELAXED, ptsz);
-  if (r != CUDA_SUCCESS) return r;
-  Lock lk(S().mu);
-  StreamP s;
-  if (resolve_locked(h, ptsz, s) == CUDA_SUCCESS) s->cig = true;
-  return CUDA_SUCCESS;
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_RELAXED, ptsz, nullptr, nullptr, 0, CaptureKind::Cig);
 }
 
 CUresult end_cig(CUstream h, bool ptsz) {
@@ -735,7 +736,6 @@ CUresult end_cig(CUstream h, bool ptsz) {
   StreamP s;
   if ((r = resolve_locked(h, ptsz, s)) != CUDA_SUCCESS) return r;
   if (!s->capturing || !s->cig) return CUDA_ERROR_INVALID_VALUE;
-  s->cig = false;
   end_capture_locked(*s);
   return CUDA_SUCCESS;
 }
