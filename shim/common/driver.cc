@@ -55,6 +55,9 @@ void init_driver(const void* hint) {
   get(g_driver.StreamGetCtx, "cuStreamGetCtx");
   get(g_driver.CtxGetDeviceOf, "cuCtxGetDevice_v2");
   get(g_driver.DevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
+  get(g_driver.DeviceGetCount, "cuDeviceGetCount");
+  get(g_driver.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  get(g_driver.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
   get(g_driver.DeviceGetName, "cuDeviceGetName");
   get(g_driver.DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   get(g_driver.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");

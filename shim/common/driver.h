@@ -35,6 +35,10 @@ struct Driver {
   CUresult (*CtxGetDeviceOf)(CUdevice*, CUcontext) = nullptr;  // cuCtxGetDevice_v2
   // Whether a device's primary context is still active after a release (its functions' handles are freed with it).
   CUresult (*DevicePrimaryCtxGetState)(CUdevice, unsigned int*, int*) = nullptr;
+  // The exit probe's handle of an active primary context (shim/fault/exit_probe.cc context_views).
+  CUresult (*DeviceGetCount)(int*) = nullptr;
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*DevicePrimaryCtxRelease)(CUdevice) = nullptr;  // cuDevicePrimaryCtxRelease_v2
   CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
@@ -45,7 +49,8 @@ struct Driver {
   CUresult (*EventDestroy)(CUevent) = nullptr;  // cuEventDestroy_v2
   // Graph bookkeeping (shim/record/graph_capture.h): the driver's view of a node cdsa holds no handle for.
   CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType*) = nullptr;
-  CUresult (*GraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2
+  CUresult (*GraphKernelNodeGetParams)(CUgraphNode,
+                                       CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2
   CUresult (*GraphNodeFindInClone)(CUgraphNode*, CUgraphNode, CUgraph) = nullptr;
   CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <ctime>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,17 +37,53 @@ bool work_unseen() {
   return unseen;
 }
 
-// cuStreamQuery of a stream in its own context (a sticky error it finds is that context's).
+// The contexts work no record covers may sit in (work_unseen): those of the streams seen, the current one, and each
+// device's primary context while it is active (its handle through a retain that is released at once, never one
+// that would make it). A view each (StreamView::whole_context), queried through its NULL stream.
+std::vector<StreamView> context_views(const std::vector<StreamView>& streams) {
+  const Driver& d = driver();
+  std::set<uintptr_t> ctxs;
+  for (const StreamView& s : streams)
+    if (s.ctx) ctxs.insert(s.ctx);
+  CUcontext current = nullptr;
+  if (d.CtxGetCurrent && d.CtxGetCurrent(&current) == CUDA_SUCCESS && current)
+    ctxs.insert(reinterpret_cast<uintptr_t>(current));
+  int devices = 0;
+  if (d.DeviceGetCount && d.DevicePrimaryCtxGetState && d.DevicePrimaryCtxRetain && d.DevicePrimaryCtxRelease &&
+      d.DeviceGetCount(&devices) == CUDA_SUCCESS) {
+    for (int dev = 0; dev < devices; ++dev) {
+      unsigned flags = 0;
+      int active = 0;
+      CUcontext ctx = nullptr;
+      if (d.DevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      if (d.DevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
+      d.DevicePrimaryCtxRelease(dev);  // the program's own retain keeps it (it was active)
+      if (ctx) ctxs.insert(reinterpret_cast<uintptr_t>(ctx));
+    }
+  }
+  std::vector<StreamView> out;
+  for (uintptr_t c : ctxs) {
+    StreamView v;
+    v.whole_context = true;
+    v.ctx = c;
+    out.push_back(v);
+  }
+  return out;
+}
+
+// cuStreamQuery of a stream in its own context (a sticky error it finds is that context's); of a whole_context
+// view, of its context's NULL stream.
 CUresult query_stream(const StreamView& s) {
   const Driver& d = driver();
-  StreamState* st = stream_state(s.slot);
-  const auto handle = reinterpret_cast<CUstream>(st->last_handle.load());
+  StreamState* st = s.whole_context ? nullptr : stream_state(s.slot);
+  const auto handle = st ? reinterpret_cast<CUstream>(st->last_handle.load()) : CU_STREAM_LEGACY;
+  const auto ctx = st ? reinterpret_cast<CUcontext>(st->last_ctx.load()) : reinterpret_cast<CUcontext>(s.ctx);
   if (d.CtxSetCurrent) {
     // A driver may refuse to make a faulted context current and answer its sticky error (the sim does): that is
     // the fault itself, though not proven to be this context's (the one current before may have answered), so no
     // context hint. Any other refusal leaves another context current: a NULL, legacy or per-thread handle would be
     // that context's stream, so it is not queried (the answer says so; a torn-down driver's answer reads as one).
-    CUresult set = d.CtxSetCurrent(reinterpret_cast<CUcontext>(st->last_ctx.load()));
+    CUresult set = d.CtxSetCurrent(ctx);
     if (is_sticky_fault(set)) return set;
     if (set != CUDA_SUCCESS && context_relative_stream(handle)) return set;
   }
@@ -59,13 +96,22 @@ CUresult query_stream(const StreamView& s) {
 ExitProbeResult probe_streams() {
   timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  return poll_streams_at_exit([] { return stream_views(); }, query_stream,
-                              [&start] {
-                                timespec now;
-                                clock_gettime(CLOCK_MONOTONIC, &now);
-                                return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-                              },
-                              [] { usleep(200); }, config().exit_probe_ms, work_unseen());
+  const bool unseen = work_unseen();
+  std::vector<StreamView> contexts;
+  if (unseen) contexts = context_views(stream_views());
+  return poll_streams_at_exit(
+      [&contexts] {
+        std::vector<StreamView> v = stream_views();
+        v.insert(v.end(), contexts.begin(), contexts.end());
+        return v;
+      },
+      query_stream,
+      [&start] {
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+      },
+      [] { usleep(200); }, config().exit_probe_ms, unseen);
 }
 
 }  // namespace

@@ -12,11 +12,11 @@
 namespace cdsa {
 
 enum class ExitProbeVerdict {
-  Finished,    // no stream has a mark missing: nothing to report
-  TimedOut,    // a mark is still missing after the wait, and no query said why: nothing to report
-  StickyFault, // a query answered a sticky fault (`result`): report it
-  TornDown,    // after the wait, a mark is missing and a stream with marks answered that its context is gone
-               // (`result`): the breadcrumbs show a launch that never finished, report it
+  Finished,     // no stream has a mark missing: nothing to report
+  TimedOut,     // a mark is still missing after the wait, and no query said why: nothing to report
+  StickyFault,  // a query answered a sticky fault (`result`): report it
+  TornDown,     // after the wait, a mark is missing and a stream with marks answered that its context is gone
+                // (`result`): the breadcrumbs show a launch that never finished, report it
 };
 
 struct ExitProbeResult {
@@ -32,10 +32,15 @@ struct ExitProbeResult {
 // shows that work ran, so the stream is queried; with `query_every_stream` (work no record covers: copies under CUPTI
 // alone, a launch through a pass-through entry point) so is every stream with launches. Such a stream keeps the
 // probe waiting while it answers CUDA_ERROR_NOT_READY.
-// Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting:
-// a stream without marks, or whose tail could not be flushed (another thread's per-thread stream), is queried
+// Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting,
+// or a foreign one (StreamView::foreign: another thread's per-thread stream) that is not done(): its query answers
+// for its context alone (the sticky error is the context's, so it still shows a fault once there is one), never
+// whether the stream finished, so it is waited for until the fault or the timeout. A stream without marks is queried
 // but not waited for. A torn-down answer (driver.h's is_torn_down) counts only from a stream with marks, and only
 // in the last poll.
+// A whole_context view (work no record covers, in a context no stream view may name: a launch through a pass-through
+// entry point on a stream with no recorded launch) is queried each poll and waited for while it answers
+// CUDA_SUCCESS or CUDA_ERROR_NOT_READY, to the timeout: nothing can show that such work finished, only its fault.
 template <class Views, class Query, class ElapsedMs, class Pause>
 ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& elapsed_ms, Pause&& pause,
                                      long timeout_ms, bool query_every_stream = false) {
@@ -43,9 +48,15 @@ ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& e
     bool pending = false;
     CUresult torn_down = CUDA_SUCCESS;  // what this poll heard from a stream with marks
     for (const StreamView& s : views()) {
+      if (s.whole_context) {
+        CUresult r = query(s);
+        if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};
+        pending = pending || r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY;
+        continue;
+      }
       if (s.marks && s.landed >= s.marked && s.marked >= s.launched && !s.work_after_proof() && !query_every_stream)
         continue;
-      pending = pending || (s.marks && s.landed < s.marked);
+      pending = pending || (s.marks && s.landed < s.marked) || (s.foreign && !s.done());
       CUresult r = query(s);
       if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};
       // Work no mark covers, still running: waited for like a missing mark (it may be what faults).

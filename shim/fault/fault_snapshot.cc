@@ -1,5 +1,8 @@
 #include "shim/fault/fault_snapshot.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <set>
 
 #include "base/check.h"
@@ -14,6 +17,7 @@ namespace cdsa {
 
 std::vector<StreamView> stream_views() {
   std::vector<StreamView> out;
+  const auto me = static_cast<uint32_t>(syscall(SYS_gettid));
   for (uint32_t i = 0; i < stream_capacity(); ++i) {
     StreamState* st = stream_state(static_cast<int>(i));
     if (!st) break;
@@ -42,6 +46,8 @@ std::vector<StreamView> stream_views() {
     v.racing = racing;
     v.raced_to = raced_to;
     v.ctx = st->last_ctx.load(std::memory_order_relaxed);
+    v.foreign = reinterpret_cast<CUstream>(st->last_handle.load(std::memory_order_relaxed)) == CU_STREAM_PER_THREAD &&
+                st->last_tid.load(std::memory_order_relaxed) != me;
     static_assert(StreamView::kOpsKept == StreamState::kOpsKept);
     // ops_synced first and the op count last (each only rises; a note raises the count before it fills its slot):
     // every op seen in a slot or in ops_forgotten is numbered below the count read, and the proof is no newer than

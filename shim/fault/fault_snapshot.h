@@ -76,6 +76,13 @@ struct StreamView {
   // the stream's order (raced()). Hand-made snapshots leave both: never raced.
   uint64_t raced_to = 0;
   bool racing = false;
+  // Its handle names another stream in the thread that took the view: another thread's per-thread default stream
+  // (CU_STREAM_PER_THREAD is the calling thread's own). A query can then answer only for its context (a sticky error
+  // is the context's), never whether the stream itself finished. Hand-made snapshots leave it: queryable.
+  bool foreign = false;
+  // Not a stream but the exit probe's stand-in for its context `ctx` (shim/fault/exit_probe.h): work no record
+  // covers may be anywhere in it, so it is queried through the context's NULL stream. Never in a snapshot.
+  bool whole_context = false;
   // The last stream_seq proven finished: by a landed mark that was placed, or by a successful synchronizing call.
   uint64_t proven() const {
     const uint64_t m = marked < launched ? marked : launched;
@@ -93,6 +100,8 @@ struct StreamView {
       if (op_at[k] && op_at[k] - 1 >= p && !op_synced(k)) return true;
     return ops_forgotten && ops_forgotten - 1 >= p && !forgotten_synced();
   }
+  // Whether everything on it is proven finished, by landed marks or a sync: every launch, and every op after them.
+  bool done() const { return proven() >= launched && !work_after_proof(); }
 };
 
 // An interned stack as the snapshot keeps it: the native return addresses (symbolized later, by the report

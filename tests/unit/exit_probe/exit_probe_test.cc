@@ -173,7 +173,7 @@ TEST(ExitProbe, AStreamWithoutMarksIsQueriedOnceAndNotWaitedFor) {
 }
 
 TEST(ExitProbe, AnUnflushedTailIsQueriedButNotWaitedFor) {
-  // Another thread's per-thread stream: its last launches share a mark this thread could not enqueue.
+  // A tail this thread could not mark (its context would not be made current): nothing will land for it.
   Probe p;
   p.streams = {stream(0, 7, 5, 5)};
   EXPECT_EQ(p.run().verdict, ExitProbeVerdict::Finished);
@@ -184,6 +184,45 @@ TEST(ExitProbe, AnUnflushedTailIsQueriedButNotWaitedFor) {
   fault.streams = {stream(0, 7, 5, 5)};
   fault.answer = [](int, int) { return CUDA_ERROR_ASSERT; };
   EXPECT_EQ(fault.run().verdict, ExitProbeVerdict::StickyFault);
+}
+
+// Another thread's per-thread stream: a query of CU_STREAM_PER_THREAD here is this thread's own stream, so its
+// answer says nothing of the other's work; the context's sticky error shows in it once that work faults (oracle seed
+// 204876: the other thread's copy into freed memory faulted after the probe's one query had answered success).
+TEST(ExitProbe, AForeignStreamNotProvenFinishedIsWaitedForUntilItsContextFaults) {
+  Probe p;
+  StreamView v = stream(0, 7, 5, 5);
+  v.foreign = true;
+  p.streams = {v};
+  p.answer = [](int, int poll) { return poll < 3 ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS; };
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::StickyFault);
+  EXPECT_EQ(r.result, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(p.polls, 4);
+
+  Probe quiet;  // nothing faults: waited for to the timeout, no report
+  quiet.streams = {v};
+  quiet.timeout_ms = 5;
+  EXPECT_EQ(quiet.run().verdict, ExitProbeVerdict::TimedOut);
+  EXPECT_EQ(quiet.pauses, 5);
+
+  Probe op;  // every launch's mark landed, but an op came after them
+  StreamView w = stream(0, 5, 5, 5);
+  w.foreign = true;
+  w.op_at[0] = 6;
+  w.ops = 1;
+  op.streams = {w};
+  op.timeout_ms = 3;
+  EXPECT_EQ(op.run().verdict, ExitProbeVerdict::TimedOut);
+  EXPECT_EQ(op.pauses, 3);
+
+  Probe synced;  // a sync proved all of it: not waited for
+  StreamView x = stream(0, 7, 5, 5);
+  x.foreign = true;
+  x.synced = 7;
+  synced.streams = {x};
+  EXPECT_EQ(synced.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(synced.pauses, 0);
 }
 
 TEST(ExitProbe, ATimeoutOfZeroStillPollsOnce) {
