@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "cupti_tracer/decode.h"
 #include "cupti_tracer/discovery.h"
+#include "shim/common/thread_block.h"
 #include "shim/intercept/front_end.h"
 
 #include "base/export.h"
@@ -74,6 +76,76 @@ void* open_cupti(std::string* path, std::vector<std::string>* searched) {
   return nullptr;
 }
 
+// What this thread's current call began at its API enter (on_call_work), for its exit to end. In a ThreadBlock,
+// not thread_local: loaded by injection, libcdsa.so's static TLS must stay small (shim/common/thread_block.h). The
+// proof lives in raw storage, made at the enter and destroyed at the exit, so the block stays trivially destructible.
+struct CallInFlight {
+  bool region;    // note_stream_work began a region of the stream's order
+  bool destroys;  // stream handles may be reused after the call
+  bool has_proof;
+  alignas(SyncProof) unsigned char proof[sizeof(SyncProof)];  // a synchronizing call's, good once it succeeded
+  SyncProof* held() { return has_proof ? std::launder(reinterpret_cast<SyncProof*>(proof)) : nullptr; }
+  void end() {
+    if (SyncProof* p = held()) p->~SyncProof();
+    region = destroys = has_proof = false;
+  }
+};
+
+// A call that is no launch and no capture, where no wrapper of cdsa's sees it (CUPTI alone): what it does to the
+// streams, as a wrapper of the same entry point would note it (shim/intercept/trampolines.inc), from the
+// entry-point table by its name and parameter block (front_end.h call_work). Work on a stream keeps its place in
+// the stream's order; a synchronizing call's success proves what it waited for; any call on a stream places the
+// stream's deferred mark first; a call the table cannot describe leaves work no record covers.
+void on_call_work(const CUpti_CallbackData& data) {
+  CallInFlight* call = ThreadBlock<CallInFlight>::get();
+  if (!call) {  // no block for this thread (the mapping failed): its work is work no record covers
+    const CallWork::What what = call_work(data.functionName, data.functionParams).what;
+    if (data.callbackSite == CUPTI_API_ENTER &&
+        (what == CallWork::Stream || what == CallWork::DefaultStream || what == CallWork::Unknown))
+      note_stream_work_unseen();
+    return;
+  }
+  if (data.callbackSite == CUPTI_API_ENTER) {
+    call->end();
+    const CallWork w = call_work(data.functionName, data.functionParams);
+    switch (w.what) {
+      case CallWork::Stream:
+      case CallWork::DefaultStream: {
+        // Unless the context was already dead (the driver then refuses the work).
+        if (!before_stream_operation(w.stream, w.per_thread)) note_stream_work(w.stream, w.per_thread);
+        call->region = true;
+        break;
+      }
+      case CallWork::StreamSync:
+        new (call->proof) SyncProof(SyncProof::stream(w.stream, w.per_thread));
+        call->has_proof = true;
+        break;
+      case CallWork::CtxSync:
+        new (call->proof) SyncProof(SyncProof::context(w.ctx));
+        call->has_proof = true;
+        break;
+      case CallWork::StreamOp:
+        before_stream_operation(w.stream, w.per_thread);
+        break;
+      case CallWork::StreamDestroy:
+        if (w.names_stream) before_stream_destroy(w.stream, w.per_thread);
+        call->destroys = true;
+        break;
+      case CallWork::Unknown:
+        note_stream_work_unseen();
+        break;
+      case CallWork::None:
+        break;
+    }
+    return;
+  }
+  if (data.callbackSite != CUPTI_API_EXIT) return;
+  if (call->region) end_thread_region();  // the op's region (note_stream_work)
+  if (call->destroys) note_stream_destroyed();
+  if (SyncProof* p = call->held(); p && cupti::exit_result(data) == CUDA_SUCCESS) p->succeeded();
+  call->end();
+}
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cbdata || InCdsa::active()) return;
   const auto& data = *static_cast<const CUpti_CallbackData*>(cbdata);
@@ -95,6 +167,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     return;
   }
   bool launch = cupti::is_launch_cbid(cbid);
+  if (!launch && g_alone.load(std::memory_order_relaxed) && !in_wrapped_driver_call()) on_call_work(data);
   if (data.callbackSite == CUPTI_API_ENTER) {
     // A context about to be torn down, which no wrapper of cdsa's saw (CUPTI alone; or the driver's own call): its
     // work is asked now whether it faulted, while the context still answers with the fault's own code; after it,
@@ -232,7 +305,6 @@ extern "C" CDSA_EXPORT int InitializeInjection(void) {
   using namespace cdsa;
   if (!config().enabled) return 1;
   g_injected.store(true, std::memory_order_release);
-  note_stream_work_unseen();  // loaded by the driver, not preloaded: no wrapper of cdsa's sees a copy or memop
   void* hint = nullptr;
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) hint = front_end_dlsym(h, "cuInit");
   if (ensure_started(hint)) cupti_backend_start();

@@ -42,4 +42,28 @@ void capture_begun(CUstream stream, bool per_thread, CUgraph recapture_of = null
 void before_teardown(const char* call) noexcept;
 void capture_ended(CUstream stream, bool per_thread, CUgraph graph) noexcept;
 
+// What a driver call does to the streams, for a front end that sees calls no wrapper of cdsa's does (CUPTI alone):
+// by the call's exported name (CUPTI's functionName) and its parameter block (CUPTI's <name>_params, the arguments
+// in order in C layout), as the entry-point table's kind of it says (shim/intercept/driver_calls.def):
+//   Stream         device work on `stream` that may fault (a copy, a memset, a memory operation): StreamWork
+//   DefaultStream  the same on the NULL stream (a synchronous copy or memset): DefaultStreamWork, SyncCopyToHost
+//   StreamSync     a synchronizing call on `stream`; CtxSync on `ctx` (null: the current context)
+//   StreamOp       any other call that puts something on `stream` or waits for it (its deferred mark goes first)
+//   StreamDestroy  `stream` destroyed (null: a context destroyed, released or reset, and its streams with it): the
+//                  stream handles may be reused after it
+//   Unknown        a name the table lacks that may submit work, or a work call without its parameters: no record
+//                  covers what it did (note_stream_work_unseen)
+// `per_thread`: a _ptsz/_ptds entry point. Pure, lock-free, allocation-free (call_work.cc).
+struct CallWork {
+  enum What { None, Stream, DefaultStream, StreamSync, CtxSync, StreamOp, StreamDestroy, Unknown } what = None;
+  CUstream stream = nullptr;
+  bool names_stream = false;  // the call has a stream argument, read into `stream`
+  CUcontext ctx = nullptr;
+  bool per_thread = false;
+};
+CallWork call_work(const char* symbol, const void* params) noexcept;
+// Where call_work reads the stream of `symbol` in its parameter block (-1: no stream, or not in the table): for
+// the checks against CUPTI's own structs (cupti_tracer/decode.cc).
+int call_work_stream_offset(const char* symbol) noexcept;
+
 }  // namespace cdsa

@@ -60,8 +60,9 @@ bool before_stream_operation(CUstream stream, bool per_thread) noexcept;
 // Begins the op's region of the stream's order (shim/record/stream_order.h): the caller ends it with
 // end_thread_region() once the driver call returned.
 void note_stream_work(CUstream stream, bool per_thread) noexcept;
-// A front end through which such work goes unseen (CUPTI alone, by injection: no wrapper sees a copy or a memory
-// operation), said once at its start; the exit probe then queries every stream (shim/fault/exit_probe.cc).
+// Work went by that no record covers (CUPTI alone: a call the entry-point table cannot describe, or one on a thread
+// without its block); from then on no verdict is exact and the exit probe queries every context
+// (shim/fault/exit_probe.cc).
 void note_stream_work_unseen() noexcept;
 bool stream_work_unseen() noexcept;
 // Before a context (or every context) is destroyed or reset: every deferred mark this thread can place, and the

@@ -211,11 +211,31 @@ class Runner {
   }
   // A call CUPTI would report: enter and exit callbacks around it (backend inject), for launches with their
   // parameter block; an ordinary call only at its exit, where a sticky return is what cdsa surfaces.
+  // Every call's enter callback goes out: by its name alone cdsa knows a synchronous copy's work, and a work call
+  // without its parameter block counts as work it cannot place (front_end.h call_work).
   template <class F>
   int call(int i, const char* name, F&& f, unsigned cbid = 0, const void* params = nullptr) {
-    if (emit_ && params) emit_(cbid, 0, name, sym_name_, params, 0);
+    if (emit_) emit_(cbid, 0, name, params ? sym_name_ : nullptr, params, 0);
     CUresult r = f();
     if (emit_) emit_(params ? cbid : 0, 1, name, params ? sym_name_ : nullptr, params, static_cast<int>(r));
+    return check(i, name, r);
+  }
+  // A call with the parameter block CUPTI hands its callbacks (generated_cuda_meta.h's <name>_params): the
+  // arguments in order, each at the next multiple of its alignment, as the members of a C struct.
+  template <class Fn, class... A>
+  int callp(int i, const char* name, Fn fn, A... a) {
+    alignas(16) unsigned char block[128] = {};
+    size_t at = 0;
+    auto put = [&](const auto& v) {
+      using T = std::decay_t<decltype(v)>;
+      at = (at + alignof(T) - 1) / alignof(T) * alignof(T);
+      memcpy(block + at, &v, sizeof v);
+      at += sizeof v;
+    };
+    (put(a), ...);
+    if (emit_) emit_(0, 0, name, nullptr, block, 0);
+    CUresult r = fn(a...);
+    if (emit_) emit_(0, 1, name, nullptr, block, static_cast<int>(r));
     return check(i, name, r);
   }
   // Stream capture, with the CUPTI callbacks a real driver makes for it (the runner calls the non-_ptsz names).
@@ -612,11 +632,11 @@ void Runner::memop(int i, const std::string& sref, int bits, const std::string& 
   if (bits == 64) {
     const char* name = ptsz ? "cuStreamWriteValue64_v2_ptsz" : "cuStreamWriteValue64_v2";
     auto fn = ptsz ? sym<Write64Fn>(name) : &cuStreamWriteValue64;
-    call(i, name, [&] { return fn(h, addr, static_cast<cuuint64_t>(slot + 1), 0); });
+    callp(i, name, fn, h, addr, static_cast<cuuint64_t>(slot + 1), 0u);
   } else {
     const char* name = ptsz ? "cuStreamWriteValue32_v2_ptsz" : "cuStreamWriteValue32_v2";
     auto fn = ptsz ? sym<Write32Fn>(name) : &cuStreamWriteValue32;
-    call(i, name, [&] { return fn(h, addr, static_cast<cuuint32_t>(slot + 1), 0); });
+    callp(i, name, fn, h, addr, static_cast<cuuint32_t>(slot + 1), 0u);
   }
 }
 
@@ -643,10 +663,10 @@ void Runner::op_sync(int, int i, const json& op) {
   } else if (how == "ctx_v2") {
     auto fn = reinterpret_cast<CtxSync2Fn>(proc("cuCtxSynchronize", 13000, 0));
     CUcontext c = op.contains("c") ? ctxs_.at(op["c"].get<size_t>()) : nullptr;  // NULL: the current one
-    call(i, "cuCtxSynchronize_v2", [&] { return fn(c); });
+    callp(i, "cuCtxSynchronize_v2", fn, c);
   } else if (how == "stream") {
     auto fn = ptsz ? sym<StreamFn>("cuStreamSynchronize_ptsz") : &cuStreamSynchronize;
-    call(i, ptsz ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize", [&] { return fn(h); });
+    callp(i, ptsz ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize", fn, h);
   } else if (how == "stream_query") {
     auto fn = ptsz ? sym<StreamFn>("cuStreamQuery_ptsz") : &cuStreamQuery;
     poll(i, ptsz ? "cuStreamQuery_ptsz" : "cuStreamQuery", [&] { return fn(h); });
@@ -654,7 +674,7 @@ void Runner::op_sync(int, int i, const json& op) {
     CUevent ev = events_.at(op["e"].get<size_t>());
     auto rec = ptsz ? sym<EventStreamFn>("cuEventRecord_ptsz") : &cuEventRecord;
     if (op.value("rec", true))  // else recorded by an earlier op (maybe with another context current)
-      call(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", [&] { return rec(ev, h); });
+      callp(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", rec, ev, h);
     if (how == "event")
       call(i, "cuEventSynchronize", [&] { return cuEventSynchronize(ev); });
     else
@@ -772,7 +792,7 @@ void Runner::op_capture(int t, int i, const json& op) {
       else if (item["node"] == "memop")
         memop(i, op["s"], 32, "host", 500);
       else
-        call(i, "cuMemcpyDtoDAsync_v2", [&] { return cuMemcpyDtoDAsync(scratch_ + 1024, scratch_ + 2048, 64, h); });
+        callp(i, "cuMemcpyDtoDAsync_v2", &cuMemcpyDtoDAsync, scratch_ + 1024, scratch_ + 2048, size_t{64}, h);
     }
   } catch (...) {
     end();
@@ -883,8 +903,8 @@ void Runner::op_ctx(int t, int i, const json& op) {
       i, "cuLaunchKernel", [&] { return fn(f, grid, 1, 1, 32, 1, 1, 0, s, a.get(), nullptr); }, kCbLaunch[0], &lp);
   log(t, i, grid, "k");
   if (!op.value("fault", false)) {
-    call(i, "cuStreamSynchronize", [&] { return cuStreamSynchronize(s); });
-    call(i, "cuStreamDestroy_v2", [&] { return cuStreamDestroy(s); });
+    callp(i, "cuStreamSynchronize", &cuStreamSynchronize, s);
+    callp(i, "cuStreamDestroy_v2", &cuStreamDestroy, s);
     call(i, "cuCtxDestroy_v2", [&] { return cuCtxDestroy(ctx2); }, kCbCtxDestroy, &ctx2);  // pops it
     set_current(i, prev);
     return;
@@ -892,17 +912,17 @@ void Runner::op_ctx(int t, int i, const json& op) {
   fault_launched();
   const std::string how = str(op, "surface", "stream");
   if (how == "stream") {
-    call(i, "cuStreamSynchronize", [&] { return cuStreamSynchronize(s); });
+    callp(i, "cuStreamSynchronize", &cuStreamSynchronize, s);
   } else if (how == "ctx") {
     call(i, "cuCtxSynchronize", [&] { return cuCtxSynchronize(); });
   } else if (how == "ctx_v2") {
     set_current(i, prev);
     auto sync2 = reinterpret_cast<CtxSync2Fn>(proc("cuCtxSynchronize", 13000, 0));
-    call(i, "cuCtxSynchronize_v2", [&] { return sync2(ctx2); });
+    callp(i, "cuCtxSynchronize_v2", sync2, ctx2);
   } else if (how == "event" || how == "event_query") {
     CUevent ev;
     call(i, "cuEventCreate", [&] { return cuEventCreate(&ev, 0); });
-    call(i, "cuEventRecord", [&] { return cuEventRecord(ev, s); });
+    callp(i, "cuEventRecord", &cuEventRecord, ev, s);
     set_current(i, prev);
     if (how == "event")
       call(i, "cuEventSynchronize", [&] { return cuEventSynchronize(ev); });
@@ -948,12 +968,11 @@ void Runner::run_op(int t, int i, const json& op) {
   } else if (kind == "record") {
     CUstream h = stream(op["s"], &ptsz);
     auto fn = ptsz ? sym<EventStreamFn>("cuEventRecord_ptsz") : &cuEventRecord;
-    call(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", [&] { return fn(events_.at(op["e"].get<size_t>()), h); });
+    callp(i, ptsz ? "cuEventRecord_ptsz" : "cuEventRecord", fn, events_.at(op["e"].get<size_t>()), h);
   } else if (kind == "wait") {
     CUstream h = stream(op["s"], &ptsz);
     auto fn = ptsz ? sym<WaitFn>("cuStreamWaitEvent_ptsz") : &cuStreamWaitEvent;
-    call(i, ptsz ? "cuStreamWaitEvent_ptsz" : "cuStreamWaitEvent",
-         [&] { return fn(h, events_.at(op["e"].get<size_t>()), 0); });
+    callp(i, ptsz ? "cuStreamWaitEvent_ptsz" : "cuStreamWaitEvent", fn, h, events_.at(op["e"].get<size_t>()), 0u);
   } else if (kind == "sync") {
     op_sync(t, i, op);
   } else if (kind == "copy") {
@@ -961,16 +980,20 @@ void Runner::run_op(int t, int i, const json& op) {
     std::string d = op["dir"];
     if (d == "htod") {
       auto fn = ptsz ? sym<HtoDAsyncFn>("cuMemcpyHtoDAsync_v2_ptsz") : &cuMemcpyHtoDAsync;
-      call(i, "cuMemcpyHtoDAsync_v2", [&] { return fn(scratch_ + 256, host_copy_, 64, h); });
+      callp(i, ptsz ? "cuMemcpyHtoDAsync_v2_ptsz" : "cuMemcpyHtoDAsync_v2", fn, scratch_ + 256,
+            static_cast<const void*>(host_copy_), size_t{64}, h);
     } else if (d == "dtoh") {
       auto fn = ptsz ? sym<DtoHAsyncFn>("cuMemcpyDtoHAsync_v2_ptsz") : &cuMemcpyDtoHAsync;
-      call(i, "cuMemcpyDtoHAsync_v2", [&] { return fn(host_copy_ + 256, scratch_ + 512, 64, h); });
+      callp(i, ptsz ? "cuMemcpyDtoHAsync_v2_ptsz" : "cuMemcpyDtoHAsync_v2", fn,
+            static_cast<void*>(host_copy_ + 256), scratch_ + 512, size_t{64}, h);
     } else if (d == "dtod") {
       auto fn = ptsz ? sym<DtoDAsyncFn>("cuMemcpyDtoDAsync_v2_ptsz") : &cuMemcpyDtoDAsync;
-      call(i, "cuMemcpyDtoDAsync_v2", [&] { return fn(scratch_ + 1024, scratch_ + 2048, 64, h); });
+      callp(i, ptsz ? "cuMemcpyDtoDAsync_v2_ptsz" : "cuMemcpyDtoDAsync_v2", fn, scratch_ + 1024, scratch_ + 2048,
+            size_t{64}, h);
     } else {
       auto fn = ptsz ? sym<MemsetAsyncFn>("cuMemsetD8Async_ptsz") : &cuMemsetD8Async;
-      call(i, "cuMemsetD8Async", [&] { return fn(scratch_ + 3072, 7, 64, h); });
+      callp(i, ptsz ? "cuMemsetD8Async_ptsz" : "cuMemsetD8Async", fn, scratch_ + 3072, static_cast<unsigned char>(7),
+            size_t{64}, h);
     }
   } else if (kind == "memop") {
     memop(i, op["s"], op.value("bits", 32), str(op, "target", "host"), i);
@@ -980,13 +1003,13 @@ void Runner::run_op(int t, int i, const json& op) {
     if (freed_.count(b) || !blocks_.count(b)) return skip(i);
     CUstream h = stream(op["s"], &ptsz);
     auto fn = sym<FreeAsyncFn>(ptsz ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync");
-    call(i, ptsz ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync", [&] { return fn(blocks_.at(b), h); });
+    callp(i, ptsz ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync", fn, blocks_.at(b), h);
     freed_.insert(b);
   } else if (kind == "gate") {
     CUstream h = stream(op["s"], &ptsz);
     auto fn = ptsz ? sym<HostFuncFn>("cuLaunchHostFunc_ptsz") : &cuLaunchHostFunc;
     void* id = reinterpret_cast<void*>(static_cast<intptr_t>(op["id"].get<int>()));
-    call(i, ptsz ? "cuLaunchHostFunc_ptsz" : "cuLaunchHostFunc", [&] { return fn(h, oracle_gate_wait, id); });
+    callp(i, ptsz ? "cuLaunchHostFunc_ptsz" : "cuLaunchHostFunc", fn, h, static_cast<CUhostFn>(oracle_gate_wait), id);
   } else if (kind == "device") {
     set_current(i, ctxs_.at(op["d"].get<size_t>()));
   } else if (kind == "dev_reset") {

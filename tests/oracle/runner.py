@@ -29,6 +29,32 @@ CB = {"lk": (307, 442), "lkx": (652, 653), "coop": (477, 478), "graph": (514, 51
 CB_CAPTURE = {"begin": 539, "to_graph": 720, "end": 497}
 # The teardowns, with their enter callbacks as CUPTI makes them (parameter blocks: the context or the device).
 CB_TEARDOWN = {"cuCtxDestroy_v2": 322, "cuDevicePrimaryCtxRelease_v2": 544, "cuDevicePrimaryCtxReset_v2": 545}
+# The parameter blocks CUPTI hands a callback (generated_cuda_meta.h's <name>_params: the arguments in order, laid out
+# as a C struct's members, as ctypes lays out a Structure), for the runner's calls on a stream; by its name alone
+# cdsa knows a synchronous copy's work, and a work call without its block is work it cannot place (call_work).
+U64, SZ = c.c_uint64, c.c_size_t
+PROTOS = {"cuMemcpyHtoDAsync_v2": [U64, ptr, SZ, ptr], "cuMemcpyDtoHAsync_v2": [ptr, U64, SZ, ptr],
+          "cuMemcpyDtoDAsync_v2": [U64, U64, SZ, ptr], "cuMemsetD8Async": [U64, c.c_ubyte, SZ, ptr],
+          "cuStreamWriteValue32_v2": [ptr, U64, c.c_uint32, c.c_uint],
+          "cuStreamWriteValue64_v2": [ptr, U64, U64, c.c_uint], "cuMemFreeAsync": [U64, ptr],
+          "cuMemAllocAsync": [ptr, SZ, ptr], "cuLaunchHostFunc": [ptr, ptr, ptr], "cuEventRecord": [ptr, ptr],
+          "cuStreamWaitEvent": [ptr, ptr, c.c_uint], "cuStreamSynchronize": [ptr], "cuStreamQuery": [ptr],
+          "cuCtxSynchronize_v2": [ptr], "cuStreamDestroy_v2": [ptr]}
+BLOCKS = {name: type(name + "_params", (c.Structure,), {"_fields_": [(f"a{k}", t) for k, t in enumerate(types)]})
+          for name, types in PROTOS.items()}
+
+
+def param_block(name, args):
+    """The call's parameter block as CUPTI would hand it over, or None for a call PROTOS lacks. An argument passed
+    by reference goes in as 0: cdsa reads only the stream and context arguments."""
+    block = BLOCKS.get(name[:-5] if name.endswith("_ptsz") else name)
+    if block is None or len(args) != len(block._fields_):
+        return None
+    values = []
+    for a in args:
+        v = getattr(a, "value", a)
+        values.append(v if isinstance(v, int) or v is None else 0)
+    return block(*values)
 
 
 class CaptureParams(c.Structure):
@@ -140,12 +166,14 @@ class Runner:
     # ---- calls
     def call(self, i, name, *args, cbid=None, params=None, fn=None):
         f = fn or getattr(self.lib, name)
-        if cbid is not None and self.emit:
-            self.emit(cbid, 0, name.encode(), self.sym_name, c.byref(params), 0)
+        if self.emit and cbid is None:
+            params = param_block(name, args)
+        block = c.byref(params) if self.emit and params is not None else None
+        if self.emit:
+            self.emit(cbid or 0, 0, name.encode(), self.sym_name if cbid is not None else None, block, 0)
         r = f(*args)
         if self.emit:
-            self.emit(cbid or 0, 1, name.encode(), self.sym_name if cbid is not None else None,
-                      c.byref(params) if cbid is not None else None, r)
+            self.emit(cbid or 0, 1, name.encode(), self.sym_name if cbid is not None else None, block, r)
         return self.check(i, name, r)
 
     def teardown(self, i, name, handle):
