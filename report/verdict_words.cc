@@ -110,7 +110,8 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
                     "after them (a programmatic dependent launch, which nothing may precede but its kernel) or were "
                     "their stream's last, whose mark was not yet placed");
   counted(e.left_out_by_device_assert,
-          " other candidate(s) were left out: their kernels are not the function the device's assert names");
+          " other candidate(s) were left out: their kernels are not the function the device's assert names, or their "
+          "grid has no block it names");
   if (!e.assert_matches_no_candidate.empty())
     notes.push_back("the device's assert names " + e.assert_matches_no_candidate +
                     ", which no candidate's kernel is: it may be a __device__ function one of them calls, or a launch "

@@ -42,11 +42,21 @@ std::vector<const DeviceAssert*> kernel_asserts(const FaultSnapshot& s) {
   return out;
 }
 
-bool name_matches(const FaultSnapshot& s, uint32_t kernel_name, const std::vector<const DeviceAssert*>& asserts) {
+// Whether one of the device's assert lines can be a launch's: its function is the launch's kernel, and the block it
+// names lies in the launch's grid (`grid`, null: not known). Proof of the second: a block index is below gridDim in
+// every dimension, so a grid without that block cannot have printed the line. The thread index is not checked: the
+// block shape of a legacy cuLaunchGrid (under CUPTI) is not recorded.
+bool name_matches(const FaultSnapshot& s, uint32_t kernel_name, const std::vector<const DeviceAssert*>& asserts,
+                  const uint32_t* grid = nullptr) {
   auto it = s.kernel_names.find(kernel_name);
   if (it == s.kernel_names.end()) return false;
-  for (const DeviceAssert* a : asserts)
-    if (base::kernel_matches_assert_function(it->second, a->function)) return true;
+  for (const DeviceAssert* a : asserts) {
+    if (!base::kernel_matches_assert_function(it->second, a->function)) continue;
+    bool inside = true;
+    for (int d = 0; grid && a->has_position && d < 3; ++d)
+      if (grid[d] != 0 && a->block[d] >= grid[d]) inside = false;  // 0: a shape not recorded
+    if (inside) return true;
+  }
   return false;
 }
 
@@ -67,13 +77,16 @@ AssertSays assert_says(const FaultSnapshot& s, const AttributedLaunch& c, const 
   if (c.ring_index < 0) return AssertSays::Unknown;
   const LaunchRecord& r = s.ring[static_cast<size_t>(c.ring_index)];
   if (r.kind == LaunchKind::Graph) {
-    // A replay has no kernel name of its own: it matches when one of its kernel nodes does.
+    // A replay has no kernel name of its own: it matches when one of its kernel nodes does. A node's grid counts
+    // only while the table is followed (a device-side update may have changed it).
+    const bool followed = table_followed(s, r.graph_id);
     for (const auto& n : s.graph_nodes)
-      if (n.graph_id == r.graph_id && r.graph_id != 0 && name_matches(s, n.kernel_name, as)) return AssertSays::Match;
-    return table_followed(s, r.graph_id) ? AssertSays::No : AssertSays::Unknown;
+      if (n.graph_id == r.graph_id && r.graph_id != 0 && name_matches(s, n.kernel_name, as, followed ? n.grid : nullptr))
+        return AssertSays::Match;
+    return followed ? AssertSays::No : AssertSays::Unknown;
   }
   if (!s.kernel_names.count(r.kernel_name)) return AssertSays::Unknown;
-  return name_matches(s, r.kernel_name, as) ? AssertSays::Match : AssertSays::No;
+  return name_matches(s, r.kernel_name, as, r.grid) ? AssertSays::Match : AssertSays::No;
 }
 
 void add_graph_nodes(const FaultSnapshot& s, const std::vector<const DeviceAssert*>& asserts, AttributedLaunch* c) {
@@ -88,8 +101,11 @@ void add_graph_nodes(const FaultSnapshot& s, const std::vector<const DeviceAsser
   // name, as between streams); else they are all candidates.
   if (c->graph_nodes.size() > 1 && !asserts.empty()) {
     std::vector<int> match;
-    for (size_t k = 0; k < c->graph_nodes.size(); ++k)
-      if (name_matches(s, s.graph_nodes[c->graph_nodes[k]].kernel_name, asserts)) match.push_back(static_cast<int>(k));
+    const bool followed = table_followed(s, r.graph_id);
+    for (size_t k = 0; k < c->graph_nodes.size(); ++k) {
+      const LaunchRecord& n = s.graph_nodes[c->graph_nodes[k]];
+      if (name_matches(s, n.kernel_name, asserts, followed ? n.grid : nullptr)) match.push_back(static_cast<int>(k));
+    }
     if (match.size() == 1) {
       c->graph_node_pick = match.front();
       c->reasons |= kReasonNodeMatchesDeviceAssert;

@@ -85,6 +85,38 @@ TEST(Attribution, DeviceAssertTextPicksTheOneMatchingKernel) {
   EXPECT_EQ(unseen.candidates[0].reasons & kReasonMatchesDeviceAssert, 0u);
 }
 
+// The block the device's assert line names exists only in grids that have it: two pending launches of the
+// asserting kernel, and the line's block 5 lies in one grid of 8 blocks, not in the other's 2.
+TEST(Attribution, TheAssertsBlockRulesOutAGridWithoutIt) {
+  FaultSnapshot s = two_streams();
+  s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};  // pending: ring 4 (stream 7), ring 3 (stream 9)
+  s.kernel_names[10] = s.kernel_names[12];                         // both run nll_loss_forward_kernel
+  s.ring[4].grid[0] = 2;
+  s.ring[3].grid[0] = 8;
+  DeviceAssert a = device_assert("nll_loss_forward_kernel");
+  a.has_position = true;
+  a.block[0] = 5;
+  s.asserts = {a};
+  AttributionResult r = attribute(s);
+  EXPECT_EQ(r.verdict, Verdict::Exact);
+  EXPECT_TRUE(r.named_by_device_assert);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  EXPECT_EQ(r.candidates[0].ring_index, 3);
+
+  s.asserts[0].block[0] = 1;  // a block both grids have: the two stay
+  EXPECT_EQ(attribute(s).verdict, Verdict::Ambiguous);
+  EXPECT_EQ(attribute(s).candidates.size(), 2u);
+
+  s.asserts[0].block[0] = 9;  // a block neither has: never exact, both listed
+  AttributionResult none = attribute(s);
+  EXPECT_EQ(none.verdict, Verdict::Ambiguous);
+  EXPECT_EQ(none.candidates.size(), 2u);
+
+  s.asserts[0].block[0] = 5;  // a line without a position says nothing of the grid
+  s.asserts[0].has_position = false;
+  EXPECT_EQ(attribute(s).candidates.size(), 2u);
+}
+
 TEST(Attribution, DeviceAssertMatchingNoneOrSeveralKernelsLeavesItAmbiguous) {
   FaultSnapshot s = two_streams();
   s.streams = {stream_view(0, 7, 3, 2), stream_view(1, 9, 2, 1)};
