@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shim/common/driver.h"
+#include "shim/common/thread_block.h"
 #include "shim/record/graph_capture_internal.h"
 
 namespace cdsa {
@@ -163,19 +164,25 @@ struct NodeBefore {
   LaunchRecord seen;
   bool known = false;
 };
-thread_local NodeBefore tl_node_before;
+// In a ThreadBlock, not thread_local: libcdsa.so's static TLS stays small (shim/common/thread_block.h). A thread
+// without its block notes no view: the change is then one no record pairs (conservative).
 }  // namespace
 
 void note_kernel_node_before_set(CUgraphNode node) noexcept {
-  tl_node_before = NodeBefore{};
+  NodeBefore* b = ThreadBlock<NodeBefore>::get();
+  if (!b) return;
+  *b = NodeBefore{};
   if (!ready() || !node) return;
-  tl_node_before.node = reinterpret_cast<uintptr_t>(node);
-  tl_node_before.known = driver_kernel_node(node, &tl_node_before.seen);
+  b->node = reinterpret_cast<uintptr_t>(node);
+  b->known = driver_kernel_node(node, &b->seen);
 }
 
 void note_kernel_node_set(CUgraphNode node, const KernelNodeDesc& k, const char* call) noexcept {
-  NodeBefore before = tl_node_before;
-  tl_node_before = NodeBefore{};
+  NodeBefore before;
+  if (NodeBefore* b = ThreadBlock<NodeBefore>::get()) {
+    before = *b;
+    *b = NodeBefore{};
+  }
   if (!ready() || !node) return;
   NodeRec fresh = kernel_record(k, call, NodeOrigin::Changed);
   auto h = reinterpret_cast<uintptr_t>(node);
