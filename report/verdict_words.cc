@@ -138,9 +138,9 @@ std::vector<std::string> evidence_notes(const EvidenceFacts& e) {
           "so no launch is named as certain");
   if (e.stream_work_unseen)
     notes.push_back(
-        "cdsa sees this process through CUPTI alone (loaded by the driver, not preloaded): copies, memsets "
-        "and memory operations go unseen, and the fault may be one's, so no launch is named as certain "
-        "(preload libcdsa.so, or use cdsa run, to see them)");
+        "cdsa sees this process through CUPTI alone (loaded by the driver, not preloaded), and it made a driver "
+        "call cdsa's entry-point table cannot describe (a newer driver's, or one without its parameters) that may "
+        "put work on a stream: the fault may be that work's, so no launch is named as certain");
   if (e.cig_work)
     notes.push_back(
         "the program recorded launches into a graphics API's command list (CIG capture, cuStreamBeginCaptureToCig): "

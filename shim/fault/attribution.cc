@@ -354,7 +354,7 @@ AttributionResult attribute(const FaultSnapshot& s) {
     out.untracked_calls = true;
   }
   for (auto& c : picks) add_graph_nodes(s, asserts, &c);
-  // Under CUPTI alone no copy, memset or memory operation is seen: any fault but a device-side assert may be one's.
+  // Work no record covers (CUPTI alone: a call the table cannot describe): any fault but an assert may be its.
   out.stream_work_unseen = s.stream_work_unseen && !kernel_fault(s);
   if (out.verdict == Verdict::Exact && out.stream_work_unseen) out.verdict = Verdict::Ambiguous;
   // Proof of no verdict: a CIG capture's launches run whenever the graphics API submits its command list, in no

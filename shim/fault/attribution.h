@@ -108,7 +108,7 @@ struct AttributionResult {
   // Streams whose copy, memset or memory operation may be what faulted (not a device-side assert: those are a
   // kernel's): then no launch is exact, and the list may not hold the cause.
   uint32_t stream_work_unproven = 0;
-  // Such work goes unseen (CUPTI alone) and the fault is not a device-side assert: no launch is exact either.
+  // Work no record covers went by (stream_work_unseen) and the fault is not a device-side assert: no launch is exact.
   bool stream_work_unseen = false;
   // Launches recorded into a graphics command list (CIG capture) may have run since and faulted: no launch is exact.
   bool cig_work = false;

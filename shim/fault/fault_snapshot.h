@@ -156,8 +156,8 @@ struct FaultSnapshot {
   // never saw: no verdict is exact.
   std::vector<PassthroughCall> passthrough_calls;
   bool passthrough_pool_exhausted = false;
-  // Copies, memsets and memory operations go unseen (CUPTI alone, by injection: no wrapper sees them;
-  // shim/record/launch.h stream_work_unseen): any of them may be what faulted.
+  // Work went by that no record covers (CUPTI alone: a call the entry-point table cannot describe;
+  // shim/record/launch.h stream_work_unseen): it may be what faulted.
   bool stream_work_unseen = false;
   // A CIG capture ended (shim/record/graph_capture.h cig_work_recorded): its launches run when a graphics API submits
   // them, outside CUDA's streams, where no record or mark of cdsa's follows them.

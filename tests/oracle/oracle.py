@@ -234,6 +234,12 @@ def classify(prog, truth, run):
     if res is None:
         return dict(out, cls="crash", why="the runner wrote no result")
     if res["errors"]:
+        # The faulting copy or memop refused at its call with CUDA_ERROR_INVALID_VALUE: its block, freed in stream
+        # order, was already gone (another thread's synchronous copy on the legacy stream drained the free first).
+        # A timing the generator cannot rule out; the fault never ran, so there is nothing to attribute.
+        faulting = {i for i, o in enumerate(prog["ops"]) if o.get("fault") and o["op"] in ("memop", "copy")}
+        if not res["fault_launched"] and all(e["op"] in faulting and e["code"] == 1 for e in res["errors"]):
+            return dict(out, cls=NOT_RUN, why="the faulting work was refused at its call (its block already freed)")
         return dict(out, cls="invalid", why=f"unexpected driver errors: {res['errors'][:3]}")
     if not res["fault_launched"]:
         return dict(out, cls="invalid", why="the faulting op did not run")

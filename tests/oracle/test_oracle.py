@@ -217,6 +217,17 @@ def test_classes_of_plain_launches():
     assert verdict(p, "unknown", [cand(recs[1])], recs, log) == "unknown-listed"
 
 
+def test_a_faulting_memop_refused_at_its_call_never_ran():
+    p = prog([{"op": "launch", "s": "s0", "k": "nll", "grid": 1}, {"op": "free_async", "s": "s0", "block": "a0"},
+              {"op": "memop", "s": "s0", "bits": 32, "target": "a0", "fault": True}], blocks=1)
+    result = {"tids": {"0": 11}, "launches": {"0": [[0, 1, "k"]]}, "fault_launched": False, "sticky": 0,
+              "errors": [{"op": 2, "call": "cuStreamWriteValue32_v2", "code": 1}]}
+    run = {"timed_out": False, "rc": 0, "err": "", "result": result, "trace": None, "seconds": 0.1}
+    assert oracle.classify(p, P.ground_truth(p), run)["cls"] == oracle.NOT_RUN
+    result["errors"] = [{"op": 0, "call": "cuLaunchKernel", "code": 1}]  # any other refusal is the oracle's bug
+    assert oracle.classify(p, P.ground_truth(p), run)["cls"] == "invalid"
+
+
 def test_a_stale_kernel_name_on_the_right_launch():
     p = prog([{"op": "launch", "s": "s0", "k": "nll", "grid": 1}, {"op": "launch", "s": "s1", "k": "index_bad",
                                                                    "grid": 2, "fault": True}])
