@@ -29,8 +29,8 @@ struct ExitProbeResult {
 //
 // A stream whose every enqueued mark landed and whose tail is flushed (marked >= launched) is done and not queried,
 // unless a copy or memory operation on it came after its last proven launch (StreamView::work_after_proof): no mark
-// shows that work ran, so the stream is queried; with `query_every_stream` (work no record covers: copies under CUPTI
-// alone, a launch through a pass-through entry point) so is every stream with launches. Such a stream keeps the
+// shows that work ran, so the stream is queried; with `query_every_stream` (work no record covers: a call CUPTI alone
+// cannot describe, a launch through a pass-through entry point) so is every stream with launches. Such a stream keeps the
 // probe waiting while it answers CUDA_ERROR_NOT_READY.
 // Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting,
 // or a foreign one (StreamView::foreign: another thread's per-thread stream) that is not done(): its query answers

@@ -13,25 +13,24 @@ namespace cdsa {
 namespace {
 
 TEST(CallWork, TheStreamSitsWhereCuptisParameterStructHasIt) {
-  EXPECT_EQ(call_work_stream_offset("cuMemcpyHtoDAsync_v2"), offsetof(cuMemcpyHtoDAsync_v2_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemcpyDtoHAsync_v2_ptsz"),
-            offsetof(cuMemcpyDtoHAsync_v2_ptsz_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemcpyDtoDAsync_v2"), offsetof(cuMemcpyDtoDAsync_v2_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemsetD8Async"), offsetof(cuMemsetD8Async_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemsetD2D16Async"), offsetof(cuMemsetD2D16Async_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemcpy2DAsync_v2"), offsetof(cuMemcpy2DAsync_v2_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemcpyPeerAsync"), offsetof(cuMemcpyPeerAsync_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuStreamWriteValue32_v2"), offsetof(cuStreamWriteValue32_v2_params, stream));
-  EXPECT_EQ(call_work_stream_offset("cuStreamWaitValue64_v2_ptsz"),
-            offsetof(cuStreamWaitValue64_v2_ptsz_params, stream));
-  EXPECT_EQ(call_work_stream_offset("cuStreamBatchMemOp_v2"), offsetof(cuStreamBatchMemOp_v2_params, stream));
-  EXPECT_EQ(call_work_stream_offset("cuMemFreeAsync"), offsetof(cuMemFreeAsync_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuMemAllocAsync"), offsetof(cuMemAllocAsync_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuLaunchHostFunc"), offsetof(cuLaunchHostFunc_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuEventRecord"), offsetof(cuEventRecord_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuStreamWaitEvent"), offsetof(cuStreamWaitEvent_params, hStream));
-  EXPECT_EQ(call_work_stream_offset("cuCtxSynchronize"), -1);
-  EXPECT_EQ(call_work_stream_offset("cuNoSuchCall"), -1);
+  struct Case {
+    const char* symbol;
+    int offset;  // offsetof the stream member of CUPTI's <symbol>_params; -1: none
+  };
+#define CDSA_AT(symbol, member) {#symbol, static_cast<int>(offsetof(symbol##_params, member))}
+  const Case cases[] = {
+      CDSA_AT(cuMemcpyHtoDAsync_v2, hStream),      CDSA_AT(cuMemcpyDtoHAsync_v2_ptsz, hStream),
+      CDSA_AT(cuMemcpyDtoDAsync_v2, hStream),      CDSA_AT(cuMemsetD8Async, hStream),
+      CDSA_AT(cuMemsetD2D16Async, hStream),        CDSA_AT(cuMemcpy2DAsync_v2, hStream),
+      CDSA_AT(cuMemcpyPeerAsync, hStream),         CDSA_AT(cuStreamWriteValue32_v2, stream),
+      CDSA_AT(cuStreamWaitValue64_v2_ptsz, stream), CDSA_AT(cuStreamBatchMemOp_v2, stream),
+      CDSA_AT(cuMemFreeAsync, hStream),            CDSA_AT(cuMemAllocAsync, hStream),
+      CDSA_AT(cuLaunchHostFunc, hStream),          CDSA_AT(cuEventRecord, hStream),
+      CDSA_AT(cuStreamWaitEvent, hStream),         {"cuCtxSynchronize", -1},
+      {"cuNoSuchCall", -1},
+  };
+#undef CDSA_AT
+  for (const Case& c : cases) EXPECT_EQ(call_work_stream_offset(c.symbol), c.offset) << c.symbol;
 }
 
 TEST(CallWork, EachKindOfCallIsWhatItsWrapperWouldNote) {
