@@ -561,6 +561,43 @@ def parse_seeds(text):
     return range(int(a), int(b)) if b else range(int(a), int(a) + 1)
 
 
+def merge(paths, out_json):
+    """The summary of several --json files of generated programs, as if one run had made them all: each record's
+    features are computed again from its seed (gen.generate with the pieces' capabilities, which must be the
+    same, so the programs are the ones that ran), the per-feature table from those. A seed twice is an error."""
+    pieces = [json.loads(pathlib.Path(p).read_text()) for p in paths]
+    caps = pieces[0]["caps"]
+    for p, d in zip(paths, pieces):
+        if d["caps"] != caps:
+            raise SystemExit(f"oracle --merge: {p} was run with other capabilities than {paths[0]}")
+    rows, records, seen, seconds = [], [], set(), 0.0
+    for p, d in zip(paths, pieces):
+        seconds += d.get("seconds", 0.0)
+        for rec in d["runs"]:
+            if not rec["label"].startswith("seed "):
+                continue  # regression cases: not in the table
+            key = (rec["seed"], rec["runner"])
+            if key in seen:
+                raise SystemExit(f"oracle --merge: seed {rec['seed']} [{rec['runner']}] is in two pieces")
+            seen.add(key)
+            prog = gen.generate(rec["seed"], caps)
+            feats = P.features(prog) + ["runner_" + rec["runner"]] + (
+                ["runner_py_" + prog.get("dll", "cdll")] if rec["runner"] == "py" else [])
+            rows.append((feats, rec))
+            records.append(rec)
+    classes, table = summarize(rows)
+    fault_log = collections.Counter(c.get("fault_log") for _, c in rows if c.get("fault_log"))
+    seeds = sorted(s for s, _ in seen)
+    print(f"oracle --merge: {len(paths)} pieces, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} runs), "
+          f"{seconds:.0f} s of runs")
+    print_summary(classes, table, expected=P.features_for(caps), fault_log=fault_log)
+    if out_json:
+        pathlib.Path(out_json).write_text(json.dumps({"runs": records, "classes": classes, "features": table,
+                                                      "fault_log": fault_log, "seconds": seconds, "caps": caps},
+                                                     indent=1))
+    return 1 if any(classes.get(c) for c in FAIL_CLASSES) else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -589,7 +626,12 @@ def main():
     ap.add_argument("--print-caps", action="store_true")
     ap.add_argument("--caps", help="capabilities as JSON instead of probing (tests that pin them)")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per run")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no runs: the summary of these --json files together (a long run made in pieces; each "
+                         "program's features come again from its seed and the pieces' capabilities, which must agree)")
     a = ap.parse_args()
+    if a.merge:
+        return merge(a.merge, a.json)
 
     build = pathlib.Path(a.build).resolve()
     lib = pathlib.Path(a.lib).resolve() if a.lib else build / "lib" / "libcdsa.so"

@@ -464,3 +464,39 @@ def test_a_legacy_copy_beside_another_streams_700_is_no_plain_program():
     assert "single_stream_plain" not in P.features(prog(ops("pt", "illegal")))
     assert "single_stream_plain" in P.features(prog(ops("null", "illegal")))
     assert "single_stream_plain" in P.features(prog(ops("s0", "nll_bad")))
+
+
+# ---- a long run in pieces: --merge ------------------------------------------------------------------------------
+
+def test_merged_pieces_give_the_table_of_one_run(tmp_path, capsys):
+    """Two --json pieces merged: the per-feature table is the one summarize() makes of all their records at once
+    (features from each seed again), a seed in two pieces and pieces of other capabilities are refused."""
+    classes = ["exact-right", "ambiguous-listed", "exact-right", "unknown-listed", "ambiguous-listed", "exact-right"]
+    recs = [{"label": f"seed {s}", "runner": oracle.runners_for(s, "mix")[0], "seed": s, "cls": c, "ncand": 3,
+             "fault_log": "agrees"} for s, c in zip(range(40, 46), classes)]
+
+    def piece(name, rs, caps=CAPS):
+        path = tmp_path / name
+        path.write_text(json.dumps({"runs": rs, "classes": {}, "features": {}, "fault_log": {}, "seconds": 1.5,
+                                    "caps": caps}))
+        return str(path)
+
+    a, b = piece("a.json", recs[:4]), piece("b.json", recs[4:])
+    out = tmp_path / "all.json"
+    assert oracle.merge([a, b], str(out)) == 0
+    rows = []
+    for r in recs:
+        p = gen.generate(r["seed"], CAPS)
+        rows.append((P.features(p) + ["runner_" + r["runner"]] +
+                     (["runner_py_" + p.get("dll", "cdll")] if r["runner"] == "py" else []), r))
+    want_classes, want_table = oracle.summarize(rows)
+    got = json.loads(out.read_text())
+    assert got["features"] == json.loads(json.dumps(want_table)) and got["classes"] == dict(want_classes)
+    assert got["features"]["all"]["programs"] == 6 and got["seconds"] == 3.0
+    assert "seeds 40..45 (6 runs)" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="seed 41 .* is in two pieces"):
+        oracle.merge([a, piece("c.json", recs[1:2])], None)
+    with pytest.raises(SystemExit, match="other capabilities"):
+        oracle.merge([a, piece("d.json", recs[4:], caps=dict(CAPS, devices=2))], None)
+    failing = piece("e.json", [dict(recs[4], cls="wrong-certainty")])
+    assert oracle.merge([a, failing], None) == 1
