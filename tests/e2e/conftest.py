@@ -62,6 +62,24 @@ def emulated(argv, env):
     return EMULATOR + list(argv), env
 
 
+_EXECS_DIRECTLY = []
+
+
+def execs_directly():
+    """Whether a program of the build under test can exec another one of its architecture (cdsa run, a launcher):
+    always natively; under E2E_EMULATOR only where binfmt_misc hands the target's programs to qemu (tools/setup.sh
+    registers Debian's qemu-user-static handler where it can), tried once by starting PYTHON directly."""
+    if not EMULATOR:
+        return True
+    if not _EXECS_DIRECTLY:
+        try:
+            ok = subprocess.run([PYTHON, "-c", "pass"], capture_output=True, timeout=60).returncode == 0
+        except OSError:  # ENOEXEC: no handler for the target's ELF files
+            ok = False
+        _EXECS_DIRECTLY.append(ok)
+    return _EXECS_DIRECTLY[0]
+
+
 def run_cli(*args, cwd=None, env=None, timeout=120):
     """The cdsa CLI of the build under test with `args` (each made a string), its output captured as text. `env`: the
     environment to run it in (None: this process's own; clean_env(preload=False) for one without CDSA_ settings)."""
@@ -108,9 +126,18 @@ def lost_after_first(tmp_path):
     return out
 
 
-def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180, python=sys.executable):
-    proc = subprocess.run([str(python), str(SCRIPTS / script), *map(str, args)], cwd=cwd,
-                          env=clean_env(env, preload, dll), capture_output=True, text=True, timeout=timeout)
+# The interpreter the Python programs run under: this one, or E2E_PYTHON (the aarch64 step: Debian's arm64 CPython,
+# tools/setup.sh's .aarch64-python/, started under E2E_EMULATOR like every other program of the build under test).
+PYTHON = os.environ.get("E2E_PYTHON") or sys.executable
+
+
+def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180, python=None):
+    """`script` of tests/e2e/scripts run by PYTHON (`python`: another interpreter of this host, never emulated)."""
+    argv = [str(python or PYTHON), str(SCRIPTS / script), *map(str, args)]
+    env = clean_env(env, preload, dll)
+    if python is None and os.environ.get("E2E_PYTHON"):
+        argv, env = emulated(argv, env)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return Run(proc, cwd)
 
 
@@ -121,9 +148,13 @@ def run_program(argv, *, cwd, env=None, preload=True, timeout=180):
 
 
 def other_pythons(*versions):
-    """CPython interpreters other than this one (pyenv's, Debian's), by minor version, where installed."""
+    """CPython interpreters other than this one (pyenv's, Debian's), by minor version, where installed; none where
+    E2E_PYTHON names the interpreter (the host's cannot load a cross build's libcdsa.so)."""
     found = []
     for v in versions:
+        if os.environ.get("E2E_PYTHON"):
+            found.append(pytest.param(None, id=f"python{v}", marks=pytest.mark.skip(reason="E2E_PYTHON set")))
+            continue
         cands = sorted(pathlib.Path("/root/.pyenv/versions").glob(f"{v}.*/bin/python3")) + [pathlib.Path(f"/usr/bin/python{v}")]
         exe = next((c for c in cands if c.exists()), None)
         found.append(pytest.param(exe, id=f"python{v}", marks=pytest.mark.skipif(exe is None, reason=f"no CPython {v} here")))

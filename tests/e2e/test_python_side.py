@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, SCRIPTS, Run, clean_env, marker_line, other_pythons, run_cli, run_python
+from conftest import (BUILD, PYTHON, ROOT, SCRIPTS, Run, clean_env, emulated, execs_directly, marker_line,
+                      other_pythons, run_cli, run_python)
 
 PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
@@ -64,7 +65,9 @@ def test_a_program_that_traces_itself_still_gets_the_note_on_its_uncaught_error(
 @pytest.mark.parametrize("mode", ["uncaught", "caught"])
 def test_the_note_under_cdsa_run(tmp_path, mode):
     # `cdsa run` (no LD_PRELOAD of the user's): the same note on the traceback and in format_exception.
-    p = run_cli("run", "--", sys.executable, SCRIPTS / "traceback_note.py", mode, cwd=tmp_path,
+    if not execs_directly():
+        pytest.skip("the emulated cdsa run cannot exec the emulated interpreter: no binfmt_misc handler")
+    p = run_cli("run", "--", PYTHON, SCRIPTS / "traceback_note.py", mode, cwd=tmp_path,
                 env=clean_env(preload=False))
     r = Run(p, tmp_path)
     assert r.rc == 1 and r.reports == 1, r.err
@@ -116,6 +119,8 @@ def test_without_a_rank_the_header_names_the_process_and_gpu(tmp_path):
 # format_exception.
 
 def all_pythons():
+    if os.environ.get("E2E_PYTHON"):  # the emulated interpreter alone (conftest.PYTHON): run_python's default
+        return [pytest.param(None, id="e2e_python")]
     this = f"{sys.version_info.major}.{sys.version_info.minor}"
     return [pytest.param(sys.executable, id=f"python{this}")] + other_pythons(
         *[v for v in ("3.10", "3.11", "3.12", "3.13") if v != this])
@@ -128,8 +133,11 @@ def run_wrapper(mode, tmp_path, python):
 
 
 def python_minor(python):
-    return tuple(int(x) for x in subprocess.run([str(python), "-c", "import sys; print(*sys.version_info[:2])"],
-                                                capture_output=True, text=True, check=True).stdout.split())
+    argv, env = [str(python), "-c", "import sys; print(*sys.version_info[:2])"], None
+    if python is None:
+        argv, env = emulated([str(PYTHON), *argv[1:]], None)
+    return tuple(int(x) for x in subprocess.run(argv, env=env, capture_output=True, text=True,
+                                                check=True).stdout.split())
 
 
 def caught(r, tag, python):
