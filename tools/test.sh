@@ -7,15 +7,17 @@
 # then the aarch64 cross build under qemu-user (the unit tests and an e2e subset: aarch64_step below),
 # TEST_QUICK=1 runs the normal build only; FUZZ_SECONDS=N fuzzes N seconds (default 60). (Not CDSA_ names:
 # those are the product's own, which cdsa reports as unknown.) `tools/test.sh --aarch64` runs only the aarch64 step,
-# `tools/test.sh --aarch64-full` only the aarch64 build with the whole e2e suite under the emulator.
+# `tools/test.sh --aarch64-full` only the aarch64 build with the whole e2e suite under the emulator,
+# `tools/test.sh --aarch64-wheel` the aarch64 wheel's tests (tests/wheel under Debian's arm64 CPython).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=""
 case "${1:-}" in
   --aarch64) only=aarch64 ;;
   --aarch64-full) only=aarch64-full ;;
+  --aarch64-wheel) only=aarch64-wheel ;;
   "") ;;
-  *) echo "usage: tools/test.sh [--aarch64 | --aarch64-full]" >&2; exit 2 ;;
+  *) echo "usage: tools/test.sh [--aarch64 | --aarch64-full | --aarch64-wheel]" >&2; exit 2 ;;
 esac
 tools/setup.sh
 jobs=$(nproc)
@@ -42,36 +44,41 @@ build_and_test() {  # dir, cmake args..., -- ctest args...   (BUILD_TARGETS limi
 # aarch64 (issue 30, Grace hosts): the same tree cross-built with Debian's aarch64 compiler
 # (cmake/aarch64-linux-gnu.cmake), its tests run under qemu-aarch64 (CMake's CMAKE_CROSSCOMPILING_EMULATOR) with the
 # arm64 multiarch libraries (tools/setup.sh installs them).
-# Every unit test and the sim's run, and e2e_emulated_subset (tests/e2e/CMakeLists.txt: the C++ e2e cases, each
-# program started under qemu with LD_PRELOAD=libcdsa.so over the simulated driver). Left out, by name, because
-# they cannot run under user-mode emulation on an x86-64 host (AARCH64_EXCLUDE):
-#   python_stack.py*, python_stack.unsupported*   they run the host's x86-64 CPython interpreters with the aarch64
-#                                                libcdsa.so (no aarch64 CPython here: Debian's python3.11:arm64 is
-#                                                not co-installable with the amd64 one)
-#   SimChildTest.*                               gtest's threadsafe death tests re-exec the test binary, and the
-#                                                host kernel cannot exec an aarch64 program without binfmt_misc
-#                                                (a host-wide registration CI cannot make): "Exec format error"
+# Every unit test and the sim's run, the CPython walker's test under Debian's arm64 CPython (tools/setup.sh extracts
+# it into .aarch64-python/), e2e_emulated_subset (tests/e2e/CMakeLists.txt: the C++ e2e cases, each program started
+# under qemu with LD_PRELOAD=libcdsa.so over the simulated driver) and e2e_emulated_python (the Python e2e cases under
+# that CPython). Left out, by name, because they cannot run under user-mode emulation on an x86-64 host
+# (AARCH64_EXCLUDE):
+#   SimChildTest.*                               only without binfmt_misc (tools/setup.sh registers qemu-user-static's
+#                                                handler where root may): gtest's threadsafe death tests re-exec the
+#                                                test binary, which the host kernel cannot start without it
 #   DcheckOn.TrueGoesOnFalseAbortsWithItsLine    its death regex is the whole of stderr, and qemu adds its own
 #                                                line when the child aborts ("qemu: uncaught target signal 6")
 #   SimTest.ContextV2EntryPoints                 expects a 20 ms simulated kernel still running at the next call;
 #                                                under emulation on a loaded machine it has finished by then
-#   e2e_* but e2e_emulated_subset                the other e2e suites start Python interpreters or exec further
-#                                                aarch64 programs (cdsa run, launchers): binfmt_misc again
+#   e2e_* but e2e_emulated_*                     the other e2e suites run the host's own programs with the aarch64
+#                                                libraries, or the notebook kernel (pyzmq of the host's architecture)
 # Measured cold (CCACHE_DISABLE=1, empty build-aarch64/) on a 2-core machine that other builds kept at a load of
 # 3-7: 16 min 46 s wall (build 15 min 53 s, tests 39 s), 827 s of CPU (about 7 min on two idle cores); README.md,
 # "aarch64 (Grace)".
-AARCH64_EXCLUDE='^python_stack\.py|^python_stack\.unsupported|^SimChildTest\.|^DcheckOn\.TrueGoesOnFalseAbortsWithItsLine$|^SimTest\.ContextV2EntryPoints$|^e2e_'
-aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expected to fail where a test execs)
-  local full=${1:-0} t0=$SECONDS n
+AARCH64_EXCLUDE='^DcheckOn\.TrueGoesOnFalseAbortsWithItsLine$|^SimTest\.ContextV2EntryPoints$|^e2e_'
+[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || AARCH64_EXCLUDE="^SimChildTest\.|$AARCH64_EXCLUDE"
+aarch64_configure() {
   echo "== build-aarch64: configure --toolchain cmake/aarch64-linux-gnu.cmake"
   cmake -S . -B build-aarch64 -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCDSA_WERROR=ON >/dev/null
+}
+aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expected to fail where a test execs)
+  local full=${1:-0} t0=$SECONDS n
+  aarch64_configure
   cmake --build build-aarch64 -j "$jobs"
   echo "== build-aarch64: ctest under qemu-aarch64 (built in $((SECONDS - t0)) s)"
   # ctest's -E is a CMake regular expression (no lookahead): the unit tests first, then the e2e ones by name.
-  local e2e='^e2e_emulated_subset$'
+  local e2e='^e2e_emulated_'
   # --aarch64-full: every e2e suite, each program started under the emulator as in the subset (tests/e2e/conftest.py).
-  if [ "$full" = 1 ]; then e2e='^e2e_'; export E2E_EMULATOR="qemu-aarch64 -L /"; fi
+  if [ "$full" = 1 ]; then
+    e2e='^e2e_'; export E2E_EMULATOR="qemu-aarch64 -L /" E2E_PYTHON="$PWD/.aarch64-python/usr/bin/python3.11"
+  fi
   for sel in "-E $AARCH64_EXCLUDE" "-R $e2e"; do
     # shellcheck disable=SC2086
     ctest --test-dir build-aarch64 --output-on-failure -j "$jobs" $sel | tee build-aarch64/ctest.log
@@ -79,9 +86,28 @@ aarch64_step() {  # full: 1 runs every e2e suite under the emulator too (expecte
     passed=$((passed + ${n:-0}))
   done
   echo "== build-aarch64: done in $((SECONDS - t0)) s"
-  unset E2E_EMULATOR
+  unset E2E_EMULATOR E2E_PYTHON
+}
+# --aarch64-wheel (not in CI's run: a second aarch64 build, Release, of libcdsa.so and the CLI): the aarch64 wheel
+# (tools/build_wheel.sh --arch aarch64) installed into a venv of Debian's arm64 CPython (.aarch64-python/) and
+# tests/wheel run against it, every program under qemu through binfmt_misc, over build-aarch64's simulated driver.
+aarch64_wheel_step() {
+  [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] ||
+    { echo "tools/test.sh --aarch64-wheel: needs qemu-aarch64 registered with binfmt_misc (tools/setup.sh does it where root may)" >&2; exit 1; }
+  aarch64_configure
+  cmake --build build-aarch64 -j "$jobs" --target cdsa cdsa_cli cdsa_sim_cuda e2e_driver_cases e2e_other_preload
+  mkdir -p build-wheel-aarch64 && rm -rf build-wheel-aarch64/dist
+  local wheel
+  wheel=$(WHEEL_WERROR=1 tools/build_wheel.sh --arch aarch64 build-wheel-aarch64/dist 2>build-wheel-aarch64/build.log) ||
+    { tail -40 build-wheel-aarch64/build.log; exit 1; }
+  WHEEL_UNDER_TEST="$wheel" WHEEL_ARCH=aarch64 WHEEL_PYTHON="$PWD/.aarch64-python/usr/bin/python3.11" \
+    TEST_BUILD_DIR="$PWD/build-aarch64" python3 -m pytest -q -rs -p no:cacheprovider tests/wheel |
+    tee build-wheel-aarch64/pytest.log
+  n=$(sed -n 's/^\([0-9]*\) passed.*/\1/p' build-wheel-aarch64/pytest.log | tail -1)
+  passed=$((passed + ${n:-0}))
 }
 if [ "$only" = aarch64 ]; then aarch64_step 0; echo "$passed passed, 0 failed"; exit 0; fi
+if [ "$only" = aarch64-wheel ]; then aarch64_wheel_step; echo "$passed passed, 0 failed"; exit 0; fi
 if [ "$only" = aarch64-full ]; then aarch64_step 1; echo "$passed passed, 0 failed"; exit 0; fi
 
 build_and_test build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDSA_WERROR=ON -DCDSA_ORACLE_GATE=ON --

@@ -2,6 +2,9 @@
 simulated driver (build/lib/sim from the normal build).
 
 WHEEL_UNDER_TEST names the wheel (tools/test.sh builds it once); without it the wheel is built here.
+WHEEL_ARCH=aarch64 (tools/test.sh --aarch64-wheel): the aarch64 wheel, installed into a venv of WHEEL_PYTHON (Debian's
+arm64 CPython, .aarch64-python/) and run under qemu through binfmt_misc, over the aarch64 build's simulated driver
+(TEST_BUILD_DIR=build-aarch64).
 The cases that hide the system's libunwind and libdw run in a private mount namespace (`unshare -m`, needs root or
 user namespaces) where /dev/null is bind-mounted over those files: only the copies inside the wheel remain.
 """
@@ -9,6 +12,7 @@ import glob
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -24,6 +28,13 @@ BUILD = pathlib.Path(os.environ.get("TEST_BUILD_DIR", ROOT / "build")).resolve()
 SIMDIR = BUILD / "lib" / "sim"
 SCRIPTS = ROOT / "tests" / "e2e" / "scripts"
 VENDORED = ["libunwind.so.8", "libdw.so.1", "libelf.so.1", "libz.so.1", "liblzma.so.5", "libbz2.so.1.0"]
+ARCH = os.environ.get("WHEEL_ARCH") or platform.machine()
+CROSS = ARCH != platform.machine()  # another architecture's wheel: its programs run under qemu (binfmt_misc)
+PYTHON = os.environ.get("WHEEL_PYTHON") or sys.executable  # the interpreter whose venv gets the wheel
+assert PYTHON != sys.executable or not CROSS, "WHEEL_ARCH of another architecture needs WHEEL_PYTHON of it"
+LDSO = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}[ARCH]
+LDCONFIG_TAG = {"x86_64": "x86-64", "aarch64": "AArch64"}[ARCH]  # how `ldconfig -p` marks a native file's arch
+CC = {"x86_64": "cc", "aarch64": "aarch64-linux-gnu-gcc"}[ARCH] if CROSS else "cc"
 
 
 @pytest.fixture(scope="session")
@@ -32,16 +43,27 @@ def wheel(tmp_path_factory):
     if given:
         return pathlib.Path(given).resolve()
     out = tmp_path_factory.mktemp("dist")
-    res = subprocess.run([str(ROOT / "tools" / "build_wheel.sh"), str(out)], capture_output=True, text=True)
+    res = subprocess.run([str(ROOT / "tools" / "build_wheel.sh"), *(["--arch", ARCH] if CROSS else []), str(out)],
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-4000:]
     return pathlib.Path(res.stdout.strip().splitlines()[-1])
 
 
-def make_venv(wheel, where, python=sys.executable, system_site=False):
-    subprocess.run([python, "-m", "venv", *(["--system-site-packages"] if system_site else []), str(where)],
-                   check=True)
-    subprocess.run([str(where / "bin" / "pip"), "install", "-q", "--no-index", "--disable-pip-version-check",
-                    str(wheel)], check=True)
+def make_venv(wheel, where, python=PYTHON, system_site=False):
+    site = ["--system-site-packages"] if system_site else []
+    if not CROSS:
+        subprocess.run([python, "-m", "venv", *site, str(where)], check=True)
+        subprocess.run([str(where / "bin" / "pip"), "install", "-q", "--no-index", "--disable-pip-version-check",
+                        str(wheel)], check=True)
+        return where
+    # Under emulation ensurepip takes minutes: the venv without pip, and the wheel installed by this interpreter's
+    # pip (pure Python) run by the venv's own interpreter, so the install is the target Python's: its tags, its
+    # site-packages, its console-script shebang.
+    import pip
+    subprocess.run([python, "-m", "venv", "--without-pip", *site, str(where)], check=True)
+    subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index",
+                    "--disable-pip-version-check", str(wheel)],
+                   env={**os.environ, "PYTHONPATH": str(pathlib.Path(pip.__file__).parents[1])}, check=True)
     return where
 
 
@@ -66,11 +88,18 @@ def env(sim=True):
 
 
 def system_unwinder_files():
-    """The files the dynamic loader would open for libunwind.so.8 and libdw.so.1 (resolved)."""
-    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    """The files the dynamic loader would open for libunwind.so.8 and libdw.so.1 (resolved): from ldconfig's cache,
+    or, for another architecture's loader (whose files this machine's ldconfig leaves out of the cache), from the
+    multiarch directories it searches by default."""
     files = set()
+    if CROSS:
+        for d in (f"/lib/{ARCH}-linux-gnu", f"/usr/lib/{ARCH}-linux-gnu"):
+            files.update(os.path.realpath(f) for so in ("libunwind.so.8", "libdw.so.1")
+                         for f in glob.glob(f"{d}/{so}"))
+        return sorted(files)
+    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
     for line in cache.splitlines():
-        m = re.match(r"\s*(libunwind\.so\.8|libdw\.so\.1) \(.*x86-64.*\) => (\S+)", line)
+        m = re.match(rf"\s*(libunwind\.so\.8|libdw\.so\.1) \(.*{LDCONFIG_TAG}.*\) => (\S+)", line)
         if m:
             files.add(os.path.realpath(m.group(2)))
     return sorted(files)
@@ -124,17 +153,18 @@ def nll_loss(python):
 # --- the wheel file ---------------------------------------------------------------------------------------------
 
 def test_wheel_is_one_manylinux_wheel_for_every_python(wheel):
-    assert re.fullmatch(r"cdsa-[0-9.]+-py3-none-manylinux_2_\d+_x86_64\.whl", wheel.name), wheel.name
+    assert re.fullmatch(rf"cdsa-[0-9.]+-py3-none-manylinux_2_\d+_{ARCH}\.whl", wheel.name), wheel.name
     with zipfile.ZipFile(wheel) as z:
         (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/WHEEL")]
         tags = [l.split(": ", 1)[1] for l in z.read(meta).decode().splitlines() if l.startswith("Tag: ")]
         names = set(z.namelist())
-    assert tags and all(re.fullmatch(r"py3-none-manylinux_2_\d+_x86_64", t) for t in tags), tags
+    assert tags and all(re.fullmatch(rf"py3-none-manylinux_2_\d+_{ARCH}", t) for t in tags), tags
     assert {"cdsa/bin/cdsa", "cdsa/lib/libcdsa.so", "cdsa/__main__.py"} <= names
     assert not [n for n in names if n.endswith(".so") and "cpython" in n], "no extension module"
     show = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
     assert show.returncode == 0, show.stderr
-    assert re.search(r'consistent with the\s+following platform tag: "manylinux_2_\d+_x86_64"', show.stdout), show.stdout
+    assert re.search(rf'consistent with the\s+following platform tag: "manylinux_2_\d+_{ARCH}"', show.stdout), \
+        show.stdout
 
 
 def test_version_comes_from_cmake(wheel, venv):
@@ -152,10 +182,10 @@ def test_packaged_libcdsa_links_only_libc_and_unwinders_are_private(venv):
     dyn = subprocess.run(["readelf", "-dW", pkg / "lib" / "libcdsa.so"], capture_output=True, text=True,
                          check=True).stdout
     needed = {l.split("[")[1].rstrip("]") for l in dyn.splitlines() if "(NEEDED)" in l}
-    assert needed <= {"libc.so.6", "ld-linux-x86-64.so.2"}, needed
+    assert needed <= {"libc.so.6", LDSO}, needed
     cli = subprocess.run(["readelf", "-dW", pkg / "bin" / "cdsa"], capture_output=True, text=True, check=True).stdout
     assert {l.split("[")[1].rstrip("]") for l in cli.splitlines() if "(NEEDED)" in l} <= {
-        "libc.so.6", "ld-linux-x86-64.so.2", "libm.so.6"}, cli
+        "libc.so.6", LDSO, "libm.so.6"}, cli
     for so in VENDORED:
         d = subprocess.run(["readelf", "-dW", pkg / "lib" / "vendor" / so], capture_output=True, text=True,
                            check=True).stdout
@@ -194,7 +224,7 @@ def test_bundled_unwinders_are_used_when_the_system_has_none(venv, tmp_path):
     if not system_unwinder_files():
         pytest.skip("this machine has no system libunwind/libdw to hide")
     # Control: the build tree's libcdsa.so (no vendor/ folder) loses its native frames in this view.
-    ctl = run(hidden(["env", f"LD_PRELOAD={BUILD / 'lib' / 'libcdsa.so'}", *nll_loss(sys.executable)]), tmp_path)
+    ctl = run(hidden(["env", f"LD_PRELOAD={BUILD / 'lib' / 'libcdsa.so'}", *nll_loss(PYTHON)]), tmp_path)
     assert "no usable libunwind" in ctl.stderr, ctl.stderr
     assert_names_the_launch(ctl, native=False)
     # The wheel's copies: native frames under the Python ones, and a C++ launch site by file:line (bundled
@@ -254,7 +284,7 @@ T(cuMemAlloc) T(cuMemAlloc_v2) T(cuGetProcAddress) T(cuGetProcAddress_v2)
 """)
     drv = tmp_path / "drv"
     drv.mkdir()
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", drv / "libcuda.so.1", src], check=True)
+    subprocess.run([CC, "-shared", "-fPIC", "-o", drv / "libcuda.so.1", src], check=True)
     e = env(sim=False)
     e["LD_LIBRARY_PATH"] = str(drv)
     e["TRIPWIRE_MARK"] = str(tmp_path / "mark")
@@ -265,7 +295,7 @@ T(cuMemAlloc) T(cuMemAlloc_v2) T(cuGetProcAddress) T(cuGetProcAddress_v2)
 
 
 def test_doctor_without_a_driver(venv, tmp_path):
-    probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"], env=env(sim=False),
+    probe = subprocess.run([PYTHON, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"], env=env(sim=False),
                            capture_output=True)
     if probe.returncode == 0:
         pytest.skip("this machine has a CUDA driver")
@@ -341,6 +371,8 @@ def test_jupyter_kernelspec_from_the_wheel_runs_cells_under_cdsa(wheel, tmp_path
     """The issue-18 check: a fresh venv with the wheel (ipykernel and jupyter_client from this Python's
     site-packages, tools/setup.sh: no network), `cdsa jupyter install --prefix VENV --name N`, then that
     kernelspec started by jupyter_client from the venv's data path, cells over the simulated driver."""
+    if CROSS:
+        pytest.skip("ipykernel's pyzmq and tornado here are this machine's architecture, not the wheel's")
     if not os.environ.get("CI"):
         pytest.importorskip("jupyter_client")
         pytest.importorskip("ipykernel")
