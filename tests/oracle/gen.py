@@ -139,6 +139,11 @@ class Gen:
             self.env["SIM_CUDA_SCHED_SEED"] = str(self.seed)
         if self.caps.get("ctx_current_after_fault"):
             self.env["SIM_CUDA_CTX_CURRENT_AFTER_FAULT"] = r.choice(["fail", "ok"])
+        # Half the programs: the device's assert line names the faulting launch's last block (each launch has its
+        # own grid.x, so only launches at least as large keep it in their grid: cdsa's block rule is exercised). A
+        # draw of its own, so the program is otherwise the one generated without the switch.
+        if self.caps.get("assert_block") and random.Random(f"assert_block/{self.seed}").random() < 0.5:
+            self.env["SIM_CUDA_ASSERT_BLOCK"] = "last"
         self.devices = 1
         if self.caps.get("devices", 1) >= 2 and not single and r.random() < (0.4 if self.per_ctx else 0.3):
             self.devices = 2

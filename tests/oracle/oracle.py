@@ -58,7 +58,7 @@ caps["stream_alloc"] = int(lib.cuMemAllocAsync(ctypes.byref(d), ctypes.c_size_t(
 data = open(sys.argv[1], "rb").read()
 for var, cap in ((b"SIM_CUDA_SCHED_SEED", "sched_seed"), (b"SIM_CUDA_FAULT_LOG", "fault_log"),
                  (b"SIM_CUDA_CTX_CURRENT_AFTER_FAULT", "ctx_current_after_fault"),
-                 (b"SIM_CUDA_DEVICES", "devices_env")):
+                 (b"SIM_CUDA_DEVICES", "devices_env"), (b"SIM_CUDA_ASSERT_BLOCK", "assert_block")):
     caps[cap] = int(var in data)
 # Per-context sticky errors: a fault in the primary context leaves a created context usable.
 ctx2, mod, f = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()

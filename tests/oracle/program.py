@@ -325,6 +325,7 @@ FEATURE_CAPS = {
     "fault_reused_handle": ("ctx_sticky",), "sim_sched_seed": ("sched_seed",), "sched_pdl": ("sched_seed",),
     "sim_ctx_after_fault": ("ctx_current_after_fault",), "sim_ctx_after_fault_ok": ("ctx_current_after_fault",),
     "stream_ordered_free": ("stream_alloc",), "fault_memop": ("stream_alloc",),
+    "sim_assert_block_last": ("assert_block",),
 }
 ALL_FEATURES = sorted({
     "all", "backend_driver", "backend_cupti", "backend_inject", "streams_multi", "stream_legacy", "stream_per_thread",
@@ -432,6 +433,8 @@ def features(program, truth=None):
     env = program.get("env", {})
     if "SIM_CUDA_SCHED_SEED" in env:
         f.add("sim_sched_seed")
+    if env.get("SIM_CUDA_ASSERT_BLOCK") == "last":
+        f.add("sim_assert_block_last")
     if "SIM_CUDA_CTX_CURRENT_AFTER_FAULT" in env:
         f.add("sim_ctx_after_fault")
         if env["SIM_CUDA_CTX_CURRENT_AFTER_FAULT"] == "ok":

@@ -65,7 +65,7 @@ def test_without_stream_alloc_no_program_needs_it():
 
 
 def test_capabilities_of_a_richer_sim_switch_features_on_and_leave_todays_programs_alone():
-    future = dict(CAPS, devices=2, sched_seed=1, ctx_current_after_fault=1, ctx_sticky=1)
+    future = dict(CAPS, devices=2, sched_seed=1, ctx_current_after_fault=1, ctx_sticky=1, assert_block=1)
     seen = set()
     for seed in range(200):
         p = gen.generate(seed, future)
@@ -75,13 +75,18 @@ def test_capabilities_of_a_richer_sim_switch_features_on_and_leave_todays_progra
             assert p["env"]["SIM_CUDA_DEVICES"] == "2"
             assert all(op["s"].startswith("x") for op in p["ops"] if op["op"] == "launch" and op["s"][0] == "x")
     assert {"devices_multi", "surface_other_device", "sim_sched_seed", "sim_ctx_after_fault", "fault_dev1",
-            "ctx_fault", "dev_reset", "surface_other_ctx", "fault_reused_handle", "sched_pdl"} <= seen
+            "ctx_fault", "dev_reset", "surface_other_ctx", "fault_reused_handle", "sched_pdl",
+            "sim_assert_block_last"} <= seen
     missing = [f for f in P.features_for(future) if f not in seen and not f.startswith("runner_") and f != "all"]
     assert not missing, f"features the richer sim allows that no program of seeds 0..199 exercises: {missing}"
     # The draws for a capability happen only when it is there: without them, the same programs as before.
     for seed in range(100):
         a, b = gen.generate(seed, CAPS), gen.generate(seed, dict(CAPS, fault_log=1))
         assert P.canonical(a) == P.canonical(b)
+        # The assert-block switch draws apart: the same program, with or without its variable.
+        c = gen.generate(seed, dict(CAPS, assert_block=1))
+        c["env"].pop("SIM_CUDA_ASSERT_BLOCK", None)
+        assert P.canonical(a) == P.canonical(c), seed
 
 
 # ---- the ground-truth model --------------------------------------------------------------------------------------

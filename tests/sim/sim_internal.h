@@ -526,6 +526,8 @@ void log_fault(unsigned long long ctx_id, uint64_t stream_id, const Item& it, CU
 // SIM_CUDA_CTX_CURRENT_AFTER_FAULT=ok: cuCtxGetCurrent answers no sticky error; fail (default): the current
 // context's.
 bool ctx_current_ok_after_fault();
+// SIM_CUDA_ASSERT_BLOCK=last: an assert line names the launch's last block (README.md, "Kernels"); zero or unset: [0,0,0].
+bool assert_block_last();
 int device_count();  // SIM_CUDA_DEVICES=<1..8>, default 1
 
 // ---- kernels (sim_kernels.cc)

@@ -17,10 +17,17 @@ const KernelDesc kKernels[kNumKernels] = {
 
 // ---------------------------------------------------------------- execution
 
-std::string assert_line(const char* where, const char* kernel, long long thread, const char* expr) {
+// The device's assert line for element `thread` of launch `it`. Its block is [0,0,0] (every element in the first block,
+// as a small batch is), or with SIM_CUDA_ASSERT_BLOCK=last the launch's last block, [grid.x-1, grid.y-1, grid.z-1]:
+// one that only a grid at least that large has, so programs whose launches differ in grid size (the oracle's: each
+// launch its own grid.x) exercise cdsa's rule that an assert line naming a block outside a launch's grid rules it out.
+std::string assert_line(const Item& it, const char* where, const char* kernel, long long thread, const char* expr) {
+  unsigned b[3] = {0, 0, 0};
+  if (assert_block_last())
+    for (int d = 0; d < 3; ++d) b[d] = it.grid[d] > 0 ? it.grid[d] - 1 : 0;
   char buf[512];
-  snprintf(buf, sizeof buf, "%s: %s: block: [0,0,0], thread: [%lld,0,0] Assertion `%s` failed.", where, kernel, thread,
-           expr);
+  snprintf(buf, sizeof buf, "%s: %s: block: [%u,%u,%u], thread: [%lld,0,0] Assertion `%s` failed.", where, kernel, b[0],
+           b[1], b[2], thread, expr);
   return buf;
 }
 
@@ -41,7 +48,7 @@ Fault run_kernel(const Item& it) {
         if (t < 0 || t >= n_classes) {
           f.code = CUDA_ERROR_ASSERT;
           f.lines.push_back(
-              assert_line("Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", i, "t >= 0 && t < n_classes"));
+              assert_line(it, "Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", i, "t >= 0 && t < n_classes"));
           return f;
         }
         ++valid;
@@ -57,7 +64,8 @@ Fault run_kernel(const Item& it) {
       if (n > 0 && index == nullptr) return Fault{CUDA_ERROR_ILLEGAL_ADDRESS, {}};
       for (int32_t i = 0; i < n; ++i) {
         if (index[i] < 0 || index[i] >= src_size)
-          f.lines.push_back(assert_line("Indexing.cu:1231", "indexSelectSmallIndex", i, "srcIndex < srcSelectDimSize"));
+          f.lines.push_back(assert_line(it, "Indexing.cu:1231", "indexSelectSmallIndex", i,
+                                        "srcIndex < srcSelectDimSize"));
       }
       if (!f.lines.empty()) {
         f.code = CUDA_ERROR_ASSERT;

@@ -100,6 +100,17 @@ bool ctx_current_ok_after_fault() {
   return ok;
 }
 
+bool assert_block_last() {
+  static const bool last = [] {
+    const char* v = getenv("SIM_CUDA_ASSERT_BLOCK");
+    if (v == nullptr || *v == '\0' || strcmp(v, "zero") == 0) return false;
+    if (strcmp(v, "last") == 0) return true;
+    bad_value("SIM_CUDA_ASSERT_BLOCK", v, "zero or last");
+    return false;
+  }();
+  return last;
+}
+
 int device_count() {
   static const int n = static_cast<int>(number_env("SIM_CUDA_DEVICES", 1, kMaxDevices, 1));
   return n;

@@ -187,6 +187,30 @@ SIM_CHILD_TEST(StickyAcrossThreadsTextOnce) {
   child_exit_ok();
 }
 
+// SIM_CUDA_ASSERT_BLOCK: the block an assert line names, [0,0,0] by default and with "zero", the launch's last block
+// with "last" (a grid of (7,2,3): [6,1,2]); read once, so each mode in its own child.
+void assert_block_child(const char* mode, const char* block) {
+  if (mode != nullptr) setenv("SIM_CUDA_ASSERT_BLOCK", mode, 1);
+  Fd2Capture cap;
+  Kernels k;
+  CHILD_EQ(setup(k), CUDA_SUCCESS);
+  const int64_t targets[3] = {0, 9, 1};
+  CUdeviceptr out = child_alloc(4), tgt = child_copy_to_device(targets);
+  CUstream s = child_stream();
+  int32_t n = 3, classes = 5;
+  int64_t ignore = -100;
+  void* args[] = {&out, &tgt, &n, &classes, &ignore};
+  CHILD_EQ(cuLaunchKernel(k.nll, 7, 2, 3, 32, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
+  CHILD_EQ(cuStreamSynchronize(s), CUDA_ERROR_ASSERT);
+  CHILD_STDERR(cap, std::string("Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [") + block +
+                        "], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed.\n");
+  child_exit_ok();
+}
+
+SIM_CHILD_TEST(AssertBlockIsZeroByDefault) { assert_block_child(nullptr, "0,0,0"); }
+SIM_CHILD_TEST(AssertBlockZero) { assert_block_child("zero", "0,0,0"); }
+SIM_CHILD_TEST(AssertBlockLastIsTheGridsLastBlock) { assert_block_child("last", "6,1,2"); }
+
 SIM_CHILD_TEST(FaultDiscardsQueuedWorkOnEveryStream) {
   Kernels k;
   CHILD_EQ(setup(k), CUDA_SUCCESS);
