@@ -57,6 +57,8 @@ class Gen:
         self.dev1_order = list(SHORT_NAMES)  # the order device 1's functions were got in (setup: the default one)
         self.dev1_launched = set()            # the kernels launched on device 1 since (their names cdsa has seen)
         self.dev1_stale = {}                  # kernel -> the other kernel whose launched function had its address
+        self.move_r = random.Random(f"child_move/{seed}")  # the MOVE-ownership draws (build), apart from self.r
+        self.moved = set()                    # child graphs moved into a parent (owned by it: never destroyed alone)
 
     # ---- small helpers
     def grid(self, n=1):
@@ -451,7 +453,15 @@ class Gen:
             spec["how"] = self.r.choice(["v1", "v2", "kern", "node", "node_v2"])
             nodes.append(spec)
         if child is not None:
-            nodes.insert(self.r.randint(0, len(nodes)), {"child": child, "how": self.r.choice(["child", "node"])})
+            at = self.r.randint(0, len(nodes))
+            how = self.r.choice(["child", "node"])
+            # Half the cuGraphAddNode children with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: the parent owns the child
+            # graph itself from then on (its handle is never destroyed on its own). A draw of its own (move_r), so
+            # every other choice is the one made without it.
+            if how == "node" and self.move_r.random() < 0.5:
+                how = "move"
+                self.moved.add(child)
+            nodes.insert(at, {"child": child, "how": how})
         g = self.new_graph()
         self.emit(t, "build", graph=g, nodes=nodes)
         self.graphs[g] = (t, [("kernel" if "k" in x else "child" if "child" in x else x["node"]) for x in nodes],
@@ -513,7 +523,7 @@ class Gen:
         self.exec_changes(t, e, g, nodes)
         if self.r.random() < 0.7:
             self.destroy(t, g, e)
-            if child is not None:
+            if child is not None and child not in self.moved:
                 self.destroy(t, child, None)
 
     def cycles(self, t, s, big=None):

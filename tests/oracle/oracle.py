@@ -557,8 +557,12 @@ def check_gate(classes, table, floors, out=sys.stdout, expected=()):
 # ---- main --------------------------------------------------------------------------------------------------------
 
 def parse_seeds(text):
-    a, _, b = text.partition(":")
-    return range(int(a), int(b)) if b else range(int(a), int(a) + 1)
+    """A:B (the seeds A..B-1), A (one), or a comma-separated list of either."""
+    seeds = []
+    for part in text.split(","):
+        a, _, b = part.partition(":")
+        seeds.extend(range(int(a), int(b)) if b else range(int(a), int(a) + 1))
+    return seeds
 
 
 def merge(paths, out_json):
@@ -601,7 +605,7 @@ def merge(paths, out_json):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--seeds", help="A:B, the seeds A..B-1")
+    ap.add_argument("--seeds", help="A:B, the seeds A..B-1; A, one; or a comma-separated list of these")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--runner", default="mix", choices=["c", "py", "both", "mix"],
                     help="mix (default): odd seeds by the C runner, even ones by the Python runner")

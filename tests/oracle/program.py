@@ -131,7 +131,10 @@ class Model:
             elif "child" in item:
                 if item["child"] not in self.graphs:
                     continue  # skipped node
-                nodes.append({"kind": "child", "body": copy.deepcopy(self.graphs[item["child"]])})
+                if item.get("how") == "move":  # the child graph itself becomes the body: gone as a graph of its own
+                    nodes.append({"kind": "child", "body": self.graphs.pop(item["child"])})
+                else:
+                    nodes.append({"kind": "child", "body": copy.deepcopy(self.graphs[item["child"]])})
             else:
                 nodes.append({"kind": item["node"]})
         self.graphs[op["graph"]] = nodes
@@ -330,7 +333,7 @@ FEATURE_CAPS = {
 ALL_FEATURES = sorted({
     "all", "backend_driver", "backend_cupti", "backend_inject", "streams_multi", "stream_legacy", "stream_per_thread",
     "threads_multi", "events", "cross_stream_wait", "async_copy", "memop", "gate", "capture", "capture_to_graph",
-    "graph_built", "child_graph", "graph_add_node", "node_set", "exec_set", "exec_update", "node_enable",
+    "graph_built", "child_graph", "child_move", "graph_add_node", "node_set", "exec_set", "exec_update", "node_enable",
     "graph_cycles", "graph_cycles_2048", "graph_replays", "module_reload", "ctx_teardown", "handle_reuse", "pdl",
     "pdl_long", "api_lkx", "api_proc", "api_lib", "api_coop", "api_thunk", "surface_exit", "surface_teardown",
     "fault_launch", "fault_replay", "fault_thunk", "fault_700", "fault_710", "single_stream_plain", "runner_c",
@@ -459,6 +462,8 @@ def features(program, truth=None):
             f.add("graph_built")
             if any("child" in n for n in op["nodes"]):
                 f.add("child_graph")
+            if any(n.get("how") == "move" for n in op["nodes"] if "child" in n):
+                f.add("child_move")
             hows = {n.get("how") for n in op["nodes"] if "k" in n}
             if hows & {"node", "node_v2"}:
                 f.add("graph_add_node")

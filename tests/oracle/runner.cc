@@ -820,12 +820,15 @@ void Runner::op_build(int, int i, const json& op) {
       auto c = graphs_.find(item["child"]);
       if (c == graphs_.end()) continue;
       CUgraph child = c->second.first;
-      if (str(item, "how") == "node") {
+      if (str(item, "how") == "node" || str(item, "how") == "move") {
+        const bool move = str(item, "how") == "move";
         CUgraphNodeParams np{};
         np.type = CU_GRAPH_NODE_TYPE_GRAPH;
         np.graph.graph = child;
+        np.graph.ownership = move ? CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE : CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
         auto fn = sym<AddNode1Fn>("cuGraphAddNode");
         call(i, "cuGraphAddNode", [&] { return fn(&n, g, deps, nd, &np); });
+        if (move) graphs_.erase(c);  // the parent owns it now: destroyed with it, never on its own
       } else {
         call(i, "cuGraphAddChildGraphNode", [&] { return cuGraphAddChildGraphNode(&n, g, deps, nd, child); });
       }

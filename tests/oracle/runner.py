@@ -737,11 +737,14 @@ class Runner:
                     continue
                 child = self.graphs[item["child"]][0]
                 n = ptr()
-                if item.get("how") == "node":
+                if item.get("how") in ("node", "move"):
                     np_ = NodeParams()
                     np_.type = NODE_GRAPH
-                    np_.u.graph = ChildParams(child.value, 0)
+                    move = item["how"] == "move"  # CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE (1): the parent owns it now
+                    np_.u.graph = ChildParams(child.value, 1 if move else 0)
                     self.call(i, "cuGraphAddNode", c.byref(n), g, deps, nd, c.byref(np_))
+                    if move:
+                        self.graphs.pop(item["child"])  # destroyed with its parent, never on its own
                 else:
                     self.call(i, "cuGraphAddChildGraphNode", c.byref(n), g, deps, nd, child)
             elif item["node"] == "empty":

@@ -140,6 +140,19 @@ def test_child_graphs_are_copies_and_disabled_nodes_do_not_run():
     assert not P.ground_truth(prog(two))["valid"]
 
 
+def test_a_moved_child_graph_is_the_body_itself_and_gone_as_a_graph():
+    # CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: the parent owns the child graph; its handle names nothing of its own any
+    # more, so a later op on it is skipped (the generator never makes one; the sim refuses it).
+    ops = [{"op": "build", "graph": "g0", "nodes": [kernel("nll_bad", 1)]},
+           {"op": "build", "graph": "g1", "nodes": [kernel("fill", 2), {"child": "g0", "how": "move"}]},
+           {"op": "node_set", "graph": "g0", "idx": 0, "k": "fill", "grid": 3},
+           {"op": "instantiate", "graph": "g1", "exec": "e0"},
+           {"op": "graph_launch", "exec": "e0", "s": "s0", "fault": True}]
+    truth = P.ground_truth(prog(ops))
+    assert truth["valid"] and truth["grid"] == 1
+    assert "child_move" in P.features(prog(ops))
+
+
 def test_work_cdsa_cannot_record():
     ops = [{"op": "gate", "s": "s0", "id": 0}, {"op": "free_async", "s": "s0", "block": "a0"},
            {"op": "memop", "s": "s0", "target": "a0", "fault": True}, {"op": "open", "id": 0}]
