@@ -42,6 +42,7 @@ void init_driver(const void* hint) {
   get(g_driver.GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2");
   get(g_driver.GraphNodeFindInClone, "cuGraphNodeFindInClone");
   get(g_driver.GraphGetNodes, "cuGraphGetNodes");
+  get(g_driver.GraphNodeGetParams, "cuGraphNodeGetParams");
   get(g_driver.StreamWriteValue64, "cuStreamWriteValue64_v2");
   get(g_driver.StreamWriteValue32, "cuStreamWriteValue32_v2");
   get(g_driver.DeviceGetAttribute, "cuDeviceGetAttribute");

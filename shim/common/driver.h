@@ -53,6 +53,8 @@ struct Driver {
                                        CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;  // cuGraphKernelNodeGetParams_v2
   CUresult (*GraphNodeFindInClone)(CUgraphNode*, CUgraphNode, CUgraph) = nullptr;
   CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+  // CUDA 13.2+ drivers only (absent from older ones' exports: never called there): a clone's conditional bodies.
+  CUresult (*GraphNodeGetParams)(CUgraphNode, CUgraphNodeParams*) = nullptr;
 };
 
 const Driver& driver() noexcept;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "shim/common/driver.h"
 #include "shim/common/thread_block.h"
 #include "shim/record/graph_capture_internal.h"
@@ -126,6 +127,32 @@ bool holds_conditional_bodies(uint32_t id, int depth = 0) {
   return false;
 }
 
+// A clone's top-level conditional node `n` (its handles already the clone's): the driver's graphs of its bodies, from
+// cuGraphNodeGetParams (13.2+), each found from then on as the body entry cdsa copied for it, so nodes added to it
+// later are the node's. True when every body was mapped.
+// Proof: cuda.h says the pointers cuGraphNodeGetParams returns are "driver-owned memory associated with the node",
+// so phGraph_out[j] is the node's own body j (the order the bodies were made in, which copy_entry keeps); a node whose
+// answer is not a conditional node with exactly as many bodies maps nothing and keeps the clone never exact.
+bool map_clone_bodies(const Driver& d, const NodeRec& n) {
+  if (!d.GraphNodeGetParams || n.handles.empty()) return false;
+  CUgraphNodeParams p{};
+  {
+    InCdsa guard;
+    if (d.GraphNodeGetParams(reinterpret_cast<CUgraphNode>(n.handles.front()), &p) != CUDA_SUCCESS) return false;
+  }
+  if (p.type != CU_GRAPH_NODE_TYPE_CONDITIONAL || !p.conditional.phGraph_out || p.conditional.size != n.bodies.size())
+    return false;
+  for (unsigned j = 0; j < p.conditional.size; ++j)
+    if (!p.conditional.phGraph_out[j]) return false;
+  for (unsigned j = 0; j < p.conditional.size; ++j) {
+    CDSA_DCHECK(g_entries->count(n.bodies[j]) == 1);
+    auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(p.conditional.phGraph_out[j]),
+                                                     n.bodies[j]);
+    if (!fresh) at->second = n.bodies[j];  // a handle the driver reused: it names this body now
+  }
+  return true;
+}
+
 void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
   if (!ready() || !clone || !original) return;
   const Driver& d = driver();
@@ -135,9 +162,8 @@ void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
   uint32_t id = copy_entry(orig_id, false, true);
   // The clone's nodes have handles of their own: cuGraphNodeFindInClone names each (top level; deeper copies stay
   // without handles, found by the driver's view of the node when they change).
-  const bool unmapped = holds_conditional_bodies(id);
+  bool unmapped = holds_conditional_bodies(id);
   Entry& e = (*g_entries)[id];
-  e.unmapped_bodies = unmapped;
   for (NodeRec& n : e.nodes) {
     std::vector<uintptr_t> mine;
     for (uintptr_t h : n.handles) {
@@ -149,6 +175,19 @@ void note_graph_clone(CUgraph clone, CUgraph original) noexcept {
     }
     n.handles = std::move(mine);
   }
+  // Its conditional bodies are the driver's copies, graphs cdsa was never handed: where cuGraphNodeGetParams names
+  // them (top-level conditional nodes whose bodies hold no conditional node of their own, and no conditional node
+  // inside a child copy), they are followed and the clone can be exact; otherwise never exact.
+  if (unmapped) {
+    bool all = true;
+    for (const NodeRec& n : e.nodes) {
+      for (uint32_t b : n.bodies)
+        if (holds_conditional_bodies(b)) all = false;  // a deeper conditional node: its bodies have no handle here
+      if (n.type == CU_GRAPH_NODE_TYPE_CONDITIONAL && !n.bodies.empty() && !map_clone_bodies(d, n)) all = false;
+    }
+    unmapped = !all;
+  }
+  e.unmapped_bodies = unmapped;
   auto [at, fresh] = g_entry_by_graph->try_emplace(reinterpret_cast<uintptr_t>(clone), id);
   if (!fresh) {
     drop_entry(at->second);

@@ -85,7 +85,10 @@ def test_python_graph_node_names_kernel_replay_and_node_lines(tmp_path, mode):
 # rightly. child-move: a child node made with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE owns the child graph itself, so a
 # kernel added through the child's handle afterwards is the node's (issue 26: cdsa kept a copy and missed it).
 # edges: cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 change the order, never which nodes run.
-@pytest.mark.parametrize("mode", ["child-embedded", "child-move", "edges"])
+# clone-cond: a clone's conditional body is a graph only cuGraphNodeGetParams (CUDA 13.2+) names; the program adds the
+# asserting kernel to it through that handle, and cdsa, asking the driver the same at cuGraphClone, follows it (issue
+# 27: before, a clone with conditional nodes was never exact).
+@pytest.mark.parametrize("mode", ["child-embedded", "child-move", "edges", "clone-cond"])
 def test_cpp_graph_of_three_kernel_nodes_names_the_added_one(tmp_path, mode):
     run = run_program([PROGRAM, mode], cwd=tmp_path)
     assert run.rc == 3, run.err

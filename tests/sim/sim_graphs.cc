@@ -930,6 +930,40 @@ SIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph* phGra
   return CUDA_SUCCESS;
 }
 
+// cuGraphNodeGetParams (CUDA 13.2; cuGetProcAddress gives it from 13020): the node's kind and, for the kinds the sim
+// describes, its parameters: kernel nodes (as cuGraphKernelNodeGetParams_v2, in the v3 struct), child graph nodes (the
+// node's own graph, as cuGraphChildGraphNodeGetGraph, ownership CLONE) and conditional nodes (handle, type, size, and
+// phGraph_out: the node's body graphs, "driver-owned memory associated with the node" as cuda.h says, so a clone's
+// bodies are reachable through its nodes). Other kinds: the type alone, every other field zero.
+SIM_API CUresult cuGraphNodeGetParams(CUgraphNode hNode, CUgraphNodeParams* nodeParams) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) return r;
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lk(S().mu);
+  GraphNode* n = node_locked(hNode);
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *nodeParams = CUgraphNodeParams{};
+  nodeParams->type = n->type;
+  switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      kernel_params_out(*n, &nodeParams->kernel);
+      nodeParams->kernel.kern = n->kern;
+      break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      if (!n->bodies.empty()) nodeParams->graph.graph = handle_of(n->bodies[0].get());
+      break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      nodeParams->conditional.handle = n->cond;
+      nodeParams->conditional.type = n->cond_type;
+      nodeParams->conditional.size = static_cast<unsigned>(n->body_handles.size());
+      nodeParams->conditional.phGraph_out = n->body_handles.data();
+      break;
+    default:
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle* pHandle_out, CUgraph hGraph, CUcontext ctx,
                                                 unsigned int defaultLaunchValue, unsigned int flags) {
   CUresult r = enter();

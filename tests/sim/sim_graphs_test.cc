@@ -440,6 +440,59 @@ TEST_F(GraphSim, ConditionalBodyRunsByTheHandlesDefault) {
   }
 }
 
+// cuGraphNodeGetParams: a conditional node's bodies (a clone's node: the clone's own copies, which run in the
+// clone's replays and not in the original's), a kernel node's launch, a child node's graph.
+TEST_F(GraphSim, NodeGetParamsNamesEachNodesOwnBodies) {
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphConditionalHandle h = 0;
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+  CUgraphNodeParams p{};
+  p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  p.conditional.handle = h, p.conditional.type = CU_GRAPH_COND_TYPE_IF, p.conditional.size = 1;
+  p.conditional.ctx = ctx;
+  CUgraphNode n = nullptr;
+  ASSERT_EQ(add_node_v1(&n, g, nullptr, 0, &p), CUDA_SUCCESS);
+  CUgraphNodeParams got{};
+  ASSERT_EQ(cuGraphNodeGetParams(n, &got), CUDA_SUCCESS);
+  EXPECT_EQ(got.type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  EXPECT_EQ(got.conditional.handle, h);
+  EXPECT_EQ(got.conditional.type, CU_GRAPH_COND_TYPE_IF);
+  ASSERT_EQ(got.conditional.size, 1u);
+  EXPECT_EQ(got.conditional.phGraph_out[0], p.conditional.phGraph_out[0]);
+  CUgraphNode k = add_fill(p.conditional.phGraph_out[0], 0, 4.0f);
+  CUgraph copy = nullptr;
+  ASSERT_EQ(cuGraphClone(&copy, g), CUDA_SUCCESS);
+  CUgraphNode cn = nullptr;
+  ASSERT_EQ(cuGraphNodeFindInClone(&cn, n, copy), CUDA_SUCCESS);
+  CUgraphNodeParams cg{};
+  ASSERT_EQ(cuGraphNodeGetParams(cn, &cg), CUDA_SUCCESS);
+  ASSERT_EQ(cg.conditional.size, 1u);
+  CUgraph clone_body = cg.conditional.phGraph_out[0];
+  ASSERT_NE(clone_body, p.conditional.phGraph_out[0]);
+  add_fill(clone_body, 0, 7.0f);  // after the body's fill: runs in the clone's replays only
+  CUgraphExec xo = nullptr, xc = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&xo, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&xc, copy, 0), CUDA_SUCCESS);
+  buf[0] = 0.0f;
+  run(xo);
+  EXPECT_EQ(buf[0], 4.0f);
+  run(xc);
+  EXPECT_EQ(buf[0], 7.0f);
+  CUgraphNodeParams kp{};
+  ASSERT_EQ(cuGraphNodeGetParams(k, &kp), CUDA_SUCCESS);
+  EXPECT_EQ(kp.type, CU_GRAPH_NODE_TYPE_KERNEL);
+  EXPECT_EQ(kp.kernel.func, fill);
+  EXPECT_EQ(cuGraphNodeGetParams(nullptr, &kp), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphNodeGetParams(k, nullptr), CUDA_ERROR_INVALID_VALUE);
+  cuGraphExecDestroy(xo);
+  cuGraphExecDestroy(xc);
+  cuGraphDestroy(copy);
+  cuGraphDestroy(g);
+}
+
 TEST_F(GraphSim, DeviceUpdatableAttributeIsKept) {
   CUgraph g = nullptr;
   ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);

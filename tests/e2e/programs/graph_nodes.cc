@@ -280,6 +280,29 @@ int main(int argc, char** argv) {
     check(cuGraphDestroy(g), "cuGraphDestroy");
     return replay_twice(instantiate(copy));
   }
+  if (!strcmp(mode, "clone-cond")) {  // a kernel added to a clone's conditional body, reached by cuGraphNodeGetParams
+    CUgraph g = new_graph();
+    CUgraphNode a = add_fill(g, nullptr);
+    CUcontext ctx;
+    check(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    CUgraphConditionalHandle h;
+    check(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), "cuGraphConditionalHandleCreate");
+    CUgraphNodeParams p{};
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h, p.conditional.type = CU_GRAPH_COND_TYPE_IF, p.conditional.size = 1;
+    p.conditional.ctx = ctx;
+    CUgraphNode c;
+    check(cuGraphAddNode(&c, g, &a, nullptr, 1, &p), "cuGraphAddNode (conditional)");
+    add_fill(p.conditional.phGraph_out[0], nullptr);  // the original's body: a fill
+    CUgraph copy;
+    check(cuGraphClone(&copy, g), "cuGraphClone");
+    CUgraphNode cc;
+    check(cuGraphNodeFindInClone(&cc, c, copy), "cuGraphNodeFindInClone");
+    CUgraphNodeParams q{};
+    check(cuGraphNodeGetParams(cc, &q), "cuGraphNodeGetParams");  // 13.2+: the clone's own body graphs
+    add_index(q.conditional.phGraph_out[0], nullptr);  // into the clone's body only
+    return replay_twice(instantiate(copy));
+  }
   if (!strcmp(mode, "kern")) {  // a node made from a CUkernel in `kern`, func NULL (cuda.core's way)
     CUlibrary lib;
     check(cuLibraryLoadData(&lib, "image", nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
