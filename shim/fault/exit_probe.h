@@ -33,7 +33,8 @@ struct ExitProbeResult {
 // cannot describe, a launch through a pass-through entry point) so is every stream with launches. Such a stream keeps the
 // probe waiting while it answers CUDA_ERROR_NOT_READY.
 // Any other is queried each poll; only one with marks and a missing one (landed < marked) keeps the probe waiting,
-// or a foreign one (StreamView::foreign: another thread's per-thread stream) that is not done(): its query answers
+// or one with marks whose launches are not all proven finished (a mark never placed) while it answers
+// CUDA_ERROR_NOT_READY, or a foreign one (StreamView::foreign: another thread's per-thread stream) that is not done(): its query answers
 // for its context alone (the sticky error is the context's, so it still shows a fault once there is one), never
 // whether the stream finished, so it is waited for until the fault or the timeout. A stream without marks is queried
 // but not waited for. A torn-down answer (driver.h's is_torn_down) counts only from a stream with marks, and only
@@ -59,8 +60,13 @@ ExitProbeResult poll_streams_at_exit(Views&& views, Query&& query, ElapsedMs&& e
       pending = pending || (s.marks && s.landed < s.marked) || (s.foreign && !s.done());
       CUresult r = query(s);
       if (is_sticky_fault(r)) return {ExitProbeVerdict::StickyFault, r};
-      // Work no mark covers, still running: waited for like a missing mark (it may be what faults).
-      if (r == CUDA_ERROR_NOT_READY && (query_every_stream || s.work_after_proof())) pending = true;
+      // Work no mark covers, still running: waited for like a missing mark (it may be what faults). That includes
+      // launches whose mark was never placed (a PDL group's mark left out when its event wait failed, a tail this
+      // thread could not flush): a mark never placed proves nothing, and cannot land to end the wait, but the
+      // stream's own answer can (oracle seed 345421: the asserting PDL launch still queued behind a 20 ms sleep
+      // when the placed marks had all landed; the probe ended before it ran, and the fault went unreported).
+      if (r == CUDA_ERROR_NOT_READY && (query_every_stream || s.work_after_proof() || (s.marks && !s.done())))
+        pending = true;
       if (s.marks && is_torn_down(r)) torn_down = r;
     }
     if (!pending) return {ExitProbeVerdict::Finished, CUDA_SUCCESS};

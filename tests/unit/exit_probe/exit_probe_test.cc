@@ -186,6 +186,47 @@ TEST(ExitProbe, AnUnflushedTailIsQueriedButNotWaitedFor) {
   EXPECT_EQ(fault.run().verdict, ExitProbeVerdict::StickyFault);
 }
 
+// Launches whose mark was never placed, still running: a mark never placed proves nothing and never lands, so the
+// stream's own answer decides. Oracle seed 345421 (3 lost reports in 100,000 programs): a PDL group's mark left out
+// when its event wait failed, the asserting launch queued behind a 20 ms sleep; the placed marks had all landed, so
+// the probe ended at once and the fault that came a moment later was never reported.
+TEST(ExitProbe, UnprovenLaunchesStillRunningAreWaitedForUntilTheyFinishOrFault) {
+  Probe p;
+  p.streams = {stream(0, 4, 2, 2)};
+  p.answer = [](int, int poll) { return poll < 3 ? CUDA_ERROR_NOT_READY : CUDA_ERROR_ASSERT; };
+  ExitProbeResult r = p.run();
+  EXPECT_EQ(r.verdict, ExitProbeVerdict::StickyFault);
+  EXPECT_EQ(r.result, CUDA_ERROR_ASSERT);
+  EXPECT_EQ(p.polls, 4);
+
+  Probe finishes;  // they finish without a fault: the wait ends there
+  finishes.streams = {stream(0, 4, 2, 2)};
+  finishes.answer = [](int, int poll) { return poll < 2 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; };
+  EXPECT_EQ(finishes.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(finishes.pauses, 2);
+
+  Probe busy;  // never finishing: to the timeout, no report
+  busy.streams = {stream(0, 4, 2, 2)};
+  busy.timeout_ms = 4;
+  busy.answer = [](int, int) { return CUDA_ERROR_NOT_READY; };
+  EXPECT_EQ(busy.run().verdict, ExitProbeVerdict::TimedOut);
+  EXPECT_EQ(busy.pauses, 4);
+
+  Probe synced;  // a sync proved them: not waited for, whatever the stream answers
+  StreamView v = stream(0, 4, 2, 2);
+  v.synced = 4;
+  synced.streams = {v};
+  synced.answer = [](int, int) { return CUDA_ERROR_NOT_READY; };
+  EXPECT_EQ(synced.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(synced.pauses, 0);
+
+  Probe off;  // breadcrumbs off: no mark says anything, a busy stream is still queried once and not waited for
+  off.streams = {stream(0, 4, 0, 0, /*marks=*/false)};
+  off.answer = [](int, int) { return CUDA_ERROR_NOT_READY; };
+  EXPECT_EQ(off.run().verdict, ExitProbeVerdict::Finished);
+  EXPECT_EQ(off.pauses, 0);
+}
+
 // Another thread's per-thread stream: a query of CU_STREAM_PER_THREAD here is this thread's own stream, so its
 // answer says nothing of the other's work; the context's sticky error shows in it once that work faults (oracle seed
 // 204876: the other thread's copy into freed memory faulted after the probe's one query had answered success).
