@@ -565,6 +565,15 @@ def parse_seeds(text):
     return seeds
 
 
+def generator_fingerprint():
+    """What makes a seed's program and its features: gen.py and program.py, hashed (kept in every --json)."""
+    import hashlib
+    h = hashlib.sha256()
+    for name in ("gen.py", "program.py"):
+        h.update((HERE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def merge(paths, out_json):
     """The summary of several --json files of generated programs, as if one run had made them all: each record's
     features are computed again from its seed (gen.generate with the pieces' capabilities, which must be the
@@ -574,6 +583,17 @@ def merge(paths, out_json):
     for p, d in zip(paths, pieces):
         if d["caps"] != caps:
             raise SystemExit(f"oracle --merge: {p} was run with other capabilities than {paths[0]}")
+    mine = generator_fingerprint()
+    prints = {d.get("generator") for d in pieces}
+    if len(prints) > 1:
+        raise SystemExit(f"oracle --merge: the pieces were made by different generators ({sorted(map(str, prints))})")
+    (theirs,) = prints
+    if theirs is None:
+        print("oracle --merge: the pieces carry no generator fingerprint (made before it was kept): their features "
+              "are computed with this checkout's gen.py and program.py, which must be the ones they ran with")
+    elif theirs != mine:
+        raise SystemExit(f"oracle --merge: the pieces were made by generator {theirs}, this checkout's is {mine}: "
+                         "run --merge from the commit they ran on")
     rows, records, seen, seconds = [], [], set(), 0.0
     for p, d in zip(paths, pieces):
         seconds += d.get("seconds", 0.0)
@@ -597,8 +617,8 @@ def merge(paths, out_json):
     print_summary(classes, table, expected=P.features_for(caps), fault_log=fault_log)
     if out_json:
         pathlib.Path(out_json).write_text(json.dumps({"runs": records, "classes": classes, "features": table,
-                                                      "fault_log": fault_log, "seconds": seconds, "caps": caps},
-                                                     indent=1))
+                                                      "fault_log": fault_log, "seconds": seconds, "caps": caps,
+                                                      "generator": theirs}, indent=1))
     return 1 if any(classes.get(c) for c in FAIL_CLASSES) else 0
 
 
@@ -730,8 +750,8 @@ def main():
             print(f"oracle: wrote {path}")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({"runs": records, "classes": classes, "features": table,
-                                                    "fault_log": fault_log, "seconds": elapsed, "caps": caps},
-                                                   indent=1))
+                                                    "fault_log": fault_log, "seconds": elapsed, "caps": caps,
+                                                    "generator": generator_fingerprint()}, indent=1))
     if a.skip_open and case_failures and not a.gate:  # the gate names them below
         print(f"oracle regressions: FAIL: {sum(case_failures.values())} case run(s) failed ({dict(case_failures)})")
         return 1

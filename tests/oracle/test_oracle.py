@@ -518,3 +518,20 @@ def test_merged_pieces_give_the_table_of_one_run(tmp_path, capsys):
         oracle.merge([a, piece("d.json", recs[4:], caps=dict(CAPS, devices=2))], None)
     failing = piece("e.json", [dict(recs[4], cls="wrong-certainty")])
     assert oracle.merge([a, failing], None) == 1
+    # Pieces made by another generator (gen.py or program.py changed since): their features would be wrong.
+    other = json.loads(pathlib.Path(b).read_text())
+    other["generator"] = "0" * 16
+    pathlib.Path(b).write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="different generators"):
+        oracle.merge([a, b], None)
+    for path in (a, b):
+        d = json.loads(pathlib.Path(path).read_text())
+        d["generator"] = "0" * 16
+        pathlib.Path(path).write_text(json.dumps(d))
+    with pytest.raises(SystemExit, match="run --merge from the commit they ran on"):
+        oracle.merge([a, b], None)
+    for path in (a, b):
+        d = json.loads(pathlib.Path(path).read_text())
+        d["generator"] = oracle.generator_fingerprint()
+        pathlib.Path(path).write_text(json.dumps(d))
+    assert oracle.merge([a, b], None) == 0
