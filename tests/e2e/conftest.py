@@ -129,13 +129,14 @@ def lost_after_first(tmp_path):
 # The interpreter the Python programs run under: this one, or E2E_PYTHON (the aarch64 step: Debian's arm64 CPython,
 # tools/setup.sh's .aarch64-python/, started under E2E_EMULATOR like every other program of the build under test).
 PYTHON = os.environ.get("E2E_PYTHON") or sys.executable
+PYTHON_EMULATED = bool(os.environ.get("E2E_PYTHON"))
 
 
 def run_python(script, *args, cwd, env=None, preload=True, dll="cdll", timeout=180, python=None):
     """`script` of tests/e2e/scripts run by PYTHON (`python`: another interpreter of this host, never emulated)."""
     argv = [str(python or PYTHON), str(SCRIPTS / script), *map(str, args)]
     env = clean_env(env, preload, dll)
-    if python is None and os.environ.get("E2E_PYTHON"):
+    if python is None and PYTHON_EMULATED:
         argv, env = emulated(argv, env)
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return Run(proc, cwd)
@@ -152,7 +153,7 @@ def other_pythons(*versions):
     E2E_PYTHON names the interpreter (the host's cannot load a cross build's libcdsa.so)."""
     found = []
     for v in versions:
-        if os.environ.get("E2E_PYTHON"):
+        if PYTHON_EMULATED:
             found.append(pytest.param(None, id=f"python{v}", marks=pytest.mark.skip(reason="E2E_PYTHON set")))
             continue
         cands = sorted(pathlib.Path("/root/.pyenv/versions").glob(f"{v}.*/bin/python3")) + [pathlib.Path(f"/usr/bin/python{v}")]

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from conftest import (BUILD, PYTHON, ROOT, SCRIPTS, Run, clean_env, emulated, execs_directly, marker_line,
-                      other_pythons, run_cli, run_python)
+from conftest import (BUILD, PYTHON, PYTHON_EMULATED, ROOT, SCRIPTS, Run, clean_env, emulated, execs_directly,
+                      marker_line, other_pythons, run_cli, run_python)
 
 PYTHON_PKG = ROOT / "python"  # the cdsa package's sources (the wheel's tests use the installed one)
 
@@ -119,7 +119,7 @@ def test_without_a_rank_the_header_names_the_process_and_gpu(tmp_path):
 # format_exception.
 
 def all_pythons():
-    if os.environ.get("E2E_PYTHON"):  # the emulated interpreter alone (conftest.PYTHON): run_python's default
+    if PYTHON_EMULATED:  # the emulated interpreter alone (conftest.PYTHON): run_python's default
         return [pytest.param(None, id="e2e_python")]
     this = f"{sys.version_info.major}.{sys.version_info.minor}"
     return [pytest.param(sys.executable, id=f"python{this}")] + other_pythons(

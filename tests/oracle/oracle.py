@@ -565,6 +565,11 @@ def parse_seeds(text):
     return seeds
 
 
+def run_features(prog, runner):
+    """A run's features: its program's and its runner's (the Python runner's also the dll kind)."""
+    return P.features(prog) + ["runner_" + runner] + (["runner_py_" + prog.get("dll", "cdll")] if runner == "py" else [])
+
+
 def generator_fingerprint():
     """What makes a seed's program and its features: gen.py and program.py, hashed (kept in every --json)."""
     import hashlib
@@ -604,10 +609,7 @@ def merge(paths, out_json):
             if key in seen:
                 raise SystemExit(f"oracle --merge: seed {rec['seed']} [{rec['runner']}] is in two pieces")
             seen.add(key)
-            prog = gen.generate(rec["seed"], caps)
-            feats = P.features(prog) + ["runner_" + rec["runner"]] + (
-                ["runner_py_" + prog.get("dll", "cdll")] if rec["runner"] == "py" else [])
-            rows.append((feats, rec))
+            rows.append((run_features(gen.generate(rec["seed"], caps), rec["runner"]), rec))
             records.append(rec)
     classes, table = summarize(rows)
     fault_log = collections.Counter(c.get("fault_log") for _, c in rows if c.get("fault_log"))
@@ -700,8 +702,7 @@ def main():
         for fut in concurrent.futures.as_completed(futs):
             label, prog, runner = futs[fut]
             c, run = fut.result()
-            feats = P.features(prog) + ["runner_" + runner] + (
-                ["runner_py_" + prog.get("dll", "cdll")] if runner == "py" else [])
+            feats = run_features(prog, runner)
             if not label.startswith("regressions/"):
                 rows.append((feats, c))  # the per-feature table and the floors: generated programs only
             else:

@@ -820,8 +820,9 @@ void Runner::op_build(int, int i, const json& op) {
       auto c = graphs_.find(item["child"]);
       if (c == graphs_.end()) continue;
       CUgraph child = c->second.first;
-      if (str(item, "how") == "node" || str(item, "how") == "move") {
-        const bool move = str(item, "how") == "move";
+      const std::string how = str(item, "how");
+      if (how == "node" || how == "move") {
+        const bool move = how == "move";
         CUgraphNodeParams np{};
         np.type = CU_GRAPH_NODE_TYPE_GRAPH;
         np.graph.graph = child;

@@ -502,11 +502,7 @@ def test_merged_pieces_give_the_table_of_one_run(tmp_path, capsys):
     a, b = piece("a.json", recs[:4]), piece("b.json", recs[4:])
     out = tmp_path / "all.json"
     assert oracle.merge([a, b], str(out)) == 0
-    rows = []
-    for r in recs:
-        p = gen.generate(r["seed"], CAPS)
-        rows.append((P.features(p) + ["runner_" + r["runner"]] +
-                     (["runner_py_" + p.get("dll", "cdll")] if r["runner"] == "py" else []), r))
+    rows = [(oracle.run_features(gen.generate(r["seed"], CAPS), r["runner"]), r) for r in recs]
     want_classes, want_table = oracle.summarize(rows)
     got = json.loads(out.read_text())
     assert got["features"] == json.loads(json.dumps(want_table)) and got["classes"] == dict(want_classes)
@@ -519,19 +515,17 @@ def test_merged_pieces_give_the_table_of_one_run(tmp_path, capsys):
     failing = piece("e.json", [dict(recs[4], cls="wrong-certainty")])
     assert oracle.merge([a, failing], None) == 1
     # Pieces made by another generator (gen.py or program.py changed since): their features would be wrong.
-    other = json.loads(pathlib.Path(b).read_text())
-    other["generator"] = "0" * 16
-    pathlib.Path(b).write_text(json.dumps(other))
+    def stamp(fingerprint, *paths):
+        for path in paths:
+            d = json.loads(pathlib.Path(path).read_text())
+            d["generator"] = fingerprint
+            pathlib.Path(path).write_text(json.dumps(d))
+
+    stamp("0" * 16, b)
     with pytest.raises(SystemExit, match="different generators"):
         oracle.merge([a, b], None)
-    for path in (a, b):
-        d = json.loads(pathlib.Path(path).read_text())
-        d["generator"] = "0" * 16
-        pathlib.Path(path).write_text(json.dumps(d))
+    stamp("0" * 16, a, b)
     with pytest.raises(SystemExit, match="run --merge from the commit they ran on"):
         oracle.merge([a, b], None)
-    for path in (a, b):
-        d = json.loads(pathlib.Path(path).read_text())
-        d["generator"] = oracle.generator_fingerprint()
-        pathlib.Path(path).write_text(json.dumps(d))
+    stamp(oracle.generator_fingerprint(), a, b)
     assert oracle.merge([a, b], None) == 0

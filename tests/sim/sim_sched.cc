@@ -16,6 +16,17 @@ void bad_value(const char* name, const char* value, const char* expected) {
   fprintf(stderr, "simulated CUDA driver: %s=%s is not %s; using the default\n", name, value, expected);
 }
 
+// One of two words: true for `on`, false for `off` (the default: unset and empty too; anything else with a message).
+bool two_way_env(const char* name, const char* off, const char* on) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0' || strcmp(v, off) == 0) return false;
+  if (strcmp(v, on) == 0) return true;
+  char expected[96];
+  snprintf(expected, sizeof expected, "%s or %s", off, on);
+  bad_value(name, v, expected);
+  return false;
+}
+
 // A decimal number in [lo, hi], else `fallback` (unset, empty: silently; anything else: with a message).
 uint64_t number_env(const char* name, uint64_t lo, uint64_t hi, uint64_t fallback, bool* set = nullptr) {
   const char* v = getenv(name);
@@ -90,24 +101,12 @@ void log_fault(unsigned long long ctx_id, uint64_t stream_id, const Item& it, CU
 }
 
 bool ctx_current_ok_after_fault() {
-  static const bool ok = [] {
-    const char* v = getenv("SIM_CUDA_CTX_CURRENT_AFTER_FAULT");
-    if (v == nullptr || *v == '\0' || strcmp(v, "fail") == 0) return false;
-    if (strcmp(v, "ok") == 0) return true;
-    bad_value("SIM_CUDA_CTX_CURRENT_AFTER_FAULT", v, "fail or ok");
-    return false;
-  }();
+  static const bool ok = two_way_env("SIM_CUDA_CTX_CURRENT_AFTER_FAULT", "fail", "ok");
   return ok;
 }
 
 bool assert_block_last() {
-  static const bool last = [] {
-    const char* v = getenv("SIM_CUDA_ASSERT_BLOCK");
-    if (v == nullptr || *v == '\0' || strcmp(v, "zero") == 0) return false;
-    if (strcmp(v, "last") == 0) return true;
-    bad_value("SIM_CUDA_ASSERT_BLOCK", v, "zero or last");
-    return false;
-  }();
+  static const bool last = two_way_env("SIM_CUDA_ASSERT_BLOCK", "zero", "last");
   return last;
 }
 
